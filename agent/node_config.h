@@ -1,0 +1,26 @@
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "core/messenger.h"
+#include "core/node_id.h"
+#include "core/packet_auth.h"
+#include "routing/one_hop_transport.h"
+
+namespace mesh::agent {
+
+// Everything one Node needs to know about itself, already validated. The
+// agent fills it from TOML (agent/config.h); the simulator from a scenario.
+struct NodeConfig {
+  std::string name;
+  core::NodeId id;                          // main IPv4 address
+  std::array<double, 3> location{};         // x, y, z in metres
+  core::MeshKey mesh_key;
+  unsigned replay_window = 256;             // per-sender counters remembered below the highest
+  routing::OneHopTransport::Options transport;
+  core::Messenger::Options messaging;
+  core::Duration ping_timeout = std::chrono::seconds(5);
+};
+
+}  // namespace mesh::agent

@@ -1,0 +1,132 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "core/env.h"
+#include "core/metrics.h"
+#include "core/transport.h"
+
+namespace mesh::core {
+
+// When to retransmit a request and when to give up. Every attempt reuses the
+// request's msg_id, so the receiver can tell a retransmission from a new
+// request.
+struct RetryPolicy {
+  Duration first_timeout = std::chrono::milliseconds(250);  // wait before the first retransmission
+  double backoff = 2.0;                                     // each wait is the previous one times this
+  Duration max_interval = std::chrono::seconds(2);          // cap on one wait
+  double jitter = 0.2;                                      // each wait drawn in [w(1-j), w(1+j)]
+  Duration deadline = std::chrono::seconds(10);             // give up this long after the request
+};
+
+enum class RequestStatus {
+  ok,        // response received
+  timeout,   // no response before the deadline
+  rejected,  // the receiver refused (no handler for the body type, or the handler rejected)
+  cancelled, // never reported to a callback; cancel() drops the callback
+};
+std::string_view to_string(RequestStatus status);
+
+struct RequestResult {
+  RequestStatus status = RequestStatus::timeout;
+  Message response;       // ok: the response; rejected: body holds the reason
+  Duration elapsed{};     // from request() to the result
+  Duration last_rtt{};    // from the attempt that was answered to its answer (ok only)
+  uint32_t attempts = 0;  // transmissions made
+};
+
+// Answers one request, once: respond() or reject(). Copies share the same
+// request, so a handler may stash one and answer later; if no copy answers,
+// the caller times out. Answering twice is ignored.
+class Responder {
+ public:
+  void respond(std::string body);
+  void reject(std::string reason);
+  const Message& request() const;
+
+ private:
+  friend class Messenger;
+  struct Pending;
+  explicit Responder(std::shared_ptr<Pending> pending) : pending_(std::move(pending)) {}
+  std::shared_ptr<Pending> pending_;
+};
+
+// A node's single entry point for agent messages above the transport:
+// fire-and-forget datagrams dispatched by body type, and reliable
+// request/response with retransmission (exponential backoff with jitter),
+// receiver-side deduplication so a handler runs once per request (a
+// duplicate of an answered request gets the cached answer again; one of a
+// pending request is dropped), and a result for every caller: ok, timeout or
+// rejected. Sans-IO: time, timers and randomness from Env.
+class Messenger {
+ public:
+  using DatagramHandler = std::function<void(const Message& message)>;
+  using RequestHandler = std::function<void(const Message& request, Responder responder)>;
+  using ResultCallback = std::function<void(const RequestResult& result)>;
+
+  struct Options {
+    RetryPolicy retry;
+    // How long an answered request is remembered for deduplication; must
+    // exceed every sender's deadline, or a late retransmission runs the
+    // handler twice.
+    Duration dedupe_hold = std::chrono::seconds(60);
+    size_t dedupe_capacity = 65536;  // oldest forgotten first beyond this
+  };
+
+  Messenger(Env& env, Transport& transport, Metrics& metrics, Options options);
+  Messenger(const Messenger&) = delete;
+  Messenger& operator=(const Messenger&) = delete;
+  ~Messenger();
+
+  NodeId self() const { return transport_.self(); }
+
+  SendStatus send(NodeId dst, uint32_t body_type, std::string body);
+  void on_datagram(uint32_t body_type, DatagramHandler handler);
+
+  // Returns the request's msg_id, usable with cancel().
+  uint64_t request(NodeId dst, uint32_t body_type, std::string body, ResultCallback callback,
+                   std::optional<RetryPolicy> retry = std::nullopt);
+  // The callback will not be called.
+  void cancel(uint64_t msg_id);
+  void serve(uint32_t body_type, RequestHandler handler);
+
+  size_t pending_requests() const { return outgoing_.size(); }
+
+ private:
+  struct Outgoing;
+  struct Answered;
+  void receive(const Message& message);
+  void on_request(const Message& message);
+  void on_answer(const Message& message);
+  void transmit(uint64_t msg_id);
+  void finish(uint64_t msg_id, RequestResult result);
+  void remember(const Message& answer);
+  void forget_expired();
+
+  Env& env_;
+  Transport& transport_;
+  Metrics& metrics_;
+  Options options_;
+  uint64_t next_msg_id_;
+  std::unordered_map<uint32_t, DatagramHandler> datagram_handlers_;
+  std::unordered_map<uint32_t, RequestHandler> request_handlers_;
+  std::unordered_map<uint64_t, std::unique_ptr<Outgoing>> outgoing_;
+  // Receiver side: (src, msg_id) of requests seen, with the answer once given.
+  struct SeenKey {
+    NodeId src;
+    uint64_t msg_id;
+    bool operator<(const SeenKey& o) const { return src != o.src ? src < o.src : msg_id < o.msg_id; }
+  };
+  std::map<SeenKey, std::shared_ptr<Answered>> seen_;
+  std::multimap<TimePoint, SeenKey> seen_expiry_;
+  ScopedTimer sweep_timer_;
+  std::shared_ptr<bool> alive_;
+};
+
+}  // namespace mesh::core
