@@ -1,0 +1,45 @@
+#include "core/authenticated_link.h"
+
+#include "core/log.h"
+
+namespace mesh::core {
+
+AuthenticatedLink::AuthenticatedLink(Link& raw, PacketAuth& auth, NodeId self, Metrics& metrics)
+    : raw_(raw), auth_(auth), self_(self), metrics_(metrics) {
+  raw_.set_receiver([this](Ipv4Address from, ByteSpan datagram) { receive(from, datagram); });
+}
+
+void AuthenticatedLink::broadcast(ByteSpan datagram) {
+  const std::vector<uint8_t> sealed = auth_.seal(datagram);
+  raw_.broadcast(sealed);
+}
+
+void AuthenticatedLink::send(Ipv4Address neighbour, ByteSpan datagram) {
+  const std::vector<uint8_t> sealed = auth_.seal(datagram);
+  auto it = raw_address_of_.find(neighbour);
+  raw_.send(it == raw_address_of_.end() ? neighbour : it->second, sealed);
+}
+
+void AuthenticatedLink::set_receiver(Receiver receiver) { receiver_ = std::move(receiver); }
+
+size_t AuthenticatedLink::max_datagram_size() const {
+  const size_t raw = raw_.max_datagram_size();
+  return raw > PacketAuth::kOverhead ? raw - PacketAuth::kOverhead : 0;
+}
+
+void AuthenticatedLink::receive(Ipv4Address from, ByteSpan datagram) {
+  auto opened = auth_.open(datagram);
+  if (!opened) {
+    const std::string_view reason = to_string(opened.error());
+    metrics_.counter("auth_dropped_total", {{"reason", std::string(reason)}}).add();
+    log("core").debug("auth drop from={} size={} reason={}", from.to_string(), datagram.size(), reason);
+    return;
+  }
+  // A UDP socket bound to the wildcard address hears its own broadcasts;
+  // they are not news from a neighbour.
+  if (opened->sender == self_) return;
+  raw_address_of_[opened->sender] = from;
+  if (receiver_) receiver_(opened->sender, opened->payload);
+}
+
+}  // namespace mesh::core

@@ -10,6 +10,9 @@ namespace mesh::core {
 // only in C++23.
 template <typename E>
 struct Unexpected {
+  // A constructor, not aggregate init: clang 14 lacks parenthesised
+  // aggregate initialisation, and callers write Unexpected(error).
+  explicit Unexpected(E e) : error(std::move(e)) {}
   E error;
 };
 template <typename E>

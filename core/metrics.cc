@@ -1,0 +1,141 @@
+#include "core/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mesh::core {
+namespace {
+
+// Neighbouring bucket bounds differ by this ratio; a bucket's geometric
+// midpoint is then within sqrt(1.08) - 1 (about 3.9 %) of any value in it.
+constexpr double kBucketRatio = 1.08;
+// Positive values map to floor(log_r(v)) + kIndexOffset, which keeps every
+// finite positive double above index 0 (reserved for values <= 0) so that
+// map order is value order.
+constexpr int kIndexOffset = 10000;
+constexpr int kMaxExponent = 10000;
+
+double log_ratio() { return std::log(kBucketRatio); }
+
+int bucket_of(double value) {
+  if (value <= 0.0) return 0;
+  const double exponent = std::floor(std::log(value) / log_ratio());
+  const double clamped = std::clamp(exponent, static_cast<double>(1 - kIndexOffset), static_cast<double>(kMaxExponent));
+  return static_cast<int>(clamped) + kIndexOffset;
+}
+
+double representative(int bucket) {
+  if (bucket == 0) return 0.0;
+  return std::exp((static_cast<double>(bucket - kIndexOffset) + 0.5) * log_ratio());
+}
+
+Labels sorted(Labels labels) {
+  std::sort(labels.begin(), labels.end());
+  return labels;
+}
+
+}  // namespace
+
+void Histogram::record(double value) {
+  if (std::isnan(value)) return;
+  if (count_ == 0) {
+    min_ = value;
+    max_ = value;
+  } else {
+    min_ = std::min(min_, value);
+    max_ = std::max(max_, value);
+  }
+  ++count_;
+  sum_ += value;
+  ++buckets_[bucket_of(value)];
+}
+
+double Histogram::quantile(double q) const {
+  if (count_ == 0) return 0.0;
+  if (!(q > 0.0)) return min_;
+  if (q >= 1.0) return max_;
+  const auto rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(q * static_cast<double>(count_))));
+  uint64_t seen = 0;
+  for (const auto& [bucket, n] : buckets_) {
+    seen += n;
+    if (seen >= rank) return std::clamp(representative(bucket), min_, max_);
+  }
+  return max_;
+}
+
+Counter& Metrics::counter(std::string_view name, Labels labels) {
+  labels = sorted(std::move(labels));
+  std::string key = series_key(name, labels);
+  auto it = counters_.find(key);
+  if (it == counters_.end()) {
+    it = counters_
+             .emplace(std::move(key), CounterEntry{std::string(name), std::move(labels), std::make_unique<Counter>()})
+             .first;
+  }
+  return *it->second.counter;
+}
+
+Histogram& Metrics::histogram(std::string_view name, Labels labels) {
+  labels = sorted(std::move(labels));
+  std::string key = series_key(name, labels);
+  auto it = histograms_.find(key);
+  if (it == histograms_.end()) {
+    it = histograms_
+             .emplace(std::move(key),
+                      HistogramEntry{std::string(name), std::move(labels), std::make_unique<Histogram>()})
+             .first;
+  }
+  return *it->second.histogram;
+}
+
+void Metrics::count_traffic(std::string_view scope, std::string_view layer, std::string_view type,
+                            std::string_view direction, uint64_t bytes) {
+  const Labels labels{{"direction", std::string(direction)},
+                      {"layer", std::string(layer)},
+                      {"scope", std::string(scope)},
+                      {"type", std::string(type)}};
+  counter("messages_total", labels).add(1);
+  counter("bytes_total", labels).add(bytes);
+}
+
+std::vector<Metrics::CounterRow> Metrics::counters() const {
+  std::vector<CounterRow> rows;
+  rows.reserve(counters_.size());
+  for (const auto& [series, entry] : counters_) {
+    rows.push_back(CounterRow{series, entry.name, entry.labels, entry.counter->value()});
+  }
+  return rows;
+}
+
+std::vector<Metrics::HistogramRow> Metrics::histograms() const {
+  std::vector<HistogramRow> rows;
+  rows.reserve(histograms_.size());
+  for (const auto& [series, entry] : histograms_) {
+    rows.push_back(HistogramRow{series, entry.name, entry.labels, entry.histogram.get()});
+  }
+  return rows;
+}
+
+uint64_t Metrics::total(std::string_view name) const {
+  uint64_t sum = 0;
+  for (const auto& [series, entry] : counters_) {
+    if (entry.name == name) sum += entry.counter->value();
+  }
+  return sum;
+}
+
+std::string Metrics::series_key(std::string_view name, const Labels& sorted_labels) {
+  std::string key(name);
+  if (sorted_labels.empty()) return key;
+  key += '{';
+  for (size_t i = 0; i < sorted_labels.size(); ++i) {
+    if (i > 0) key += ',';
+    key += sorted_labels[i].first;
+    key += '=';
+    key += sorted_labels[i].second;
+  }
+  key += '}';
+  return key;
+}
+
+}  // namespace mesh::core
