@@ -28,7 +28,8 @@ struct RetryPolicy {
 enum class RequestStatus {
   ok,        // response received
   timeout,   // no response before the deadline
-  rejected,  // the receiver refused (no handler for the body type, or the handler rejected)
+  rejected,  // the receiver refused (no handler for the body type, or the handler rejected),
+             // or the request is too large for one datagram (reason "too_large")
   cancelled, // never reported to a callback; cancel() drops the callback
 };
 std::string_view to_string(RequestStatus status);
@@ -37,7 +38,10 @@ struct RequestResult {
   RequestStatus status = RequestStatus::timeout;
   Message response;       // ok: the response; rejected: body holds the reason
   Duration elapsed{};     // from request() to the result
-  Duration last_rtt{};    // from the attempt that was answered to its answer (ok only)
+  // From the latest transmission to the answer (ok only). An answer cannot
+  // tell which attempt it answers, so after retransmissions this may be
+  // shorter than the true round trip (the ambiguity Karn's algorithm avoids).
+  Duration last_rtt{};
   uint32_t attempts = 0;  // transmissions made
 };
 
@@ -89,7 +93,10 @@ class Messenger {
   SendStatus send(NodeId dst, uint32_t body_type, std::string body);
   void on_datagram(uint32_t body_type, DatagramHandler handler);
 
-  // Returns the request's msg_id, usable with cancel().
+  // Returns the request's msg_id, usable with cancel(). The callback runs
+  // exactly once unless cancelled; the callback may call request() and
+  // cancel(). A no_route from the transport is retried on the normal
+  // schedule, since routes appear later.
   uint64_t request(NodeId dst, uint32_t body_type, std::string body, ResultCallback callback,
                    std::optional<RetryPolicy> retry = std::nullopt);
   // The callback will not be called.
@@ -99,15 +106,22 @@ class Messenger {
   size_t pending_requests() const { return outgoing_.size(); }
 
  private:
+  friend class Responder;
   struct Outgoing;
   struct Answered;
   void receive(const Message& message);
+  void on_datagram_message(const Message& message);
   void on_request(const Message& message);
   void on_answer(const Message& message);
+  // One transmission of a pending request; may finish it (too large).
   void transmit(uint64_t msg_id);
   void finish(uint64_t msg_id, RequestResult result);
-  void remember(const Message& answer);
+  // Sends a Responder's answer and caches it for duplicates.
+  void answer(const Message& request, const std::shared_ptr<Answered>& entry, MessageKind kind, std::string body);
+  void remember(const Message& request, const std::shared_ptr<Answered>& entry);
   void forget_expired();
+  void arm_sweep();
+  Duration jittered(Duration wait, double jitter);
 
   Env& env_;
   Transport& transport_;
@@ -124,9 +138,22 @@ class Messenger {
     bool operator<(const SeenKey& o) const { return src != o.src ? src < o.src : msg_id < o.msg_id; }
   };
   std::map<SeenKey, std::shared_ptr<Answered>> seen_;
+  // Forget time -> key. Time only moves forward, so this is also first-seen
+  // order, which is the eviction order when the table is full.
   std::multimap<TimePoint, SeenKey> seen_expiry_;
   ScopedTimer sweep_timer_;
+  // Shared with every Responder: false once the Messenger is gone.
   std::shared_ptr<bool> alive_;
+
+  Counter& requests_total_;
+  Counter& retransmits_total_;
+  Counter& timeouts_total_;
+  Counter& rejections_total_;
+  Counter& duplicates_total_;
+  Counter& dropped_no_handler_;
+  Counter& dropped_unknown_answer_;
+  Counter& dropped_bad_kind_;
+  Histogram& rtt_ms_;
 };
 
 }  // namespace mesh::core

@@ -252,13 +252,13 @@ TEST(Messenger, HandlerRunsOncePerRequestUnderHeavyLossAndDuplicates) {
   p.net.min_delay = milliseconds(1);
   p.net.max_delay = milliseconds(300);
   p.serve_echo(*p.b);
-  std::map<uint64_t, std::vector<RequestResult>> results;
+  std::map<int, std::vector<RequestResult>> results;
   std::vector<uint64_t> ids;
   for (int i = 0; i < 50; ++i) {
     RetryPolicy retry;
     retry.deadline = seconds(30);
     const uint64_t id = p.a->request(
-        kB, kEcho, std::to_string(i), [&, i](const RequestResult& r) { results[r.response.msg_id].push_back(r); },
+        kB, kEcho, std::to_string(i), [&results, i](const RequestResult& r) { results[i].push_back(r); },
         retry);
     ids.push_back(id);
   }
@@ -267,7 +267,7 @@ TEST(Messenger, HandlerRunsOncePerRequestUnderHeavyLossAndDuplicates) {
   for (size_t i = 0; i < ids.size(); ++i) {
     SCOPED_TRACE("request " + std::to_string(i));
     EXPECT_LE((p.runs[{kA, ids[i]}]), 1);
-    auto it = results.find(ids[i]);
+    auto it = results.find(static_cast<int>(i));
     if (it == results.end()) continue;
     ASSERT_EQ(it->second.size(), 1u);
     if (it->second[0].status == RequestStatus::ok) {
@@ -338,12 +338,6 @@ TEST(Messenger, SilentPeerTimesOutAfterBackoffSchedule) {
     EXPECT_EQ(p.net.sent.size(), results[0].attempts);
     EXPECT_EQ(p.metrics_a.total("request_timeouts_total"), 1u);
     EXPECT_EQ(p.metrics_a.total("request_retransmits_total"), results[0].attempts - 1);
-    // Each wait lies within its jitter bounds of the capped base wait.
-    Duration base = policy.first_timeout;
-    for (size_t i = 1; i < p.net.sent.size(); ++i) {
-      // sent[] has no timestamps; the count bounds above check the schedule.
-      (void)base;
-    }
   }
 }
 
@@ -453,9 +447,9 @@ TEST(Messenger, DeferredResponderAnswersLater) {
   EXPECT_EQ(results[0].status, RequestStatus::ok);
   EXPECT_EQ(results[0].response.body, "done:later");
   EXPECT_GT(results[0].attempts, 1u);
-  EXPECT_EQ(results[0].last_rtt, results[0].elapsed - (p.env.now() - seconds(1) - TimePoint{}) + milliseconds(0) +
-                                     (results[0].last_rtt - results[0].last_rtt) + (results[0].last_rtt -
-                                     results[0].elapsed + (p.env.now() - seconds(1) - TimePoint{})));
+  EXPECT_EQ(results[0].elapsed, milliseconds(910));  // answered at 900 ms, 10 ms on the way back
+  // Measured from the latest retransmission, which came after the first one.
+  EXPECT_LT(results[0].last_rtt, results[0].elapsed - milliseconds(10));
   EXPECT_EQ(runs, 1);
   EXPECT_EQ(p.net.count_sent(kB, MessageKind::response), 1u);
 }
