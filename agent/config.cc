@@ -1,0 +1,936 @@
+#include "agent/config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "agent/topology_file.h"
+#include "core/log.h"
+
+namespace mesh::agent {
+namespace {
+
+// The accepted tables and their keys; "layers" in [log] is itself a table.
+struct TableSpec {
+  std::string_view name;
+  std::vector<std::string_view> keys;
+};
+
+const std::vector<TableSpec>& table_specs() {
+  static const std::vector<TableSpec> specs = {
+      {"node", {"name", "address", "location"}},
+      {"link", {"mode", "interfaces", "topology_file", "agent_port", "olsr_port"}},
+      {"security", {"mesh_key_file", "replay_window"}},
+      {"routing",
+       {"willingness", "hello_interval_ms", "tc_interval_ms", "mid_interval_ms", "hna_interval_ms", "neighb_hold_ms",
+        "top_hold_ms", "dup_hold_ms", "mid_hold_ms", "hna_hold_ms", "max_jitter_ms", "hna_networks"}},
+      {"transport", {"default_ttl", "flood_hold_ms"}},
+      {"requests", {"first_timeout_ms", "backoff", "max_interval_ms", "jitter", "deadline_ms", "dedupe_hold_ms"}},
+      {"admin", {"socket", "ping_timeout_ms"}},
+      {"storage", {"data_dir"}},
+      {"log", {"level", "layers"}},
+  };
+  return specs;
+}
+
+constexpr std::array<std::string_view, 7> kLogLayers = {"core",  "routing", "membership", "kgroup",
+                                                        "mutex", "routine", "agent"};
+constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+
+// A key file holds 64 hex digits and a newline; anything far longer is not one.
+constexpr size_t kMaxKeyFileBytes = 4096;
+// The kernel's IFNAMSIZ (16) includes the terminating NUL.
+constexpr size_t kMaxInterfaceName = 15;
+constexpr size_t kMaxNodeName = 64;
+
+// Optimal string alignment distance: Levenshtein plus adjacent transpositions,
+// so "intrefaces" is one edit from "interfaces".
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The closest candidate, if close enough to be a plausible typo.
+std::optional<std::string_view> closest(std::string_view word, const std::vector<std::string_view>& candidates) {
+  const size_t limit = std::clamp<size_t>(word.size() / 3, 1, 3);
+  std::optional<std::string_view> best;
+  size_t best_distance = limit + 1;
+  for (std::string_view candidate : candidates) {
+    const size_t distance = edit_distance(word, candidate);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+std::string join(const std::vector<std::string_view>& words, std::string_view separator, std::string_view prefix = {},
+                 std::string_view suffix = {}) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) out += separator;
+    out += prefix;
+    out += words[i];
+    out += suffix;
+  }
+  return out;
+}
+
+template <size_t N>
+std::vector<std::string_view> to_vector(const std::array<std::string_view, N>& words) {
+  return {words.begin(), words.end()};
+}
+
+std::string describe(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string:
+      return fmt::format("a string (\"{}\")", node.as_string()->get());
+    case toml::node_type::integer:
+      return fmt::format("an integer ({})", node.as_integer()->get());
+    case toml::node_type::floating_point:
+      return fmt::format("a number ({})", node.as_floating_point()->get());
+    case toml::node_type::boolean:
+      return fmt::format("a boolean ({})", node.as_boolean()->get());
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::date:
+    case toml::node_type::time:
+    case toml::node_type::date_time:
+      return "a date/time";
+    case toml::node_type::none:
+      break;
+  }
+  return "nothing";
+}
+
+uint32_t line_of(const toml::source_region& region) { return region.begin.line == 0 ? 1 : region.begin.line; }
+uint32_t line_of(const toml::node& node) { return line_of(node.source()); }
+
+std::string resolve_path(const std::string& base_dir, const std::string& path) {
+  if (path.empty() || base_dir.empty() || std::filesystem::path(path).is_absolute()) return path;
+  return (std::filesystem::path(base_dir) / path).lexically_normal().string();
+}
+
+std::string host_name() {
+  char buffer[256] = {};
+  if (::gethostname(buffer, sizeof buffer - 1) != 0 || buffer[0] == '\0') return "meshagent";
+  return std::string(buffer, ::strnlen(buffer, sizeof buffer));
+}
+
+// What the user should write, for the "Fix:" part of a message.
+struct Help {
+  std::string_view allowed;  // e.g. "an integer from 100 to 60000"
+  std::string_view meaning;  // e.g. "milliseconds between HELLO messages"
+};
+
+class Parser {
+ public:
+  Parser(std::string source, std::string base_dir) : source_(std::move(source)), base_dir_(std::move(base_dir)) {}
+
+  AgentConfig parse(std::string_view text) {
+    try {
+      root_ = toml::parse(text, source_);
+    } catch (const toml::parse_error& e) {
+      const auto& begin = e.source().begin;
+      throw ConfigError(
+          fmt::format("{}:{}:{}: TOML syntax error: {}. Fix: correct the syntax at line {}, column {} "
+                      "(strings need double quotes, tables are written [name], see https://toml.io).",
+                      source_, begin.line == 0 ? 1 : begin.line, begin.column, e.description(),
+                      begin.line == 0 ? 1 : begin.line, begin.column));
+    }
+    check_structure();
+    AgentConfig config;
+    config.source = source_;
+    read_node(config);
+    read_link(config);
+    read_security(config);
+    read_routing(config);
+    read_transport(config);
+    read_requests(config);
+    read_admin(config);
+    read_storage(config);
+    read_log(config);
+    check_cross_fields(config);
+    if (errors_.empty()) read_mesh_key(config);
+    if (errors_.empty()) check_topology(config);
+    if (!errors_.empty()) {
+      std::string message;
+      for (const auto& error : errors_) {
+        if (!message.empty()) message += '\n';
+        message += error;
+      }
+      throw ConfigError(message);
+    }
+    return config;
+  }
+
+ private:
+  void fail(uint32_t line, std::string_view key, std::string_view problem, std::string_view fix) {
+    // A problem may end in a question ("did you mean ...?"), which needs no full stop.
+    const std::string_view stop = !problem.empty() && problem.back() == '?' ? "" : ".";
+    errors_.push_back(fmt::format("{}:{}: {}: {}{} Fix: {}.", source_, line, key, problem, stop, fix));
+  }
+
+  static std::string dotted(std::string_view table, std::string_view key) { return fmt::format("{}.{}", table, key); }
+
+  // Unknown tables and keys, and known tables of the wrong type.
+  void check_structure() {
+    std::vector<std::string_view> table_names;
+    for (const auto& spec : table_specs()) table_names.push_back(spec.name);
+
+    for (auto&& [key, node] : root_) {
+      const std::string_view name = key.str();
+      const uint32_t line = line_of(key.source().begin.line != 0 ? key.source() : node.source());
+      const auto spec =
+          std::find_if(table_specs().begin(), table_specs().end(), [&](const TableSpec& s) { return s.name == name; });
+      if (spec == table_specs().end()) {
+        report_unknown_top_level(name, node, line, table_names);
+        continue;
+      }
+      if (!node.is_table()) {
+        fail(line, name, fmt::format("expected a table, got {}", describe(node)),
+             fmt::format("write the {} settings under a [{}] header, one key = value per line", name, name));
+        continue;
+      }
+      for (auto&& [child_key, child] : *node.as_table()) {
+        const std::string_view child_name = child_key.str();
+        const uint32_t child_line = line_of(child_key.source().begin.line != 0 ? child_key.source() : child.source());
+        if (std::find(spec->keys.begin(), spec->keys.end(), child_name) == spec->keys.end()) {
+          report_unknown_key(*spec, child_name, child_line);
+        } else if (name == "log" && child_name == "layers") {
+          check_log_layers(child, child_line);
+        }
+      }
+    }
+  }
+
+  void report_unknown_top_level(std::string_view name, const toml::node& node, uint32_t line,
+                                const std::vector<std::string_view>& table_names) {
+    const std::string known = join(table_names, ", ", "[", "]");
+    if (node.is_table()) {
+      const auto suggestion = closest(name, table_names);
+      fail(line, name,
+           suggestion ? fmt::format("unknown table [{}]; did you mean [{}]?", name, *suggestion)
+                      : fmt::format("unknown table [{}]", name),
+           fmt::format("rename or remove the table; the known tables are {}", known));
+      return;
+    }
+    // A key outside any table: usually one that belongs in a table.
+    for (const auto& spec : table_specs()) {
+      if (std::find(spec.keys.begin(), spec.keys.end(), name) != spec.keys.end()) {
+        fail(line, name, fmt::format("unknown top-level key; did you mean {}.{}?", spec.name, name),
+             fmt::format("move {} below the [{}] header", name, spec.name));
+        return;
+      }
+    }
+    fail(line, name, "unknown top-level key",
+         fmt::format("every setting belongs in one of the tables {}; remove this key or move it into one", known));
+  }
+
+  void report_unknown_key(const TableSpec& spec, std::string_view name, uint32_t line) {
+    const std::string key = dotted(spec.name, name);
+    const std::string accepted = join(spec.keys, ", ");
+    if (const auto suggestion = closest(name, spec.keys)) {
+      fail(line, key, fmt::format("unknown key; did you mean \"{}\"?", *suggestion),
+           fmt::format("rename it to {}, or remove it; [{}] accepts {}", *suggestion, spec.name, accepted));
+      return;
+    }
+    for (const auto& other : table_specs()) {
+      if (std::find(other.keys.begin(), other.keys.end(), name) != other.keys.end()) {
+        fail(line, key, fmt::format("unknown key in [{}]; did you mean {}.{}?", spec.name, other.name, name),
+             fmt::format("move {} below the [{}] header", name, other.name));
+        return;
+      }
+    }
+    fail(line, key, "unknown key", fmt::format("remove it; [{}] accepts {}", spec.name, accepted));
+  }
+
+  void check_log_layers(const toml::node& node, uint32_t line) {
+    if (!node.is_table()) {
+      fail(line, "log.layers", fmt::format("expected a table, got {}", describe(node)),
+           "write per-layer levels under a [log.layers] header, e.g. routing = \"debug\"");
+      return;
+    }
+    const auto layers = to_vector(kLogLayers);
+    for (auto&& [key, value] : *node.as_table()) {
+      const std::string_view name = key.str();
+      if (std::find(layers.begin(), layers.end(), name) != layers.end()) continue;
+      const uint32_t key_line = line_of(key.source().begin.line != 0 ? key.source() : value.source());
+      const auto suggestion = closest(name, layers);
+      fail(key_line, dotted("log.layers", name),
+           suggestion ? fmt::format("unknown layer; did you mean \"{}\"?", *suggestion) : std::string("unknown layer"),
+           fmt::format("use one of the layers {}", join(layers, ", ")));
+    }
+  }
+
+  const toml::table* table(std::string_view name) const {
+    const toml::node* node = root_.get(name);
+    return node ? node->as_table() : nullptr;
+  }
+
+  // The line to blame for a missing key: its table's header, else line 1.
+  uint32_t table_line(std::string_view name) const {
+    const toml::table* t = table(name);
+    return t ? line_of(*t) : 1;
+  }
+
+  const toml::node* find(std::string_view table_name, std::string_view key) const {
+    const toml::table* t = table(table_name);
+    return t ? t->get(key) : nullptr;
+  }
+
+  bool present(std::string_view table_name, std::string_view key) const { return find(table_name, key) != nullptr; }
+
+  uint32_t key_line(std::string_view table_name, std::string_view key) const {
+    const toml::node* node = find(table_name, key);
+    return node ? line_of(*node) : table_line(table_name);
+  }
+
+  void mark_invalid(std::string_view table_name, std::string_view key) { invalid_.insert(dotted(table_name, key)); }
+  bool valid(std::string_view table_name, std::string_view key) const {
+    return invalid_.count(dotted(table_name, key)) == 0;
+  }
+
+  void type_error(std::string_view table_name, std::string_view key, const toml::node& node, std::string_view expected,
+                  const Help& help) {
+    mark_invalid(table_name, key);
+    fail(line_of(node), dotted(table_name, key), fmt::format("expected {}, got {}", expected, describe(node)),
+         fmt::format("set {} to {} ({})", key, help.allowed, help.meaning));
+  }
+
+  std::optional<int64_t> integer(std::string_view table_name, std::string_view key, int64_t low, int64_t high,
+                                 std::string_view meaning) {
+    const toml::node* node = find(table_name, key);
+    if (!node) return std::nullopt;
+    const std::string allowed = fmt::format("an integer from {} to {}", low, high);
+    if (!node->is_integer()) {
+      type_error(table_name, key, *node, "an integer", {allowed, meaning});
+      return std::nullopt;
+    }
+    const int64_t value = node->as_integer()->get();
+    if (value < low || value > high) {
+      mark_invalid(table_name, key);
+      fail(line_of(*node), dotted(table_name, key), fmt::format("{} is out of range {}..{}", value, low, high),
+           fmt::format("set {} to {} ({})", key, allowed, meaning));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  std::optional<core::Duration> millis(std::string_view table_name, std::string_view key, int64_t low, int64_t high,
+                                       std::string_view meaning) {
+    const auto value = integer(table_name, key, low, high, meaning);
+    if (!value) return std::nullopt;
+    return std::chrono::milliseconds(*value);
+  }
+
+  std::optional<double> number(std::string_view table_name, std::string_view key, double low, double high,
+                               std::string_view meaning) {
+    const toml::node* node = find(table_name, key);
+    if (!node) return std::nullopt;
+    const std::string allowed = fmt::format("a number from {} to {}", low, high);
+    double value = 0;
+    if (node->is_floating_point()) {
+      value = node->as_floating_point()->get();
+    } else if (node->is_integer()) {
+      value = static_cast<double>(node->as_integer()->get());
+    } else {
+      type_error(table_name, key, *node, "a number", {allowed, meaning});
+      return std::nullopt;
+    }
+    if (!std::isfinite(value) || value < low || value > high) {
+      mark_invalid(table_name, key);
+      fail(line_of(*node), dotted(table_name, key), fmt::format("{} is out of range {}..{}", value, low, high),
+           fmt::format("set {} to {} ({})", key, allowed, meaning));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  std::optional<std::string> string(std::string_view table_name, std::string_view key, const Help& help) {
+    const toml::node* node = find(table_name, key);
+    if (!node) return std::nullopt;
+    if (!node->is_string()) {
+      type_error(table_name, key, *node, "a string", help);
+      return std::nullopt;
+    }
+    return std::string(node->as_string()->get());
+  }
+
+  std::optional<std::string> path(std::string_view table_name, std::string_view key, std::string_view meaning) {
+    const Help help{"a path in double quotes, absolute or relative to the config file's directory", meaning};
+    auto value = string(table_name, key, help);
+    if (!value) return std::nullopt;
+    if (value->empty()) {
+      mark_invalid(table_name, key);
+      fail(key_line(table_name, key), dotted(table_name, key), "the path is empty",
+           fmt::format("set {} to {} ({}), or remove the line to use the default", key, help.allowed, help.meaning));
+      return std::nullopt;
+    }
+    return resolve_path(base_dir_, *value);
+  }
+
+  // A string that must be one of `choices`.
+  std::optional<std::string> choice(std::string_view table_name, std::string_view key,
+                                    const std::vector<std::string_view>& choices, std::string_view fix) {
+    const std::string allowed =
+        choices.size() == 2 ? join(choices, " or ", "\"", "\"") : "one of " + join(choices, ", ", "\"", "\"");
+    const toml::node* node = find(table_name, key);
+    if (!node) return std::nullopt;
+    if (!node->is_string()) {
+      mark_invalid(table_name, key);
+      fail(line_of(*node), dotted(table_name, key), fmt::format("expected {}, got {}", allowed, describe(*node)), fix);
+      return std::nullopt;
+    }
+    std::string value(node->as_string()->get());
+    if (std::find(choices.begin(), choices.end(), value) == choices.end()) {
+      mark_invalid(table_name, key);
+      fail(key_line(table_name, key), dotted(table_name, key), fmt::format("expected {}, got \"{}\"", allowed, value),
+           fix);
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  void read_node(AgentConfig& config) {
+    NodeConfig& node = config.node;
+    node.name = host_name();
+    if (auto name = string("node", "name", {"a short name in double quotes", "how meshctl shows this node"})) {
+      const bool printable = std::all_of(name->begin(), name->end(), [](char c) { return c > ' ' && c < 127; });
+      if (name->empty() || name->size() > kMaxNodeName || !printable) {
+        mark_invalid("node", "name");
+        fail(key_line("node", "name"), "node.name",
+             fmt::format("\"{}\" is not a usable name: it needs 1 to {} printable characters and no spaces", *name,
+                         kMaxNodeName),
+             "set name = \"kitchen-pi\" or similar, or remove the line to use the host name");
+      } else {
+        node.name = *name;
+      }
+    }
+
+    if (auto text = string("node", "address",
+                           {"an IPv4 address in double quotes, e.g. \"10.0.0.1\"", "this node's main address"})) {
+      const auto address = core::Ipv4Address::parse(*text);
+      if (!address) {
+        mark_invalid("node", "address");
+        fail(key_line("node", "address"), "node.address", fmt::format("\"{}\" is not an IPv4 address", *text),
+             "set address = \"10.0.0.1\" (dotted quad, no leading zeros, no prefix length)");
+      } else {
+        node.id = *address;
+      }
+    }
+
+    if (const toml::node* location = find("node", "location")) {
+      const Help help{"an array of three numbers, e.g. [1.5, 0.0, 2.0]", "x, y, z position in metres"};
+      const toml::array* array = location->as_array();
+      if (!array) {
+        type_error("node", "location", *location, "an array of three numbers", help);
+      } else if (array->size() != 3) {
+        mark_invalid("node", "location");
+        fail(line_of(*location), "node.location", fmt::format("expected 3 numbers, got {}", array->size()),
+             fmt::format("set location to {} ({})", help.allowed, help.meaning));
+      } else {
+        for (size_t i = 0; i < 3; ++i) {
+          const toml::node& element = *array->get(i);
+          double value = 0;
+          if (element.is_floating_point()) {
+            value = element.as_floating_point()->get();
+          } else if (element.is_integer()) {
+            value = static_cast<double>(element.as_integer()->get());
+          } else {
+            mark_invalid("node", "location");
+            fail(line_of(element), "node.location",
+                 fmt::format("element {} must be a number, got {}", i + 1, describe(element)),
+                 fmt::format("set location to {} ({})", help.allowed, help.meaning));
+            break;
+          }
+          if (!std::isfinite(value)) {
+            mark_invalid("node", "location");
+            fail(line_of(element), "node.location", fmt::format("element {} is not a finite number", i + 1),
+                 fmt::format("set location to {} ({})", help.allowed, help.meaning));
+            break;
+          }
+          node.location[i] = value;
+        }
+      }
+    }
+  }
+
+  void read_link(AgentConfig& config) {
+    LinkConfig& link = config.link;
+    if (auto mode = choice("link", "mode", {"interface", "loopback"},
+                           "set mode = \"interface\" to use real network interfaces, or \"loopback\" for a local "
+                           "test mesh")) {
+      link.mode = *mode == "loopback" ? LinkConfig::Mode::loopback : LinkConfig::Mode::interface;
+    }
+
+    if (const toml::node* node = find("link", "interfaces")) {
+      const Help help{"an array of interface names, e.g. [\"wlan0\"]", "the network interfaces the mesh runs on"};
+      const toml::array* array = node->as_array();
+      if (!array) {
+        type_error("link", "interfaces", *node, "an array of strings", help);
+      } else {
+        for (const toml::node& element : *array) {
+          if (!element.is_string()) {
+            mark_invalid("link", "interfaces");
+            fail(line_of(element), "link.interfaces",
+                 fmt::format("expected interface names, got {}", describe(element)),
+                 fmt::format("set interfaces to {} ({})", help.allowed, help.meaning));
+            break;
+          }
+          const std::string name(element.as_string()->get());
+          const bool plain =
+              std::all_of(name.begin(), name.end(), [](char c) { return c > ' ' && c < 127 && c != '/'; });
+          if (name.empty() || name.size() > kMaxInterfaceName || !plain) {
+            mark_invalid("link", "interfaces");
+            fail(line_of(element), "link.interfaces",
+                 fmt::format("\"{}\" is not an interface name (1 to {} characters, no spaces or '/')", name,
+                             kMaxInterfaceName),
+                 "use the names `ip link` shows, e.g. interfaces = [\"wlan0\"]");
+            break;
+          }
+          if (std::find(link.interfaces.begin(), link.interfaces.end(), name) != link.interfaces.end()) {
+            mark_invalid("link", "interfaces");
+            fail(line_of(element), "link.interfaces", fmt::format("\"{}\" is listed twice", name),
+                 "list each interface once");
+            break;
+          }
+          link.interfaces.push_back(name);
+        }
+      }
+    }
+
+    if (auto file = path("link", "topology_file", "the loopback mesh's edge list, one \"ADDRESS ADDRESS\" per line")) {
+      link.topology_file = *file;
+    }
+    if (auto port = integer("link", "agent_port", 1, 65535, "the UDP port every agent of the mesh uses")) {
+      link.agent_port = static_cast<uint16_t>(*port);
+    }
+    if (auto port = integer("link", "olsr_port", 1, 65535,
+                            "the UDP port of OLSR packets; 698 talks to other OLSR daemons")) {
+      link.olsr_port = static_cast<uint16_t>(*port);
+    } else if (valid("link", "olsr_port")) {
+      olsr_port_defaulted_ = true;
+    }
+  }
+
+  void read_routing(AgentConfig& config) {
+    auto& olsr = config.node.routing;
+    if (auto v = integer("routing", "willingness", 0, 7,
+                         "how willing this node is to relay for others: 0 never, 3 default, 7 always")) {
+      olsr.willingness = static_cast<uint8_t>(*v);
+    }
+    constexpr int64_t kMaxIntervalMs = 600000;
+    constexpr int64_t kMaxHoldMs = 3600000;
+    if (auto v = millis("routing", "hello_interval_ms", 100, kMaxIntervalMs, "milliseconds between HELLO messages")) {
+      olsr.hello_interval = *v;
+    }
+    if (auto v = millis("routing", "tc_interval_ms", 100, kMaxIntervalMs, "milliseconds between TC messages")) {
+      olsr.tc_interval = *v;
+    }
+    if (auto v = millis("routing", "mid_interval_ms", 100, kMaxIntervalMs, "milliseconds between MID messages")) {
+      olsr.mid_interval = *v;
+    }
+    if (auto v = millis("routing", "hna_interval_ms", 100, kMaxIntervalMs, "milliseconds between HNA messages")) {
+      olsr.hna_interval = *v;
+    }
+    if (auto v = millis("routing", "neighb_hold_ms", 1, kMaxHoldMs,
+                        "milliseconds a neighbour's HELLO stays valid; more than hello_interval_ms")) {
+      olsr.neighb_hold = *v;
+    }
+    if (auto v = millis("routing", "top_hold_ms", 1, kMaxHoldMs,
+                        "milliseconds a TC stays valid; more than tc_interval_ms")) {
+      olsr.top_hold = *v;
+    }
+    if (auto v = millis("routing", "dup_hold_ms", 1, kMaxHoldMs,
+                        "milliseconds a flooded message is remembered as seen")) {
+      olsr.dup_hold = *v;
+    }
+    if (auto v = millis("routing", "mid_hold_ms", 1, kMaxHoldMs,
+                        "milliseconds a MID stays valid; more than mid_interval_ms")) {
+      olsr.mid_hold = *v;
+    }
+    if (auto v = millis("routing", "hna_hold_ms", 1, kMaxHoldMs,
+                        "milliseconds an HNA stays valid; more than hna_interval_ms")) {
+      olsr.hna_hold = *v;
+    }
+    if (auto v = millis("routing", "max_jitter_ms", 0, kMaxIntervalMs,
+                        "largest random advance of an emission; below hello_interval_ms")) {
+      olsr.max_jitter = *v;
+    }
+    read_hna_networks(config);
+  }
+
+  void read_hna_networks(AgentConfig& config) {
+    const toml::node* node = find("routing", "hna_networks");
+    if (!node) return;
+    const Help help{"an array of IPv4 networks, e.g. [\"192.168.10.0/24\"]",
+                    "the device subnets this node is a gateway for, announced with HNA"};
+    const toml::array* array = node->as_array();
+    if (!array) {
+      type_error("routing", "hna_networks", *node, "an array of strings", help);
+      return;
+    }
+    for (const toml::node& element : *array) {
+      const auto bad = [&](std::string problem) {
+        mark_invalid("routing", "hna_networks");
+        fail(line_of(element), "routing.hna_networks", problem,
+             fmt::format("set hna_networks to {} ({})", help.allowed, help.meaning));
+      };
+      if (!element.is_string()) {
+        bad(fmt::format("expected a network like \"192.168.10.0/24\", got {}", describe(element)));
+        return;
+      }
+      const std::string text(element.as_string()->get());
+      const size_t slash = text.find('/');
+      const auto address = core::Ipv4Address::parse(std::string_view(text).substr(0, slash));
+      int prefix = -1;
+      if (slash != std::string::npos) {
+        const std::string_view digits = std::string_view(text).substr(slash + 1);
+        const bool numeric = !digits.empty() && digits.size() <= 2 &&
+                             std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (numeric) prefix = std::stoi(std::string(digits));
+      }
+      if (!address || prefix < 0 || prefix > 32) {
+        bad(fmt::format("\"{}\" is not an IPv4 network in ADDRESS/PREFIX form (prefix 0 to 32)", text));
+        return;
+      }
+      const uint32_t mask = prefix == 0 ? 0 : ~uint32_t{0} << (32 - prefix);
+      if ((address->value() & ~mask) != 0) {
+        bad(fmt::format("\"{}\" has host bits set beyond the /{} prefix", text, prefix));
+        return;
+      }
+      const routing::olsr::HnaEntry entry{*address, core::Ipv4Address(mask)};
+      auto& networks = config.node.routing.hna_networks;
+      if (std::find(networks.begin(), networks.end(), entry) != networks.end()) {
+        bad(fmt::format("\"{}\" is listed twice", text));
+        return;
+      }
+      networks.push_back(entry);
+    }
+  }
+
+  void read_security(AgentConfig& config) {
+    if (auto file = path("security", "mesh_key_file", "the file holding the mesh key")) config.mesh_key_file = *file;
+    if (auto window = integer("security", "replay_window", 64, 65536,
+                              "how many recent packet counters per sender are remembered against replays")) {
+      config.node.replay_window = static_cast<unsigned>(*window);
+    }
+  }
+
+  void read_transport(AgentConfig& config) {
+    auto& transport = config.node.transport;
+    if (auto v = integer("transport", "default_ttl", 1, 255, "hops a message may travel")) {
+      transport.default_ttl = static_cast<uint32_t>(*v);
+    }
+    if (auto v = millis("transport", "flood_hold_ms", 1, 3600000,
+                        "milliseconds a flooded message is remembered, so late copies are ignored")) {
+      transport.flood_hold = *v;
+    }
+  }
+
+  void read_requests(AgentConfig& config) {
+    auto& messaging = config.node.messaging;
+    auto& retry = messaging.retry;
+    if (auto v = millis("requests", "first_timeout_ms", 1, 60000, "milliseconds before the first retransmission")) {
+      retry.first_timeout = *v;
+    }
+    if (auto v = number("requests", "backoff", 1.0, 10.0, "each retransmission wait is the previous one times this")) {
+      retry.backoff = *v;
+    }
+    if (auto v = millis("requests", "max_interval_ms", 1, 600000, "longest wait between retransmissions")) {
+      retry.max_interval = *v;
+    }
+    if (auto v = number("requests", "jitter", 0.0, 0.5, "fraction each wait is randomly stretched or shrunk by")) {
+      retry.jitter = *v;
+    }
+    if (auto v = millis("requests", "deadline_ms", 1, 3600000, "milliseconds after which a request times out")) {
+      retry.deadline = *v;
+    }
+    if (auto v = millis("requests", "dedupe_hold_ms", 1, 86400000,
+                        "milliseconds an answered request is remembered; more than deadline_ms")) {
+      messaging.dedupe_hold = *v;
+    }
+  }
+
+  void read_admin(AgentConfig& config) {
+    if (auto socket = path("admin", "socket", "the Unix socket meshctl connects to")) config.admin_socket = *socket;
+    if (auto v = millis("admin", "ping_timeout_ms", 1, 600000, "how long meshctl ping waits for an answer")) {
+      config.node.ping_timeout = *v;
+    }
+  }
+
+  void read_storage(AgentConfig& config) {
+    if (auto dir = path("storage", "data_dir", "the directory holding this node's persistent state")) {
+      config.data_dir = *dir;
+    }
+  }
+
+  void read_log(AgentConfig& config) {
+    const auto levels = to_vector(kLogLevels);
+    const std::string fix =
+        fmt::format("set level to one of {}, e.g. level = \"info\"", join(levels, ", ", "\"", "\""));
+    if (auto level = choice("log", "level", levels, fix)) config.log_level = *level;
+
+    const toml::node* layers = find("log", "layers");
+    if (!layers || !layers->is_table()) return;  // a wrong type was reported by check_structure()
+    for (auto&& [key, value] : *layers->as_table()) {
+      const std::string layer(key.str());
+      if (std::find(kLogLayers.begin(), kLogLayers.end(), layer) == kLogLayers.end()) continue;
+      const std::string dotted_key = dotted("log.layers", layer);
+      const std::string layer_fix =
+          fmt::format("set {} to one of {}, e.g. {} = \"debug\"", layer, join(levels, ", ", "\"", "\""), layer);
+      if (!value.is_string()) {
+        fail(line_of(value), dotted_key, fmt::format("expected a level name, got {}", describe(value)), layer_fix);
+        continue;
+      }
+      const std::string level(value.as_string()->get());
+      if (std::find(levels.begin(), levels.end(), level) == levels.end()) {
+        fail(line_of(value), dotted_key,
+             fmt::format("expected one of {}, got \"{}\"", join(levels, ", ", "\"", "\""), level), layer_fix);
+        continue;
+      }
+      config.layer_log_levels[layer] = level;
+    }
+  }
+
+  // The line and key of the side of a relation to blame: the one the user
+  // wrote (`later` preferred), since a default cannot be "fixed" in place.
+  std::pair<uint32_t, std::string> blame(std::string_view table_name, std::string_view earlier,
+                                         std::string_view later) const {
+    if (present(table_name, later) || !present(table_name, earlier)) {
+      return {key_line(table_name, later), dotted(table_name, later)};
+    }
+    return {key_line(table_name, earlier), dotted(table_name, earlier)};
+  }
+
+  // A hold time must exceed the interval of the message that refreshes it,
+  // or the state it holds vanishes between two messages.
+  void check_hold(std::string_view interval_key, core::Duration interval, std::string_view hold_key,
+                  core::Duration hold, std::string_view what) {
+    if (!valid("routing", interval_key) || !valid("routing", hold_key) || hold > interval) return;
+    const auto [line, key] = blame("routing", interval_key, hold_key);
+    fail(line, key,
+         fmt::format("routing.{} ({}) must exceed routing.{} ({}), or {} expire between two messages", hold_key,
+                     to_ms(hold), interval_key, to_ms(interval), what),
+         fmt::format("set {} to three times {} (the RFC 3626 ratio), so one lost message does no harm", hold_key,
+                     interval_key));
+  }
+
+  void check_cross_fields(AgentConfig& config) {
+    const NodeConfig& node = config.node;
+    const auto& olsr = node.routing;
+    check_hold("hello_interval_ms", olsr.hello_interval, "neighb_hold_ms", olsr.neighb_hold, "neighbours");
+    check_hold("tc_interval_ms", olsr.tc_interval, "top_hold_ms", olsr.top_hold, "topology entries");
+    check_hold("mid_interval_ms", olsr.mid_interval, "mid_hold_ms", olsr.mid_hold, "interface aliases");
+    check_hold("hna_interval_ms", olsr.hna_interval, "hna_hold_ms", olsr.hna_hold, "gateway networks");
+    if (olsr.max_jitter && valid("routing", "max_jitter_ms") && valid("routing", "hello_interval_ms") &&
+        *olsr.max_jitter >= olsr.hello_interval) {
+      const auto [line, key] = blame("routing", "hello_interval_ms", "max_jitter_ms");
+      fail(line, key,
+           fmt::format("routing.max_jitter_ms ({}) must be below routing.hello_interval_ms ({})",
+                       to_ms(*olsr.max_jitter), to_ms(olsr.hello_interval)),
+           "set max_jitter_ms to a quarter of hello_interval_ms (the RFC 3626 default), or remove it");
+    }
+    const auto& retry = node.messaging.retry;
+    if (valid("requests", "first_timeout_ms") && valid("requests", "max_interval_ms") &&
+        retry.max_interval < retry.first_timeout) {
+      const auto [line, key] = blame("requests", "first_timeout_ms", "max_interval_ms");
+      fail(line, key,
+           fmt::format("requests.max_interval_ms ({}) is below requests.first_timeout_ms ({})",
+                       to_ms(retry.max_interval), to_ms(retry.first_timeout)),
+           "set max_interval_ms at least as large as first_timeout_ms; it caps the growing retransmission wait");
+    }
+    if (valid("requests", "deadline_ms") && valid("requests", "dedupe_hold_ms") &&
+        node.messaging.dedupe_hold <= retry.deadline) {
+      const auto [line, key] = blame("requests", "deadline_ms", "dedupe_hold_ms");
+      fail(line, key,
+           fmt::format("requests.dedupe_hold_ms ({}) must exceed requests.deadline_ms ({}), or a late retransmission "
+                       "runs its handler twice",
+                       to_ms(node.messaging.dedupe_hold), to_ms(retry.deadline)),
+           "set dedupe_hold_ms well above deadline_ms, e.g. 60000 for a 10000 deadline");
+    }
+
+    LinkConfig& link = config.link;
+    if (!valid("link", "mode")) return;
+    if (olsr_port_defaulted_ && link.mode == LinkConfig::Mode::loopback) {
+      if (link.agent_port == 65535) {
+        fail(key_line("link", "agent_port"), "link.agent_port",
+             "loopback mode puts OLSR on agent_port + 1, which does not exist for 65535",
+             "choose a lower agent_port, or set olsr_port explicitly");
+      } else {
+        link.olsr_port = static_cast<uint16_t>(link.agent_port + 1);
+      }
+    }
+    if (valid("link", "agent_port") && valid("link", "olsr_port") && link.olsr_port == link.agent_port) {
+      const auto [line, key] = blame("link", "agent_port", "olsr_port");
+      fail(line, key, fmt::format("link.olsr_port and link.agent_port are both {}", link.agent_port),
+           "give OLSR and agent messages different ports (olsr_port = 698 is OLSR's own)");
+    }
+    if (link.mode == LinkConfig::Mode::interface) {
+      if (link.interfaces.empty() && valid("link", "interfaces")) {
+        fail(key_line("link", present("link", "interfaces") ? "interfaces" : "mode"), "link.interfaces",
+             "interface mode needs at least one network interface",
+             "set interfaces = [\"wlan0\"] (the names `ip link` shows), or mode = \"loopback\" for a local test mesh");
+      }
+    } else {
+      if (link.topology_file.empty() && valid("link", "topology_file")) {
+        fail(key_line("link", "mode"), "link.topology_file", "loopback mode needs a topology file",
+             "set topology_file = \"loopback-topology.txt\", a file with one \"ADDRESS ADDRESS\" edge per line");
+      }
+      if (node.id.is_unspecified() && valid("node", "address")) {
+        fail(key_line("node", "address"), "node.address",
+             present("node", "address") ? std::string("loopback mode needs a node address other than 0.0.0.0")
+                                        : std::string("loopback mode needs a node address"),
+             "set address = \"127.0.0.1\" (each agent of the loopback mesh its own 127.0.0.x, as listed in the "
+             "topology file)");
+      }
+    }
+  }
+
+  static int64_t to_ms(core::Duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
+
+  void read_mesh_key(AgentConfig& config) {
+    const std::string& file = config.mesh_key_file;
+    const uint32_t line = key_line("security", "mesh_key_file");
+    const std::string create = fmt::format(
+        "create it once with `openssl rand -hex 32 > {0} && chmod 600 {0}` and copy the same file to every node of "
+        "the mesh (mode 0600), or point security.mesh_key_file at the existing key",
+        file);
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      fail(line, "security.mesh_key_file",
+           fmt::format("cannot read mesh key file \"{}\": {}", file, std::strerror(errno)), create);
+      return;
+    }
+    std::string text(kMaxKeyFileBytes + 1, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (in.bad()) {
+      fail(line, "security.mesh_key_file", fmt::format("cannot read mesh key file \"{}\": read error", file), create);
+      return;
+    }
+    if (text.size() > kMaxKeyFileBytes) {
+      fail(line, "security.mesh_key_file",
+           fmt::format("mesh key file \"{}\" is malformed: over {} bytes, but a key is 64 hex digits", file,
+                       kMaxKeyFileBytes),
+           create);
+      return;
+    }
+    auto key = core::MeshKey::from_hex(text);
+    if (!key) {
+      fail(line, "security.mesh_key_file", fmt::format("mesh key file \"{}\" is malformed: {}", file, key.error()),
+           create);
+      return;
+    }
+    config.node.mesh_key = std::move(key.value());
+
+    struct stat info {};
+    if (::stat(file.c_str(), &info) == 0 && (info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+      core::log("agent").warn("mesh key file is accessible by group or others path={} mode={:o} fix=\"chmod 600 {}\"",
+                              file, info.st_mode & 07777, file);
+    }
+  }
+
+  // In loopback mode the topology file is read now, so a mistake in it is
+  // reported at start-up next to the config line that names it.
+  void check_topology(const AgentConfig& config) {
+    if (config.link.mode != LinkConfig::Mode::loopback) return;
+    if (!std::ifstream(config.link.topology_file)) {
+      fail(key_line("link", "topology_file"), "link.topology_file",
+           fmt::format("cannot read topology file \"{}\": {}", config.link.topology_file, std::strerror(errno)),
+           "create it (one \"ADDRESS ADDRESS\" edge per line, see deploy/examples/loopback-topology.txt) or point "
+           "topology_file at it; relative paths start at the config file's directory");
+      return;
+    }
+    const auto topology = load_topology_file(config.link.topology_file);
+    if (!topology) {
+      fail(key_line("link", "topology_file"), "link.topology_file", topology.error(),
+           "correct the topology file: one edge \"ADDRESS ADDRESS\" per line (IPv4 dotted quads), '#' starts a "
+           "comment");
+      return;
+    }
+    const auto nodes = topology->nodes();
+    if (!std::binary_search(nodes.begin(), nodes.end(), config.node.id)) {
+      core::log("agent").warn(
+          "node address is on no edge of the topology file, so it has no neighbours address={} topology_file={}",
+          config.node.id.to_string(), config.link.topology_file);
+    }
+  }
+
+  std::string source_;
+  std::string base_dir_;
+  toml::table root_;
+  std::vector<std::string> errors_;
+  std::set<std::string> invalid_;
+  bool olsr_port_defaulted_ = false;
+};
+
+}  // namespace
+
+AgentConfig parse_config(std::string_view toml_text, const std::string& source_name, const std::string& base_dir) {
+  return Parser(source_name, base_dir).parse(toml_text);
+}
+
+AgentConfig load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw ConfigError(
+        fmt::format("{}: cannot read config file: {}. Fix: pass the path of an existing agent.toml "
+                    "(deploy/examples/agent.toml documents every key).",
+                    path, std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ConfigError(fmt::format("{}: cannot read config file: read error.", path));
+  std::error_code error;
+  auto absolute = std::filesystem::absolute(path, error);
+  if (error) absolute = path;
+  return parse_config(text.str(), path, absolute.parent_path().string());
+}
+
+std::vector<std::string> known_config_keys() {
+  std::vector<std::string> keys;
+  for (const auto& spec : table_specs()) {
+    for (std::string_view key : spec.keys) {
+      if (spec.name == "log" && key == "layers") {
+        keys.push_back("log.layers.*");
+      } else {
+        keys.push_back(fmt::format("{}.{}", spec.name, key));
+      }
+    }
+  }
+  return keys;
+}
+
+std::vector<std::string> known_log_layers() { return {kLogLayers.begin(), kLogLayers.end()}; }
+
+}  // namespace mesh::agent

@@ -21,14 +21,20 @@ class EchoService {
     std::string error;  // set unless status is ok
   };
   using Callback = std::function<void(const Result& result)>;
+  // Why `destination` cannot be reached right now, or empty if it can. Lets
+  // a failed ping say "no route" instead of only "no reply" while the
+  // service itself stays ignorant of the routing layer.
+  using RouteCheck = std::function<std::string(core::NodeId destination)>;
 
-  EchoService(core::Env& env, core::Messenger& messenger);
+  // Also serves echo requests from other nodes on `messenger`.
+  EchoService(core::Env& env, core::Messenger& messenger, RouteCheck route_check = {});
 
   void ping(core::NodeId destination, core::Duration timeout, Callback callback);
 
  private:
   core::Env& env_;
   core::Messenger& messenger_;
+  RouteCheck route_check_;
 };
 
 }  // namespace mesh::agent

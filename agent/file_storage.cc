@@ -1,0 +1,235 @@
+#include "agent/file_storage.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include "core/log.h"
+
+namespace mesh::agent {
+namespace {
+
+constexpr std::string_view kTmpSuffix = ".tmp";
+constexpr mode_t kDirectoryMode = 0700;
+constexpr mode_t kFileMode = 0600;
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+// Retries on EINTR, which a signal (SIGTERM to the agent) can cause.
+template <typename F>
+auto retry(F f) {
+  decltype(f()) result;
+  do {
+    result = f();
+  } while (result < 0 && errno == EINTR);
+  return result;
+}
+
+std::string parent_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// A rename or unlink is durable only once the directory holding it is.
+bool sync_directory(const std::string& directory) {
+  const int fd = retry([&] { return ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); });
+  if (fd < 0) return false;
+  const int result = retry([&] { return ::fsync(fd); });
+  ::close(fd);
+  return result == 0;
+}
+
+// mkdir -p with mode 0700; each newly created directory is made durable in
+// its parent. Returns 0 or the errno of the failure.
+int make_directories(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) return S_ISDIR(info.st_mode) ? 0 : ENOTDIR;
+  if (errno != ENOENT) return errno;
+  const std::string parent = parent_of(path);
+  if (parent != path) {
+    if (const int error = make_directories(parent); error != 0) return error;
+  }
+  if (::mkdir(path.c_str(), kDirectoryMode) != 0) {
+    if (errno == EEXIST) return 0;
+    return errno;
+  }
+  sync_directory(parent);
+  return 0;
+}
+
+bool ends_with_tmp(std::string_view name) { return name.ends_with(kTmpSuffix); }
+
+}  // namespace
+
+std::string FileStorage::key_error(std::string_view key) {
+  if (key.empty()) return "empty key";
+  if (key.front() == '/') return "absolute path";
+  if (key.find('\0') != std::string_view::npos) return "NUL character";
+  size_t start = 0;
+  while (true) {
+    const size_t slash = key.find('/', start);
+    const std::string_view component = key.substr(start, slash == std::string_view::npos ? key.npos : slash - start);
+    if (component.empty()) return "empty path component";
+    if (component == "." || component == "..") return fmt::format("'{}' component", component);
+    if (ends_with_tmp(component)) return fmt::format("component ending in '{}' (reserved for writes in flight)", kTmpSuffix);
+    if (slash == std::string_view::npos) return {};
+    start = slash + 1;
+  }
+}
+
+FileStorage::FileStorage(std::string directory) : directory_(std::move(directory)) {
+  if (directory_.empty()) {
+    throw std::runtime_error("storage directory is empty; set data_dir in the config (e.g. /var/lib/meshagent)");
+  }
+  while (directory_.size() > 1 && directory_.back() == '/') directory_.pop_back();
+  if (const int error = make_directories(directory_); error != 0) {
+    throw std::runtime_error(fmt::format(
+        "cannot create storage directory {}: {}; create it and give the agent's user write access, or point "
+        "data_dir in the config somewhere writable",
+        directory_, errno_text(error)));
+  }
+  if (::access(directory_.c_str(), W_OK | X_OK) != 0) {
+    throw std::runtime_error(fmt::format(
+        "storage directory {} is not writable: {}; give the agent's user write access (chown/chmod) or point "
+        "data_dir in the config somewhere writable",
+        directory_, errno_text(errno)));
+  }
+  // Writes interrupted by a crash leave KEY.tmp behind; KEY still holds the
+  // previous value, so the leftover is garbage.
+  std::error_code error;
+  std::vector<std::filesystem::path> leftovers;
+  for (auto it = std::filesystem::recursive_directory_iterator(directory_, error);
+       !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
+    if (it->is_regular_file(error) && ends_with_tmp(it->path().filename().string())) leftovers.push_back(it->path());
+  }
+  for (const auto& path : leftovers) {
+    std::filesystem::remove(path, error);
+    core::log("agent").info("storage removed interrupted write file={}", path.string());
+  }
+}
+
+std::optional<std::string> FileStorage::get(std::string_view key) const {
+  if (const std::string problem = key_error(key); !problem.empty()) {
+    core::log("agent").warn("storage get refused key={} reason={}", key, problem);
+    return std::nullopt;
+  }
+  const std::string path = path_of(key);
+  const int fd = retry([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); });
+  if (fd < 0) {
+    if (errno != ENOENT && errno != ENOTDIR) {
+      core::log("agent").warn("storage read failed key={} file={} error={}", key, path, errno_text(errno));
+    }
+    return std::nullopt;
+  }
+  std::string value;
+  char buffer[8192];
+  while (true) {
+    const ssize_t n = retry([&] { return ::read(fd, buffer, sizeof buffer); });
+    if (n < 0) {
+      core::log("agent").warn("storage read failed key={} file={} error={}", key, path, errno_text(errno));
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    value.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return value;
+}
+
+bool FileStorage::put(std::string_view key, std::string_view value) {
+  if (const std::string problem = key_error(key); !problem.empty()) {
+    core::log("agent").warn("storage put refused key={} reason={}", key, problem);
+    return false;
+  }
+  const std::string path = path_of(key);
+  const std::string tmp = path + std::string(kTmpSuffix);
+  const std::string parent = parent_of(path);
+  auto fail = [&](std::string_view step, int error) {
+    core::log("agent").warn("storage write failed key={} file={} step={} error={}", key, path, step,
+                            errno_text(error));
+    ::unlink(tmp.c_str());
+    return false;
+  };
+  if (const int error = make_directories(parent); error != 0) return fail("mkdir", error);
+  const int fd = retry([&] { return ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kFileMode); });
+  if (fd < 0) return fail("open", errno);
+  size_t written = 0;
+  while (written < value.size()) {
+    const ssize_t n = retry([&] { return ::write(fd, value.data() + written, value.size() - written); });
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      return fail("write", error);
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (retry([&] { return ::fsync(fd); }) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return fail("fsync", error);
+  }
+  if (::close(fd) != 0) return fail("close", errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename", errno);
+  if (!sync_directory(parent)) {
+    core::log("agent").warn("storage write failed key={} file={} step=fsync-directory error={}", key, path,
+                            errno_text(errno));
+    return false;
+  }
+  return true;
+}
+
+bool FileStorage::remove(std::string_view key) {
+  if (const std::string problem = key_error(key); !problem.empty()) {
+    core::log("agent").warn("storage remove refused key={} reason={}", key, problem);
+    return false;
+  }
+  const std::string path = path_of(key);
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return true;
+    core::log("agent").warn("storage remove failed key={} file={} error={}", key, path, errno_text(errno));
+    return false;
+  }
+  if (!sync_directory(parent_of(path))) {
+    core::log("agent").warn("storage remove failed key={} file={} step=fsync-directory error={}", key, path,
+                            errno_text(errno));
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> FileStorage::keys(std::string_view prefix) const {
+  // Walk only the subtree the prefix can match: "kgroup/abc/l" starts at
+  // DIR/kgroup/abc.
+  std::string start = directory_;
+  if (const size_t slash = prefix.rfind('/'); slash != std::string_view::npos) {
+    const std::string_view sub = prefix.substr(0, slash);
+    if (key_error(sub).empty()) start = path_of(sub);
+  }
+  std::vector<std::string> out;
+  std::error_code error;
+  const std::filesystem::path root(directory_);
+  for (auto it = std::filesystem::recursive_directory_iterator(start, error);
+       !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
+    if (!it->is_regular_file(error)) continue;
+    std::string key = it->path().lexically_relative(root).generic_string();
+    if (!key_error(key).empty()) continue;  // a .tmp of a write in flight, or a stray file
+    if (key.starts_with(prefix)) out.push_back(std::move(key));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace mesh::agent

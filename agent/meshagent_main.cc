@@ -1,1 +1,352 @@
-int main() { return 0; }
+// meshagent: one smart node of the mesh. Reads its TOML config, binds the
+// agent link, storage and admin socket, and runs the Node on one asio
+// io_context (one thread) until SIGINT or SIGTERM.
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/signal_set.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "agent/admin_server.h"
+#include "agent/admin_service.h"
+#include "agent/asio_env.h"
+#include "agent/config.h"
+#include "agent/file_storage.h"
+#include "agent/loopback_link.h"
+#include "agent/node.h"
+#include "agent/topology_file.h"
+#include "agent/udp_link.h"
+#include "core/log.h"
+#include "core/version.h"
+
+namespace mesh::agent {
+namespace {
+
+// Exit statuses, as documented in --help.
+constexpr int kExitOk = 0;
+constexpr int kExitRuntime = 1;
+constexpr int kExitConfig = 2;
+
+constexpr const char* kHelp = R"(NAME
+    meshagent - the agent of one smart node on a home mesh
+
+SYNOPSIS
+    meshagent --config FILE
+    meshagent --check-config FILE
+    meshagent --version
+    meshagent --help
+
+DESCRIPTION
+    meshagent runs unchanged on every node of the mesh (a Raspberry Pi on
+    an 802.11s or Ethernet mesh, a network namespace, or an address on
+    loopback). There is no hub: the agents find each other and the routes
+    across the mesh with OLSR (RFC 3626, on its own UDP port, wire-compatible
+    with other OLSR daemons), carry authenticated end-to-end messages hop by
+    hop along those routes, and answer meshctl(1) on a local Unix socket.
+
+    The agent runs in the foreground, logs to standard error (journald
+    under systemd) in key=value form, and keeps its durable state (the boot
+    count behind its replay-protection counters, replicated group state) in
+    the storage directory, written with fsync and atomic rename so a power
+    cut loses nothing acknowledged.
+
+    Two link modes:
+    interface
+        UDP sockets on 0.0.0.0:agent_port and 0.0.0.0:olsr_port (default
+        698, which needs root or CAP_NET_BIND_SERVICE). Broadcasts go to
+        the broadcast address of every interface in link.interfaces; the
+        node's id is node.address, or the first interface's IPv4 address if
+        unset. The other interfaces' addresses are announced with MID.
+    loopback
+        A whole mesh on one machine without root: each agent binds its own
+        node.address in 127.0.0.0/8 (agent_port, and olsr_port, default
+        agent_port + 1) and link.topology_file lists who hears whom (one
+        "ADDRESS ADDRESS" edge per line). Datagrams from agents that are not
+        neighbours in the file are dropped.
+
+    Every datagram is authenticated with HMAC-SHA256 under the mesh key,
+    32 random bytes shared by all agents of one mesh, written as 64 hex
+    digits in the key file. Create it once and copy it to every node:
+        openssl rand -hex 32 > /etc/meshagent/mesh.key
+        chmod 600 /etc/meshagent/mesh.key
+
+OPTIONS
+    --config FILE
+        Runs the agent with the configuration in FILE (TOML).
+
+    --check-config FILE
+        Validates FILE (syntax, keys, values, the mesh key file, and in
+        loopback mode the topology file) without starting anything. Prints
+        "FILE: ok" and a one-line summary, or every problem found with its
+        line, key and fix.
+
+    --version
+        Prints the version.
+
+    -h, --help
+        Prints this text.
+
+FILES
+    /etc/meshagent/meshagent.toml
+        The usual configuration file (systemd unit: meshagent.service).
+        Tables: [node] name, address, location; [link] mode, interfaces,
+        topology_file, agent_port (default 6980), olsr_port; [security]
+        mesh_key_file, replay_window; [routing] OLSR intervals, hold times,
+        willingness, hna_networks; [transport] and [requests] timings;
+        [admin] socket,
+        ping_timeout_ms; [storage] data_dir; [log] level, [log.layers].
+        Relative paths are taken relative to the config file's directory.
+    /etc/meshagent/mesh.key
+        The mesh key (security.mesh_key_file): 64 hex digits, mode 0600.
+    /run/meshagent/admin.sock
+        The admin socket meshctl(1) talks to (admin.socket), mode 0660.
+        Removed when the agent stops.
+    /var/lib/meshagent/
+        Durable state (storage.data_dir), created with mode 0700.
+
+SIGNALS
+    SIGINT, SIGTERM
+        Stop cleanly: close the admin socket (removing its file), stop the
+        node and exit 0.
+    SIGPIPE
+        Ignored; a meshctl that goes away mid-answer only closes its
+        connection.
+
+EXIT STATUS
+    0   the agent stopped on SIGINT or SIGTERM; --check-config found no
+        problem; --help or --version.
+    1   the agent could not start or failed while running: a socket could
+        not be bound (port in use, privileged port without root, address
+        not configured), an interface is missing or has no IPv4 address,
+        the storage directory or admin socket cannot be created. The
+        message names the cause and the fix.
+    2   the command line or the configuration is wrong.
+
+EXAMPLES
+    A node on a Pi, /etc/meshagent/meshagent.toml:
+        [node]
+        name = "kitchen"
+        [link]
+        mode = "interface"
+        interfaces = ["wlan0"]
+        [security]
+        mesh_key_file = "mesh.key"
+
+    One agent of a loopback mesh:
+        [node]
+        name = "n1"
+        address = "127.0.0.11"
+        [link]
+        mode = "loopback"
+        topology_file = "topology.txt"
+        agent_port = 6980
+        [security]
+        mesh_key_file = "mesh.key"
+        [admin]
+        socket = "/tmp/mesh/n1/admin.sock"
+        [storage]
+        data_dir = "/tmp/mesh/n1/data"
+
+    meshagent --check-config /etc/meshagent/meshagent.toml
+    meshagent --config /etc/meshagent/meshagent.toml
+    scripts/demo        (starts a 9-node loopback mesh)
+
+SEE ALSO
+    meshctl(1), scripts/testbed --help
+)";
+
+constexpr const char* kUsage =
+    "usage: meshagent --config FILE | --check-config FILE | --version | --help\n";
+
+std::string link_summary(const AgentConfig& config) {
+  if (config.link.mode == LinkConfig::Mode::loopback) {
+    return fmt::format("loopback({}:{},olsr:{})", config.node.id.to_string(), config.link.agent_port,
+                       config.link.olsr_port);
+  }
+  return fmt::format("interface({}:{},olsr:{})", fmt::join(config.link.interfaces, ","), config.link.agent_port,
+                     config.link.olsr_port);
+}
+
+std::string id_summary(const AgentConfig& config) {
+  if (!config.node.id.is_unspecified()) return config.node.id.to_string();
+  return fmt::format("auto({})", config.link.interfaces.empty() ? "?" : config.link.interfaces.front());
+}
+
+int check_config(const std::string& path) {
+  try {
+    const AgentConfig config = load_config(path);
+    std::printf("%s: ok\n", path.c_str());
+    std::printf("name=%s id=%s link=%s admin=%s data=%s log=%s\n", config.node.name.c_str(), id_summary(config).c_str(),
+                link_summary(config).c_str(), config.admin_socket.c_str(), config.data_dir.c_str(),
+                config.log_level.c_str());
+    return kExitOk;
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return kExitConfig;
+  }
+}
+
+// Failures while starting that are not mistakes in the config file itself
+// (a port in use, a missing interface) exit 1; the message says what to do.
+class StartError : public std::runtime_error {
+  using runtime_error::runtime_error;
+};
+
+// One link per port: agent Envelopes and OLSR packets never share a socket.
+std::unique_ptr<core::Link> make_link(asio::io_context& io, const AgentConfig& config, const NodeConfig& node,
+                                      uint16_t port) {
+  if (config.link.mode == LinkConfig::Mode::interface) {
+    return std::make_unique<UdpInterfaceLink>(io, config.link.interfaces, port);
+  }
+  // load_config() already read and checked it; read again for the edges.
+  const auto topology = load_topology_file(config.link.topology_file);
+  if (!topology) throw ConfigError(fmt::format("{}: link.topology_file: {}", config.source, topology.error()));
+  const std::vector<core::NodeId> neighbours = topology->neighbours_of(node.id);
+  if (neighbours.empty()) {
+    core::log("agent").warn("no neighbours in the topology file address={} topology_file={}", node.id.to_string(),
+                            config.link.topology_file);
+  }
+  return std::make_unique<LoopbackMeshLink>(io, node.id, port, neighbours);
+}
+
+// OLSR announces a node's other interface addresses with MID.
+void add_interface_aliases(const core::Link& olsr_link, NodeConfig& node) {
+  const auto* udp = dynamic_cast<const UdpInterfaceLink*>(&olsr_link);
+  if (udp == nullptr) return;
+  for (const InterfaceAddress& iface : udp->interfaces()) {
+    auto& extra = node.routing.extra_interfaces;
+    if (iface.address != node.id && std::find(extra.begin(), extra.end(), iface.address) == extra.end()) {
+      extra.push_back(iface.address);
+    }
+  }
+}
+
+int run(const std::string& path) {
+  AgentConfig config;
+  try {
+    config = load_config(path);
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return kExitConfig;
+  }
+  if (!core::set_log_level(config.log_level)) {
+    std::fprintf(stderr, "%s: log.level: unknown level \"%s\"\n", config.source.c_str(), config.log_level.c_str());
+    return kExitConfig;
+  }
+  for (const auto& [layer, level] : config.layer_log_levels) {
+    if (!core::set_log_level(level, layer)) {
+      std::fprintf(stderr, "%s: log.layers.%s: unknown level \"%s\" or layer\n", config.source.c_str(), layer.c_str(),
+                   level.c_str());
+      return kExitConfig;
+    }
+  }
+  auto& log = core::log("agent");
+
+  NodeConfig node_config = config.node;
+  if (node_config.id.is_unspecified()) {
+    if (config.link.mode != LinkConfig::Mode::interface || config.link.interfaces.empty()) {
+      std::fprintf(stderr, "%s: node.address: required in loopback mode (e.g. address = \"127.0.0.11\")\n",
+                   config.source.c_str());
+      return kExitConfig;
+    }
+    const auto address = UdpInterfaceLink::interface_address(config.link.interfaces.front());
+    if (!address) {
+      std::fprintf(stderr, "meshagent: cannot start: %s\n", address.error().c_str());
+      return kExitRuntime;
+    }
+    node_config.id = *address;
+  }
+
+  // Writing to a meshctl that already hung up must not kill the agent.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  asio::io_context io;
+  AsioEnv env(io);
+  std::unique_ptr<core::Link> link;
+  std::unique_ptr<core::Link> olsr_link;
+  std::unique_ptr<FileStorage> storage;
+  std::unique_ptr<Node> node;
+  std::unique_ptr<AdminService> service;
+  std::unique_ptr<AdminServer> admin;
+  try {
+    link = make_link(io, config, node_config, config.link.agent_port);
+    olsr_link = make_link(io, config, node_config, config.link.olsr_port);
+    add_interface_aliases(*olsr_link, node_config);
+    storage = std::make_unique<FileStorage>(config.data_dir);
+    node = std::make_unique<Node>(node_config, NodeContext{env, *link, *olsr_link, *storage});
+    service = std::make_unique<AdminService>(*node);
+    admin = std::make_unique<AdminServer>(io, config.admin_socket, *service);
+    admin->start();
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return kExitConfig;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "meshagent: cannot start: %s\n", e.what());
+    return kExitRuntime;
+  }
+
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  int stop_signal = 0;
+  signals.async_wait([&](const asio::error_code& error, int signal_number) {
+    if (error) return;
+    stop_signal = signal_number;
+    log.info("meshagent stopping signal={}", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+    admin->stop();
+    io.stop();
+  });
+
+  node->start();
+  log.info("meshagent started id={} name={} link={} admin={} version={}", node_config.id.to_string(), node_config.name,
+           link_summary(config), config.admin_socket, kVersion);
+
+  try {
+    io.run();
+  } catch (const std::exception& e) {
+    log.critical("meshagent failed error=\"{}\"", e.what());
+    admin->stop();
+    return kExitRuntime;
+  }
+
+  // Teardown top down: nothing may call into the node once it is gone.
+  admin.reset();
+  service.reset();
+  node.reset();
+  log.info("meshagent stopped signal={}", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace mesh::agent
+
+int main(int argc, char** argv) {
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    std::fputs(mesh::agent::kHelp, stdout);
+    return mesh::agent::kExitOk;
+  }
+  if (args.size() == 1 && args[0] == "--version") {
+    std::printf("meshagent %s\n", mesh::kVersion);
+    return mesh::agent::kExitOk;
+  }
+  if (args.size() == 2 && args[0] == "--config") return mesh::agent::run(std::string(args[1]));
+  if (args.size() == 2 && args[0] == "--check-config") return mesh::agent::check_config(std::string(args[1]));
+  if (!args.empty() && (args[0] == "--config" || args[0] == "--check-config") && args.size() == 1) {
+    std::fprintf(stderr, "meshagent: %s needs a FILE\n", std::string(args[0]).c_str());
+  } else if (!args.empty()) {
+    std::fprintf(stderr, "meshagent: unexpected arguments starting at '%s'\n", std::string(args[0]).c_str());
+  }
+  std::fputs(mesh::agent::kUsage, stderr);
+  std::fputs("Run 'meshagent --help' for details.\n", stderr);
+  return mesh::agent::kExitConfig;
+}

@@ -15,7 +15,8 @@
 #include "core/metrics.h"
 #include "core/packet_auth.h"
 #include "core/storage.h"
-#include "routing/one_hop_transport.h"
+#include "routing/olsr_protocol.h"
+#include "routing/olsr_transport.h"
 
 namespace mesh::agent {
 
@@ -23,12 +24,13 @@ namespace mesh::agent {
 struct NodeContext {
   core::Env& env;
   core::Link& agent_link;  // raw datagrams on the agent port
+  core::Link& olsr_link;   // raw RFC 3626 packets on the routing port (UDP 698)
   core::Storage& storage;
 };
 
-// One node with every layer wired, bottom up: authenticated link, transport
-// (one-hop until OLSR lands), messenger (datagrams and reliable requests),
-// services. The agent runtime and the simulator both run exactly this class.
+// One node with every layer wired, bottom up: OLSR on its own link,
+// authenticated agent link, multi-hop transport along OLSR's routes,
+// messenger (datagrams and reliable requests), services. The agent runtime and the simulator both run exactly this class.
 // Single-threaded: every call and callback on the Env's thread.
 class Node {
  public:
@@ -40,7 +42,7 @@ class Node {
   Node& operator=(const Node&) = delete;
   ~Node();
 
-  // Starts periodic work (beacons). Call once.
+  // Starts OLSR (HELLO, TC, MID, HNA emissions). Call once.
   void start();
 
   core::NodeId id() const { return config_.id; }
@@ -48,11 +50,20 @@ class Node {
   const NodeConfig& config() const { return config_; }
   uint64_t boot_count() const { return boot_count_; }
   core::Duration uptime() const;
+  core::Env& env() const { return context_.env; }
 
   core::Metrics& metrics() { return metrics_; }
   const core::Metrics& metrics() const { return metrics_; }
   core::Messenger& messenger() { return *messenger_; }
-  const routing::OneHopTransport& transport() const { return *transport_; }
+  const routing::OlsrTransport& transport() const { return *transport_; }
+  const routing::olsr::OlsrProtocol& olsr() const { return *olsr_; }
+
+  using RoutesListener = std::function<void(const std::vector<routing::olsr::Route>& routes)>;
+  // Called with the whole new table each time OLSR's routing table changes
+  // (from link or timer events, never re-entrantly from a call into the
+  // Node). The hook for installing kernel routes; listeners run in the order
+  // added.
+  void add_routes_listener(RoutesListener listener) { routes_listeners_.push_back(std::move(listener)); }
 
   struct LayerLine {
     std::string layer;
@@ -72,9 +83,11 @@ class Node {
   core::Metrics metrics_;
   std::unique_ptr<core::PacketAuth> auth_;
   std::unique_ptr<core::AuthenticatedLink> link_;
-  std::unique_ptr<routing::OneHopTransport> transport_;
+  std::unique_ptr<routing::olsr::OlsrProtocol> olsr_;
+  std::unique_ptr<routing::OlsrTransport> transport_;
   std::unique_ptr<core::Messenger> messenger_;
   std::unique_ptr<EchoService> echo_;
+  std::vector<RoutesListener> routes_listeners_;
 };
 
 }  // namespace mesh::agent

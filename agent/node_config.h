@@ -6,7 +6,8 @@
 #include "core/messenger.h"
 #include "core/node_id.h"
 #include "core/packet_auth.h"
-#include "routing/one_hop_transport.h"
+#include "routing/olsr_protocol.h"
+#include "routing/olsr_transport.h"
 
 namespace mesh::agent {
 
@@ -18,7 +19,9 @@ struct NodeConfig {
   std::array<double, 3> location{};         // x, y, z in metres
   core::MeshKey mesh_key;
   unsigned replay_window = 256;             // per-sender counters remembered below the highest
-  routing::OneHopTransport::Options transport;
+  // OLSR (RFC 3626); the Node sets main_address to `id`.
+  routing::olsr::OlsrOptions routing;
+  routing::OlsrTransport::Options transport;
   core::Messenger::Options messaging;
   core::Duration ping_timeout = std::chrono::seconds(5);
 };

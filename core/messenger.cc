@@ -72,7 +72,6 @@ struct Messenger::Outgoing {
 Messenger::Messenger(Env& env, Transport& transport, Metrics& metrics, Options options)
     : env_(env),
       transport_(transport),
-      metrics_(metrics),
       options_(options),
       // Random start: a restarted node must not reuse ids that a receiver
       // still holds in its dedupe table, or it would get stale answers.
@@ -107,6 +106,15 @@ SendStatus Messenger::send(NodeId dst, uint32_t body_type, std::string body) {
   message.body_type = body_type;
   message.body = std::move(body);
   return transport_.send(std::move(message));
+}
+
+SendStatus Messenger::flood(uint32_t body_type, std::string body) {
+  Message message;
+  message.dst = kEveryNode;
+  message.kind = MessageKind::datagram;
+  message.body_type = body_type;
+  message.body = std::move(body);
+  return transport_.flood(std::move(message));
 }
 
 void Messenger::on_datagram(uint32_t body_type, DatagramHandler handler) {

@@ -91,6 +91,9 @@ class Messenger {
   NodeId self() const { return transport_.self(); }
 
   SendStatus send(NodeId dst, uint32_t body_type, std::string body);
+  // A datagram to every other node (Transport::flood); each receiver's
+  // on_datagram handler for body_type sees it once, with dst == kEveryNode.
+  SendStatus flood(uint32_t body_type, std::string body);
   void on_datagram(uint32_t body_type, DatagramHandler handler);
 
   // Returns the request's msg_id, usable with cancel(). The callback runs
@@ -125,7 +128,6 @@ class Messenger {
 
   Env& env_;
   Transport& transport_;
-  Metrics& metrics_;
   Options options_;
   uint64_t next_msg_id_;
   std::unordered_map<uint32_t, DatagramHandler> datagram_handlers_;

@@ -15,9 +15,12 @@ enum class SendStatus {
 
 std::string_view to_string(SendStatus status);
 
-// End to end, best effort: a Message to any node, hop by hop. Provided by
-// routing (one-hop neighbours only until OLSR drives it). Reliability is
-// core's ReliableRequests on top, never hand-rolled by a protocol.
+// dst of a message flooded to every node of the mesh (Transport::flood).
+inline constexpr NodeId kEveryNode{0xffffffffu};
+
+// End to end, best effort: a Message to any node, hop by hop along the OLSR
+// table (routing provides it). Reliability is core's Messenger on top,
+// never hand-rolled by a protocol.
 class Transport {
  public:
   using Receiver = std::function<void(const Message& message)>;
@@ -28,6 +31,10 @@ class Transport {
   // `message.src` is overwritten with self(); msg_id, kind and body are the
   // caller's.
   virtual SendStatus send(Message message) = 0;
+  // Best effort to every other node of the mesh, each receiving it once
+  // (routing's MPR flooding); receivers see dst == kEveryNode. `message.dst`
+  // is overwritten; src as in send().
+  virtual SendStatus flood(Message message) = 0;
   // Every message addressed to this node; one receiver, replaced on each call.
   virtual void set_receiver(Receiver receiver) = 0;
 };

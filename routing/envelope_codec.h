@@ -10,8 +10,6 @@
 namespace mesh::routing {
 
 inline constexpr uint32_t kEnvelopeVersion = 1;
-// Envelope dst for "every one-hop neighbour".
-inline constexpr core::NodeId kNeighboursDst{0xffffffffu};
 
 enum class EnvelopeError {
   malformed,     // not a parseable Envelope
@@ -28,7 +26,7 @@ std::string_view to_string(EnvelopeError error);
 std::string encode_envelope(const core::Message& message);
 core::Expected<core::Message, EnvelopeError> decode_envelope(core::ByteSpan bytes);
 
-// The oneof member's name ("echo", "beacon"), or "unknown"; used to label
+// The oneof member's name ("echo", "membership"), or "unknown"; used to label
 // traffic metrics per layer.
 std::string_view body_type_name(uint32_t body_type);
 

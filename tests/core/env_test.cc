@@ -1,4 +1,5 @@
 #include "core/env.h"
+#include "tests/support/manual_env.h"
 
 #include <gtest/gtest.h>
 
@@ -7,32 +8,7 @@
 namespace mesh::core {
 namespace {
 
-// Virtual time over a TimerQueue, enough to exercise Env's timer logic.
-class ManualEnv final : public Env {
- public:
-  TimePoint now() const override { return now_; }
-  Rng& rng() override { return rng_; }
-  void advance(Duration d) {
-    const TimePoint until = now_ + d;
-    while (auto next = queue_.next_deadline()) {
-      if (*next > until) break;
-      now_ = *next;
-      queue_.run_one(now_);
-    }
-    now_ = until;
-  }
-
- protected:
-  TimerId schedule_one_shot(Duration delay, Callback cb) override {
-    return queue_.schedule(now_ + std::max(delay, Duration::zero()), std::move(cb));
-  }
-  void cancel_one_shot(TimerId id) override { queue_.cancel(id); }
-
- private:
-  TimePoint now_{};
-  TimerQueue queue_;
-  Rng rng_{1};
-};
+using test_support::ManualEnv;
 
 using std::chrono::milliseconds;
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/timer_queue.h"
+#include "tests/support/manual_env.h"
 
 namespace mesh::core {
 namespace {
@@ -19,33 +20,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// Virtual time over a TimerQueue.
-class ManualEnv final : public Env {
- public:
-  explicit ManualEnv(uint64_t seed = 1) : rng_(seed) {}
-  TimePoint now() const override { return now_; }
-  Rng& rng() override { return rng_; }
-  void advance(Duration d) {
-    const TimePoint until = now_ + d;
-    while (auto next = queue_.next_deadline()) {
-      if (*next > until) break;
-      now_ = *next;
-      queue_.run_one(now_);
-    }
-    now_ = until;
-  }
-
- protected:
-  TimerId schedule_one_shot(Duration delay, Callback cb) override {
-    return queue_.schedule(now_ + std::max(delay, Duration::zero()), std::move(cb));
-  }
-  void cancel_one_shot(TimerId id) override { queue_.cancel(id); }
-
- private:
-  TimePoint now_{};
-  TimerQueue queue_;
-  Rng rng_;
-};
+using test_support::ManualEnv;
 
 class NetTransport;
 
@@ -66,6 +41,8 @@ class Network {
   std::vector<Message> sent;                     // everything handed to the network
 
   SendStatus send(const Message& message);
+  // Every attached node but the sender, as mesh-wide flooding would.
+  SendStatus flood(const Message& message);
   void attach(NodeId id, NetTransport* t) { nodes_[id] = t; }
   void detach(NodeId id) { nodes_.erase(id); }
   size_t count_sent(NodeId src, MessageKind kind) const {
@@ -89,6 +66,11 @@ class NetTransport final : public Transport {
     message.src = self_;
     return net_.send(message);
   }
+  SendStatus flood(Message message) override {
+    message.src = self_;
+    message.dst = kEveryNode;
+    return net_.flood(message);
+  }
   void set_receiver(Receiver receiver) override { receiver_ = std::move(receiver); }
   void deliver(const Message& message) {
     if (receiver_) receiver_(message);
@@ -111,6 +93,18 @@ SendStatus Network::send(const Message& message) {
     const Duration delay(rng_.between(min_delay.count(), max_delay.count()));
     env_.start_timer(delay, [this, message] {
       auto it = nodes_.find(message.dst);
+      if (it != nodes_.end()) it->second->deliver(message);
+    });
+  }
+  return SendStatus::sent;
+}
+
+SendStatus Network::flood(const Message& message) {
+  sent.push_back(message);
+  for (const auto& [id, transport] : nodes_) {
+    if (id == message.src) continue;
+    env_.start_timer(min_delay, [this, id, message] {
+      auto it = nodes_.find(id);
       if (it != nodes_.end()) it->second->deliver(message);
     });
   }
@@ -189,6 +183,27 @@ TEST(Messenger, OkPathReportsRttAndElapsed) {
   EXPECT_EQ(p.metrics_a.total("request_retransmits_total"), 0u);
   EXPECT_EQ(p.metrics_a.histogram("request_rtt_ms").count(), 1u);
   EXPECT_DOUBLE_EQ(p.metrics_a.histogram("request_rtt_ms").max(), 20.0);
+}
+
+TEST(Messenger, FloodReachesEveryOtherNodeOnceAsDatagram) {
+  Pair p;
+  Metrics metrics_raw;
+  NetTransport third(p.net, kRaw);
+  Messenger c(p.env, third, metrics_raw, {});
+  std::map<NodeId, std::vector<Message>> heard;
+  for (auto* m : {p.a.get(), p.b.get(), &c}) {
+    m->on_datagram(kEcho, [&heard, m](const Message& message) { heard[m->self()].push_back(message); });
+  }
+  EXPECT_EQ(p.a->flood(kEcho, "hello"), SendStatus::sent);
+  p.env.advance(milliseconds(50));
+  EXPECT_FALSE(heard.contains(kA));
+  for (NodeId id : {kB, kRaw}) {
+    ASSERT_EQ(heard[id].size(), 1u) << id.to_string();
+    EXPECT_EQ(heard[id][0].dst, kEveryNode);
+    EXPECT_EQ(heard[id][0].src, kA);
+    EXPECT_EQ(heard[id][0].kind, MessageKind::datagram);
+    EXPECT_EQ(heard[id][0].body, "hello");
+  }
 }
 
 TEST(Messenger, MsgIdsStartRandomAndIncrement) {

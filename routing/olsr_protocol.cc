@@ -1,0 +1,768 @@
+#include "routing/olsr_protocol.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/log.h"
+#include "routing/mpr_selection.h"
+#include "routing/olsr_vtime.h"
+
+namespace mesh::routing::olsr {
+namespace {
+
+// A tuple whose time is at or before now is gone; the expiry timer fires at
+// exactly that instant, so nothing stale outlives it.
+bool alive(core::TimePoint time, core::TimePoint now) { return time > now; }
+
+std::string_view type_name(uint8_t type) {
+  switch (type) {
+    case static_cast<uint8_t>(MessageType::hello):
+      return "hello";
+    case static_cast<uint8_t>(MessageType::tc):
+      return "tc";
+    case static_cast<uint8_t>(MessageType::mid):
+      return "mid";
+    case static_cast<uint8_t>(MessageType::hna):
+      return "hna";
+    default:
+      return "other";
+  }
+}
+
+double seconds_between(core::TimePoint later, core::TimePoint now) { return core::to_seconds(later - now); }
+
+// Neither the ttl nor the hop count of a retransmission may wrap (§3.4.1 keeps
+// their sum constant, so a sum above 255 can only come from a broken sender).
+constexpr unsigned kMaxTtlPlusHops = 255;
+
+}  // namespace
+
+bool seq_newer(uint16_t a, uint16_t b) {
+  constexpr uint16_t kHalf = 0x8000;
+  return (a > b && a - b <= kHalf) || (b > a && b - a > kHalf);
+}
+
+std::string_view to_string(LinkStatus status) {
+  switch (status) {
+    case LinkStatus::symmetric:
+      return "symmetric";
+    case LinkStatus::asymmetric:
+      return "asymmetric";
+    case LinkStatus::lost:
+      return "lost";
+  }
+  return "lost";
+}
+
+OlsrProtocol::OlsrProtocol(core::Env& env, core::Link& link, core::Metrics& metrics, Options options)
+    : env_(env),
+      link_(link),
+      metrics_(metrics),
+      options_(std::move(options)),
+      hello_timer_(env),
+      tc_timer_(env),
+      mid_timer_(env),
+      hna_timer_(env),
+      flush_timer_(env),
+      expiry_timer_(env) {
+  // Random starting points: a restarted node must not have its fresh messages
+  // taken for duplicates, or its TCs for stale ones, by neighbours that still
+  // remember its previous run.
+  message_seq_ = static_cast<uint16_t>(env_.rng().below(0x10000));
+  packet_seq_ = static_cast<uint16_t>(env_.rng().below(0x10000));
+  ansn_ = static_cast<uint16_t>(env_.rng().below(0x10000));
+}
+
+OlsrProtocol::~OlsrProtocol() {
+  if (running_) link_.set_receiver({});
+}
+
+void OlsrProtocol::start() {
+  if (running_) return;
+  running_ = true;
+  link_.set_receiver([this](core::Ipv4Address from, core::ByteSpan datagram) { receive(from, datagram); });
+  core::log("routing").info("olsr start main={} iface={} willingness={}", options_.main_address.to_string(),
+                             link_.local_address().to_string(), options_.willingness);
+  // The first emissions come after a jitter only, so a node is heard at once.
+  hello_timer_.start(jitter(), [this] {
+    send_hello();
+    schedule_periodic(hello_timer_, options_.hello_interval, &OlsrProtocol::send_hello);
+  });
+  tc_timer_.start(jitter(), [this] {
+    send_tc();
+    schedule_periodic(tc_timer_, options_.tc_interval, &OlsrProtocol::send_tc);
+  });
+  mid_timer_.start(jitter(), [this] {
+    send_mid();
+    schedule_periodic(mid_timer_, options_.mid_interval, &OlsrProtocol::send_mid);
+  });
+  hna_timer_.start(jitter(), [this] {
+    send_hna();
+    schedule_periodic(hna_timer_, options_.hna_interval, &OlsrProtocol::send_hna);
+  });
+}
+
+void OlsrProtocol::stop() {
+  if (!running_) return;
+  running_ = false;
+  link_.set_receiver({});
+  hello_timer_.cancel();
+  tc_timer_.cancel();
+  mid_timer_.cancel();
+  hna_timer_.cancel();
+  flush_timer_.cancel();
+  expiry_timer_.cancel();
+  outbox_.clear();
+}
+
+void OlsrProtocol::schedule_periodic(core::ScopedTimer& timer, core::Duration interval,
+                                     void (OlsrProtocol::*send)()) {
+  // §18: each emission comes a random jitter early.
+  const core::Duration wait = std::max(interval - jitter(), core::Duration(1));
+  timer.start(wait, [this, &timer, interval, send] {
+    (this->*send)();
+    schedule_periodic(timer, interval, send);
+  });
+}
+
+core::Duration OlsrProtocol::max_jitter() const { return options_.max_jitter.value_or(options_.hello_interval / 4); }
+
+core::Duration OlsrProtocol::jitter() {
+  const auto bound = max_jitter().count();
+  if (bound <= 0) return core::Duration::zero();
+  return core::Duration(static_cast<int64_t>(env_.rng().below(static_cast<uint64_t>(bound) + 1)));
+}
+
+// ---------------------------------------------------------------- receiving
+
+void OlsrProtocol::receive(core::Ipv4Address from, core::ByteSpan datagram) {
+  // Our own broadcasts looped back by the interface.
+  if (is_own_address(from)) return;
+  auto decoded = decode_packet(datagram);
+  if (!decoded) {
+    count_drop(to_string(decoded.error()));
+    core::log("routing").debug("olsr drop from={} reason={} bytes={}", from.to_string(),
+                                to_string(decoded.error()), datagram.size());
+    return;
+  }
+  const core::TimePoint now = env_.now();
+  for (const Message& message : decoded->messages) {
+    count_message(message, "received");
+    // §3.4 step 2.
+    if (message.ttl == 0 || is_own_address(message.originator)) continue;
+    // HELLOs travel one hop and are never forwarded nor deduplicated.
+    if (const auto* hello = std::get_if<Hello>(&message.body)) {
+      process_hello(from, message, *hello);
+      continue;
+    }
+    // TC, MID, HNA processing (§9.5, §5.4, §12.5) and forwarding (§3.4.1)
+    // both require the sender interface to be a symmetric neighbour.
+    if (!is_symmetric_link(from)) {
+      count_drop("not_symmetric");
+      continue;
+    }
+    const auto key = std::pair{message.originator, message.seq};
+    auto dup = duplicates_.find(key);
+    if (dup != duplicates_.end() && !alive(dup->second.time, now)) {
+      duplicates_.erase(dup);
+      dup = duplicates_.end();
+    }
+    if (dup == duplicates_.end()) {
+      std::visit(
+          [&](const auto& body) {
+            using Body = std::decay_t<decltype(body)>;
+            if constexpr (std::is_same_v<Body, Tc>) {
+              process_tc(message, body);
+            } else if constexpr (std::is_same_v<Body, Mid>) {
+              process_mid(message, body);
+            } else if constexpr (std::is_same_v<Body, Hna>) {
+              process_hna(message, body);
+            }
+          },
+          message.body);
+      dup = duplicates_.emplace(key, DuplicateTuple{now + options_.dup_hold, false}).first;
+    }
+    consider_forwarding(from, message, dup->second);
+  }
+  refresh();
+}
+
+void OlsrProtocol::process_hello(core::Ipv4Address from, const Message& message, const Hello& hello) {
+  const core::TimePoint now = env_.now();
+  const core::Duration validity = decode_vtime(message.vtime);
+  const core::TimePoint expired = now - core::Duration(1);
+
+  // §7.1.1 link sensing.
+  auto [it, created] = links_.try_emplace(from);
+  LinkTuple& link = it->second;
+  if (created) {
+    link.sym_time = expired;
+    link.time = now + validity;
+    core::log("routing").debug("olsr link heard iface={} main={}", from.to_string(),
+                                message.originator.to_string());
+  }
+  if (link.neighbour_main != message.originator) {
+    if (!created) routes_dirty_ = neighbourhood_changed_ = true;
+    link.neighbour_main = message.originator;
+  }
+  link.asym_time = now + validity;
+  link.last_heard = now;
+  for (const LinkGroup& group : hello.links) {
+    if (neighbour_type_of(group.link_code) > static_cast<uint8_t>(NeighbourType::mpr)) continue;
+    const LinkType type = link_type_of(group.link_code);
+    for (core::Ipv4Address address : group.neighbours) {
+      // Any of our addresses: on a node with several interfaces on one link
+      // (one socket, one HELLO for all of them) the neighbour lists the
+      // address it hears us on, which need not be the first.
+      if (!is_own_address(address)) continue;
+      if (type == LinkType::lost) {
+        link.sym_time = expired;
+      } else if (type == LinkType::symmetric || type == LinkType::asymmetric) {
+        link.sym_time = now + validity;
+        link.time = link.sym_time + options_.neighb_hold;
+      }
+    }
+  }
+  link.time = std::max(link.time, link.asym_time);
+
+  // §8.1 neighbour set.
+  auto [neighbour, new_neighbour] = neighbours_.try_emplace(message.originator);
+  if (new_neighbour || neighbour->second.willingness != hello.willingness) {
+    if (!new_neighbour) routes_dirty_ = neighbourhood_changed_ = true;
+    neighbour->second.willingness = hello.willingness;
+  }
+
+  if (!alive(link.sym_time, now)) return;
+  // §8.2.1 two-hop set and §8.4.1 MPR selector set, from symmetric links only.
+  for (const LinkGroup& group : hello.links) {
+    const uint8_t neighbour_type = neighbour_type_of(group.link_code);
+    if (neighbour_type > static_cast<uint8_t>(NeighbourType::mpr)) continue;
+    for (core::Ipv4Address address : group.neighbours) {
+      if (is_own_address(address)) {
+        if (neighbour_type == static_cast<uint8_t>(NeighbourType::mpr)) {
+          auto [selector, added] = mpr_selectors_.insert_or_assign(message.originator, now + validity);
+          (void)selector;
+          if (added) {
+            selectors_changed_ = true;
+            core::log("routing").info("olsr mpr selector added node={}", message.originator.to_string());
+          }
+        }
+        continue;
+      }
+      const auto key = std::pair{message.originator, main_of(address)};
+      if (neighbour_type == static_cast<uint8_t>(NeighbourType::not_neighbour)) {
+        if (two_hop_.erase(key)) routes_dirty_ = neighbourhood_changed_ = true;
+      } else {
+        auto [entry, added] = two_hop_.insert_or_assign(key, now + validity);
+        (void)entry;
+        if (added) routes_dirty_ = neighbourhood_changed_ = true;
+      }
+    }
+  }
+}
+
+void OlsrProtocol::process_tc(const Message& message, const Tc& tc) {
+  const core::TimePoint now = env_.now();
+  // §9.5 step 2: a TC older than what we hold from this originator is stale.
+  for (auto it = topology_.lower_bound({message.originator, core::NodeId()});
+       it != topology_.end() && it->first.first == message.originator; ++it) {
+    if (seq_newer(it->second.ansn, tc.ansn)) {
+      count_drop("stale_ansn");
+      return;
+    }
+  }
+  // Step 3: older tuples of this originator go.
+  for (auto it = topology_.lower_bound({message.originator, core::NodeId()});
+       it != topology_.end() && it->first.first == message.originator;) {
+    if (it->second.ansn != tc.ansn) {
+      it = topology_.erase(it);
+      routes_dirty_ = true;
+    } else {
+      ++it;
+    }
+  }
+  // Step 4.
+  const core::TimePoint until = now + decode_vtime(message.vtime);
+  for (core::NodeId dest : tc.advertised) {
+    auto [it, added] = topology_.insert_or_assign({message.originator, dest}, TopologyTuple{tc.ansn, until});
+    (void)it;
+    if (added) routes_dirty_ = true;
+  }
+}
+
+void OlsrProtocol::process_mid(const Message& message, const Mid& mid) {
+  const core::TimePoint until = env_.now() + decode_vtime(message.vtime);
+  for (core::Ipv4Address iface : mid.interfaces) {
+    if (iface == message.originator) continue;
+    auto [it, added] = mid_.try_emplace(iface, MidTuple{message.originator, until});
+    if (!added && it->second.main != message.originator) added = true;
+    it->second = MidTuple{message.originator, until};
+    if (added) routes_dirty_ = neighbourhood_changed_ = true;
+  }
+}
+
+void OlsrProtocol::process_hna(const Message& message, const Hna& hna) {
+  const core::TimePoint until = env_.now() + decode_vtime(message.vtime);
+  for (const HnaEntry& entry : hna.networks) {
+    auto [it, added] = hna_.insert_or_assign(HnaKey{message.originator, entry.network, entry.netmask}, until);
+    (void)it;
+    if (added) {
+      core::log("routing").debug("olsr hna gateway={} network={}/{}", message.originator.to_string(),
+                                  entry.network.to_string(), entry.netmask.to_string());
+    }
+  }
+}
+
+void OlsrProtocol::consider_forwarding(core::Ipv4Address from, const Message& message, DuplicateTuple& duplicate) {
+  // §3.4.1: each node retransmits a message at most once, and only when it
+  // came from a neighbour that chose this node as its MPR.
+  if (duplicate.retransmitted || message.ttl <= 1) return;
+  const core::TimePoint now = env_.now();
+  auto selector = mpr_selectors_.find(main_of(from));
+  const bool from_selector = selector != mpr_selectors_.end() && alive(selector->second, now);
+  if (!from_selector && options_.mpr_flooding) return;
+  if (unsigned{message.ttl} + unsigned{message.hop_count} > kMaxTtlPlusHops) {
+    count_drop("hop_limit");
+    return;
+  }
+  duplicate.retransmitted = true;
+  duplicate.time = now + options_.dup_hold;
+  Message copy = message;
+  --copy.ttl;
+  ++copy.hop_count;
+  metrics_.counter("olsr_forwarded_total", {{"type", std::string(type_name(message.type))}}).add();
+  enqueue(std::move(copy), false);
+}
+
+// ------------------------------------------------------------ state upkeep
+
+void OlsrProtocol::refresh() {
+  const core::TimePoint now = env_.now();
+  auto log = [] { return &core::log("routing"); };
+
+  for (auto it = links_.begin(); it != links_.end();) {
+    if (!alive(it->second.time, now)) {
+      if (it->second.was_symmetric) routes_dirty_ = neighbourhood_changed_ = true;
+      log()->debug("olsr link expired iface={}", it->first.to_string());
+      it = links_.erase(it);
+      continue;
+    }
+    const bool symmetric = alive(it->second.sym_time, now);
+    if (symmetric != it->second.was_symmetric) {
+      it->second.was_symmetric = symmetric;
+      routes_dirty_ = neighbourhood_changed_ = true;
+    }
+    ++it;
+  }
+
+  // §8.1: a neighbour exists while a link to it does, and is symmetric while
+  // one of those links is.
+  std::map<core::NodeId, bool> symmetric_of;
+  for (const auto& [iface, link] : links_) {
+    bool& symmetric = symmetric_of[link.neighbour_main];
+    symmetric = symmetric || link.was_symmetric;
+  }
+  for (auto it = neighbours_.begin(); it != neighbours_.end();) {
+    auto found = symmetric_of.find(it->first);
+    if (found == symmetric_of.end()) {
+      log()->info("olsr neighbour gone node={}", it->first.to_string());
+      it = neighbours_.erase(it);
+      continue;
+    }
+    if (found->second != it->second.symmetric) {
+      it->second.symmetric = found->second;
+      log()->info("olsr neighbour node={} status={}", it->first.to_string(),
+                  found->second ? "symmetric" : "not_symmetric");
+    }
+    ++it;
+  }
+  auto symmetric_neighbour = [&](core::NodeId main) {
+    auto it = neighbours_.find(main);
+    return it != neighbours_.end() && it->second.symmetric;
+  };
+
+  // §8.5: losing a symmetric neighbour drops what it told us.
+  for (auto it = two_hop_.begin(); it != two_hop_.end();) {
+    if (!alive(it->second, now) || !symmetric_neighbour(it->first.first)) {
+      it = two_hop_.erase(it);
+      routes_dirty_ = neighbourhood_changed_ = true;
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = mpr_selectors_.begin(); it != mpr_selectors_.end();) {
+    if (!alive(it->second, now) || !symmetric_neighbour(it->first)) {
+      log()->info("olsr mpr selector removed node={}", it->first.to_string());
+      it = mpr_selectors_.erase(it);
+      selectors_changed_ = true;
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = topology_.begin(); it != topology_.end();) {
+    if (!alive(it->second.time, now)) {
+      it = topology_.erase(it);
+      routes_dirty_ = true;
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = mid_.begin(); it != mid_.end();) {
+    if (!alive(it->second.time, now)) {
+      it = mid_.erase(it);
+      routes_dirty_ = neighbourhood_changed_ = true;
+    } else {
+      ++it;
+    }
+  }
+  std::erase_if(hna_, [&](const auto& entry) { return !alive(entry.second, now); });
+
+  if (neighbourhood_changed_) {
+    neighbourhood_changed_ = false;
+    recompute_mprs();
+    // Classic flooding advertises the whole neighbourhood.
+    if (!options_.mpr_flooding) ++ansn_;
+  }
+  if (selectors_changed_) {
+    selectors_changed_ = false;
+    // §9: the advertised set changed.
+    ++ansn_;
+    if (mpr_selectors_.empty()) selectors_emptied_at_ = now;
+  }
+  if (routes_dirty_) {
+    routes_dirty_ = false;
+    recompute_routes();
+  }
+  schedule_expiry();
+}
+
+void OlsrProtocol::recompute_mprs() {
+  const core::TimePoint now = env_.now();
+  std::vector<MprCandidate> candidates;
+  for (const auto& [main, neighbour] : neighbours_) {
+    if (!neighbour.symmetric) continue;
+    MprCandidate candidate{main, neighbour.willingness, {}};
+    for (auto it = two_hop_.lower_bound({main, core::NodeId()}); it != two_hop_.end() && it->first.first == main;
+         ++it) {
+      if (alive(it->second, now)) candidate.neighbours.push_back(it->first.second);
+    }
+    candidates.push_back(std::move(candidate));
+  }
+  std::set<core::NodeId> mprs = select_mprs(options_.main_address, candidates);
+  if (mprs == mprs_) return;
+  std::string list;
+  for (core::NodeId id : mprs) list += (list.empty() ? "" : ",") + id.to_string();
+  core::log("routing").info("olsr mpr set changed mprs=[{}]", list);
+  mprs_ = std::move(mprs);
+}
+
+void OlsrProtocol::recompute_routes() {
+  const core::TimePoint now = env_.now();
+  RoutingInput input;
+  input.self = options_.main_address;
+  for (const auto& [iface, link] : links_) {
+    if (link.was_symmetric) input.symmetric_neighbours.push_back({link.neighbour_main, iface});
+  }
+  for (const auto& [key, time] : two_hop_) {
+    if (!alive(time, now)) continue;
+    auto via = neighbours_.find(key.first);
+    if (via == neighbours_.end() || !via->second.symmetric || via->second.willingness == kWillNever) continue;
+    input.two_hop.push_back({key.first, key.second});
+  }
+  for (const auto& [key, tuple] : topology_) {
+    if (alive(tuple.time, now)) input.topology.push_back({key.first, key.second});
+  }
+  for (const auto& [iface, tuple] : mid_) {
+    if (alive(tuple.time, now)) input.aliases[tuple.main].push_back(iface);
+  }
+  std::vector<Route> routes = compute_routes(input);
+  if (routes == routes_) return;
+  auto& log = core::log("routing");
+  if (log.should_log(spdlog::level::debug)) {
+    for (const Route& r : routes) {
+      auto old = route_to(r.destination);
+      if (!old || *old != r) {
+        log.debug("olsr route dest={} next_hop={} hops={}", r.destination.to_string(), r.next_hop.to_string(),
+                  r.hops);
+      }
+    }
+    for (const Route& r : routes_) {
+      if (!std::any_of(routes.begin(), routes.end(), [&](const Route& n) { return n.destination == r.destination; })) {
+        log.debug("olsr route lost dest={}", r.destination.to_string());
+      }
+    }
+  }
+  routes_ = std::move(routes);
+  if (routes_changed_) routes_changed_();
+}
+
+void OlsrProtocol::schedule_expiry() {
+  const core::TimePoint now = env_.now();
+  std::optional<core::TimePoint> next;
+  auto consider = [&](core::TimePoint t) {
+    if (t > now && (!next || t < *next)) next = t;
+  };
+  for (const auto& [iface, link] : links_) {
+    consider(link.sym_time);
+    consider(link.asym_time);
+    consider(link.time);
+  }
+  for (const auto& [key, time] : two_hop_) consider(time);
+  for (const auto& [main, time] : mpr_selectors_) consider(time);
+  for (const auto& [key, tuple] : topology_) consider(tuple.time);
+  for (const auto& [iface, tuple] : mid_) consider(tuple.time);
+  for (const auto& [key, time] : hna_) consider(time);
+  if (!next) {
+    expiry_timer_.cancel();
+    return;
+  }
+  expiry_timer_.start(*next - now, [this] { refresh(); });
+}
+
+void OlsrProtocol::purge_duplicates() {
+  const core::TimePoint now = env_.now();
+  std::erase_if(duplicates_, [&](const auto& entry) { return !alive(entry.second.time, now); });
+}
+
+bool OlsrProtocol::is_symmetric_link(core::Ipv4Address iface) const {
+  auto it = links_.find(iface);
+  return it != links_.end() && alive(it->second.sym_time, env_.now());
+}
+
+core::NodeId OlsrProtocol::main_of(core::Ipv4Address address) const {
+  auto mid = mid_.find(address);
+  if (mid != mid_.end()) return mid->second.main;
+  auto link = links_.find(address);
+  if (link != links_.end()) return link->second.neighbour_main;
+  return address;
+}
+
+bool OlsrProtocol::is_own_address(core::Ipv4Address address) const {
+  return address == options_.main_address || address == link_.local_address() ||
+         std::find(options_.extra_interfaces.begin(), options_.extra_interfaces.end(), address) !=
+             options_.extra_interfaces.end();
+}
+
+// ---------------------------------------------------------------- sending
+
+Message OlsrProtocol::new_message(MessageType type, core::Duration validity, uint8_t ttl) {
+  Message m;
+  m.type = static_cast<uint8_t>(type);
+  m.vtime = encode_vtime(validity);
+  m.originator = options_.main_address;
+  m.ttl = ttl;
+  m.hop_count = 0;
+  m.seq = message_seq_++;
+  return m;
+}
+
+void OlsrProtocol::send_hello() {
+  purge_duplicates();
+  const core::TimePoint now = env_.now();
+  // §6.2: one group per link code, each link reported with its own status.
+  std::map<uint8_t, std::vector<core::Ipv4Address>> groups;
+  for (const auto& [iface, link] : links_) {
+    if (!alive(link.time, now)) continue;
+    const LinkType type = alive(link.sym_time, now)    ? LinkType::symmetric
+                          : alive(link.asym_time, now) ? LinkType::asymmetric
+                                                       : LinkType::lost;
+    NeighbourType neighbour_type = NeighbourType::not_neighbour;
+    if (mprs_.count(link.neighbour_main)) {
+      neighbour_type = NeighbourType::mpr;
+    } else if (auto n = neighbours_.find(link.neighbour_main); n != neighbours_.end() && n->second.symmetric) {
+      neighbour_type = NeighbourType::symmetric;
+    }
+    groups[make_link_code(type, neighbour_type)].push_back(iface);
+  }
+  Message m = new_message(MessageType::hello, options_.neighb_hold, 1);
+  Hello hello;
+  hello.htime = encode_vtime(options_.hello_interval);
+  hello.willingness = options_.willingness;
+  for (auto& [code, addresses] : groups) hello.links.push_back(LinkGroup{code, std::move(addresses)});
+  m.body = std::move(hello);
+  enqueue(std::move(m), true);
+}
+
+void OlsrProtocol::send_tc() {
+  const core::TimePoint now = env_.now();
+  if (!options_.mpr_flooding) {
+    Tc tc;
+    tc.ansn = ansn_;
+    for (const auto& [main, neighbour] : neighbours_) {
+      if (neighbour.symmetric) tc.advertised.push_back(main);
+    }
+    if (tc.advertised.empty()) return;
+    Message m = new_message(MessageType::tc, options_.top_hold, 255);
+    m.body = std::move(tc);
+    enqueue(std::move(m), true);
+    return;
+  }
+  // §9.3: after the selector set empties, empty TCs keep going for
+  // TOP_HOLD so others drop what we advertised before.
+  if (mpr_selectors_.empty() &&
+      (!selectors_emptied_at_ || now >= *selectors_emptied_at_ + options_.top_hold)) {
+    return;
+  }
+  Message m = new_message(MessageType::tc, options_.top_hold, 255);
+  Tc tc;
+  tc.ansn = ansn_;
+  for (const auto& [main, time] : mpr_selectors_) tc.advertised.push_back(main);
+  m.body = std::move(tc);
+  enqueue(std::move(m), true);
+}
+
+void OlsrProtocol::send_mid() {
+  Mid mid;
+  if (link_.local_address() != options_.main_address) mid.interfaces.push_back(link_.local_address());
+  for (core::Ipv4Address a : options_.extra_interfaces) {
+    if (a != options_.main_address &&
+        std::find(mid.interfaces.begin(), mid.interfaces.end(), a) == mid.interfaces.end()) {
+      mid.interfaces.push_back(a);
+    }
+  }
+  if (mid.interfaces.empty()) return;
+  Message m = new_message(MessageType::mid, options_.mid_hold, 255);
+  m.body = std::move(mid);
+  enqueue(std::move(m), true);
+}
+
+void OlsrProtocol::send_hna() {
+  if (options_.hna_networks.empty()) return;
+  Message m = new_message(MessageType::hna, options_.hna_hold, 255);
+  m.body = Hna{options_.hna_networks};
+  enqueue(std::move(m), true);
+}
+
+void OlsrProtocol::enqueue(Message message, bool now) {
+  outbox_.push_back(std::move(message));
+  if (now) {
+    flush();
+  } else if (!flush_timer_.active()) {
+    flush_timer_.start(jitter(), [this] { flush(); });
+  }
+}
+
+void OlsrProtocol::flush() {
+  flush_timer_.cancel();
+  if (!running_) {
+    outbox_.clear();
+    return;
+  }
+  const size_t limit = link_.max_datagram_size();
+  Packet packet;
+  size_t size = kPacketHeaderSize;
+  auto send = [&] {
+    if (packet.messages.empty()) return;
+    packet.seq = packet_seq_++;
+    const std::vector<uint8_t> bytes = encode_packet(packet);
+    for (const Message& m : packet.messages) count_message(m, "sent");
+    link_.broadcast(core::ByteSpan(bytes));
+    packet.messages.clear();
+    size = kPacketHeaderSize;
+  };
+  for (Message& m : outbox_) {
+    const size_t message_size = encoded_size(m);
+    if (kPacketHeaderSize + message_size > limit) {
+      count_drop("oversize");
+      core::log("routing").warn("olsr message too large type={} bytes={} limit={}", type_name(m.type),
+                                 message_size, limit);
+      continue;
+    }
+    if (size + message_size > limit) send();
+    size += message_size;
+    packet.messages.push_back(std::move(m));
+  }
+  send();
+  outbox_.clear();
+}
+
+void OlsrProtocol::count_message(const Message& message, std::string_view direction) {
+  metrics_.count_traffic("hop", "olsr", type_name(message.type), direction, encoded_size(message));
+}
+
+void OlsrProtocol::count_drop(std::string_view reason) {
+  metrics_.counter("olsr_dropped_total", {{"reason", std::string(reason)}}).add();
+}
+
+// ---------------------------------------------------------------- views
+
+std::optional<Route> OlsrProtocol::route_to(core::Ipv4Address destination) const {
+  auto it = std::lower_bound(routes_.begin(), routes_.end(), destination,
+                             [](const Route& r, core::Ipv4Address d) { return r.destination < d; });
+  if (it == routes_.end() || it->destination != destination) return std::nullopt;
+  return *it;
+}
+
+std::vector<NeighbourInfo> OlsrProtocol::neighbours() const {
+  const core::TimePoint now = env_.now();
+  std::vector<NeighbourInfo> out;
+  for (const auto& [main, tuple] : neighbours_) {
+    NeighbourInfo info;
+    info.main = main;
+    info.willingness = tuple.willingness;
+    info.is_mpr = mprs_.count(main) > 0;
+    auto selector = mpr_selectors_.find(main);
+    info.is_mpr_selector = selector != mpr_selectors_.end() && alive(selector->second, now);
+    bool have_link = false;
+    for (const auto& [iface, link] : links_) {
+      if (link.neighbour_main != main || !alive(link.time, now)) continue;
+      const LinkStatus status = alive(link.sym_time, now)    ? LinkStatus::symmetric
+                                : alive(link.asym_time, now) ? LinkStatus::asymmetric
+                                                             : LinkStatus::lost;
+      // The best link speaks for the neighbour.
+      if (!have_link || static_cast<int>(status) < static_cast<int>(info.status)) {
+        info.status = status;
+        info.link_address = iface;
+        info.last_heard = link.last_heard;
+      }
+      have_link = true;
+    }
+    if (have_link) out.push_back(info);
+  }
+  return out;
+}
+
+std::vector<TopologyInfo> OlsrProtocol::topology() const {
+  const core::TimePoint now = env_.now();
+  std::vector<TopologyInfo> out;
+  for (const auto& [key, tuple] : topology_) {
+    if (!alive(tuple.time, now)) continue;
+    out.push_back(TopologyInfo{key.second, key.first, tuple.ansn, seconds_between(tuple.time, now)});
+  }
+  return out;
+}
+
+std::vector<HnaInfo> OlsrProtocol::hna() const {
+  const core::TimePoint now = env_.now();
+  std::vector<HnaInfo> out;
+  for (const auto& [key, time] : hna_) {
+    if (!alive(time, now)) continue;
+    out.push_back(HnaInfo{key.gateway, HnaEntry{key.network, key.netmask}, seconds_between(time, now)});
+  }
+  return out;
+}
+
+std::set<core::NodeId> OlsrProtocol::mpr_selectors() const {
+  const core::TimePoint now = env_.now();
+  std::set<core::NodeId> out;
+  for (const auto& [main, time] : mpr_selectors_) {
+    if (alive(time, now)) out.insert(main);
+  }
+  return out;
+}
+
+bool OlsrProtocol::is_mpr_selector(core::NodeId main) const {
+  auto it = mpr_selectors_.find(main);
+  return it != mpr_selectors_.end() && alive(it->second, env_.now());
+}
+
+std::vector<std::pair<core::NodeId, core::NodeId>> OlsrProtocol::two_hop() const {
+  const core::TimePoint now = env_.now();
+  std::vector<std::pair<core::NodeId, core::NodeId>> out;
+  for (const auto& [key, time] : two_hop_) {
+    if (alive(time, now)) out.push_back(key);
+  }
+  return out;
+}
+
+}  // namespace mesh::routing::olsr

@@ -1,0 +1,225 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/env.h"
+#include "core/link.h"
+#include "core/metrics.h"
+#include "core/node_id.h"
+#include "routing/olsr_packet.h"
+#include "routing/route_calculation.h"
+
+namespace mesh::routing::olsr {
+
+// RFC 3626 §19: 16-bit sequence numbers (message sequence numbers, ANSN)
+// wrap, so `a` is newer than `b` when it is ahead by less than half the space.
+bool seq_newer(uint16_t a, uint16_t b);
+
+// Defaults are the RFC's constants (§18).
+struct OlsrOptions {
+  core::NodeId main_address;
+  uint8_t willingness = kWillDefault;
+  core::Duration hello_interval = std::chrono::seconds(2);
+  core::Duration tc_interval = std::chrono::seconds(5);
+  core::Duration mid_interval = std::chrono::seconds(5);
+  core::Duration hna_interval = std::chrono::seconds(5);
+  core::Duration neighb_hold = std::chrono::seconds(6);
+  core::Duration top_hold = std::chrono::seconds(15);
+  core::Duration dup_hold = std::chrono::seconds(30);
+  core::Duration mid_hold = std::chrono::seconds(15);
+  core::Duration hna_hold = std::chrono::seconds(15);
+  // MAXJITTER: every emission comes up to this much early, and forwarded
+  // messages wait up to this long so neighbours do not retransmit in
+  // lockstep. Unset means hello_interval / 4, as §18.6 suggests.
+  std::optional<core::Duration> max_jitter;
+  // Networks this node is a gateway for (§12).
+  std::vector<HnaEntry> hna_networks;
+  // Further interface addresses to announce with MID besides the link's own.
+  std::vector<core::Ipv4Address> extra_interfaces;
+  // false: classic link-state flooding instead of MPR flooding, the baseline
+  // of the benchmarks only. Every node then sends TCs listing all its
+  // symmetric neighbours, and retransmits every flooded message once,
+  // whoever sent it. Not RFC 3626; never set it on a real mesh.
+  bool mpr_flooding = true;
+};
+
+enum class LinkStatus { symmetric, asymmetric, lost };
+std::string_view to_string(LinkStatus status);
+
+struct NeighbourInfo {
+  core::NodeId main;
+  core::Ipv4Address link_address;  // the address we hear it from
+  LinkStatus status = LinkStatus::lost;
+  core::TimePoint last_heard;      // latest HELLO on that link
+  uint8_t willingness = kWillDefault;
+  bool is_mpr = false;           // we chose it
+  bool is_mpr_selector = false;  // it chose us
+};
+
+struct TopologyInfo {
+  core::NodeId dest;  // T_dest
+  core::NodeId last;  // T_last: the originator of the TC
+  uint16_t ansn = 0;
+  double seconds_left = 0;
+};
+
+struct HnaInfo {
+  core::NodeId gateway;
+  HnaEntry network;
+  double seconds_left = 0;
+};
+
+// One node's OLSR (RFC 3626) as a sans-IO state machine: link sensing,
+// neighbour and two-hop sets, MPRs and MPR selectors, TC flooding through the
+// default forwarding algorithm, MID and HNA, and the routing table. The node
+// has one OLSR interface, whose address is the link's local address.
+class OlsrProtocol {
+ public:
+  using Options = OlsrOptions;
+
+  // `link` carries raw RFC 3626 datagrams, one packet each.
+  OlsrProtocol(core::Env& env, core::Link& link, core::Metrics& metrics, Options options);
+  // Detaches from the link, which may outlive the protocol.
+  ~OlsrProtocol();
+  OlsrProtocol(const OlsrProtocol&) = delete;
+  OlsrProtocol& operator=(const OlsrProtocol&) = delete;
+
+  // Listens on the link and starts the periodic HELLO, TC, MID and HNA
+  // emissions, each after a jitter.
+  void start();
+  // Stops emitting and listening; the state stays readable.
+  void stop();
+
+  core::NodeId main_address() const { return options_.main_address; }
+
+  // Sorted by destination.
+  std::vector<Route> routes() const { return routes_; }
+  std::optional<Route> route_to(core::Ipv4Address destination) const;
+  // Sorted by main address.
+  std::vector<NeighbourInfo> neighbours() const;
+  // Sorted by (last, dest).
+  std::vector<TopologyInfo> topology() const;
+  std::vector<HnaInfo> hna() const;
+  std::set<core::NodeId> mprs() const { return mprs_; }
+  std::set<core::NodeId> mpr_selectors() const;
+  // Whether `main` chose this node as its MPR (and that choice has not
+  // expired): MPR flooding retransmits only what such a neighbour sent.
+  bool is_mpr_selector(core::NodeId main) const;
+  // Strict and non-strict two-hop neighbours, as (via, two_hop) main addresses.
+  std::vector<std::pair<core::NodeId, core::NodeId>> two_hop() const;
+
+  // Called after the routing table changed (never from inside a call into
+  // this object made by the owner, only from link or timer events).
+  void set_routes_changed(std::function<void()> callback) { routes_changed_ = std::move(callback); }
+
+ private:
+  struct LinkTuple {
+    core::NodeId neighbour_main;
+    core::TimePoint sym_time;
+    core::TimePoint asym_time;
+    core::TimePoint time;
+    core::TimePoint last_heard;
+    bool was_symmetric = false;  // as of the last refresh(), to spot transitions
+  };
+  struct NeighbourTuple {
+    uint8_t willingness = kWillDefault;
+    bool symmetric = false;
+  };
+  struct TopologyTuple {
+    uint16_t ansn = 0;
+    core::TimePoint time;
+  };
+  struct DuplicateTuple {
+    core::TimePoint time;
+    bool retransmitted = false;
+  };
+  struct MidTuple {
+    core::NodeId main;
+    core::TimePoint time;
+  };
+  struct HnaKey {
+    core::NodeId gateway;
+    core::Ipv4Address network;
+    core::Ipv4Address netmask;
+    friend auto operator<=>(const HnaKey&, const HnaKey&) = default;
+  };
+
+  void receive(core::Ipv4Address from, core::ByteSpan datagram);
+  void process_hello(core::Ipv4Address from, const Message& message, const Hello& hello);
+  void process_tc(const Message& message, const Tc& tc);
+  void process_mid(const Message& message, const Mid& mid);
+  void process_hna(const Message& message, const Hna& hna);
+  void consider_forwarding(core::Ipv4Address from, const Message& message, DuplicateTuple& duplicate);
+
+  // Drops expired tuples, derives neighbour status, recomputes MPRs, ANSN
+  // and routes when their inputs changed, and re-arms the expiry timer.
+  void refresh();
+  void recompute_mprs();
+  void recompute_routes();
+  void schedule_expiry();
+  void purge_duplicates();
+
+  bool is_symmetric_link(core::Ipv4Address iface) const;
+  core::NodeId main_of(core::Ipv4Address address) const;
+  bool is_own_address(core::Ipv4Address address) const;
+
+  Message new_message(MessageType type, core::Duration validity, uint8_t ttl);
+  void send_hello();
+  void send_tc();
+  void send_mid();
+  void send_hna();
+  void schedule_periodic(core::ScopedTimer& timer, core::Duration interval, void (OlsrProtocol::*send)());
+  // Own messages go out now together with anything queued; forwarded ones
+  // wait a jitter so several share a packet.
+  void enqueue(Message message, bool now);
+  void flush();
+  core::Duration jitter();
+  core::Duration max_jitter() const;
+
+  void count_message(const Message& message, std::string_view direction);
+  void count_drop(std::string_view reason);
+
+  core::Env& env_;
+  core::Link& link_;
+  core::Metrics& metrics_;
+  Options options_;
+  bool running_ = false;
+
+  uint16_t packet_seq_ = 0;
+  uint16_t message_seq_ = 0;
+  uint16_t ansn_ = 0;
+
+  std::map<core::Ipv4Address, LinkTuple> links_;  // by neighbour interface address
+  std::map<core::NodeId, NeighbourTuple> neighbours_;
+  std::map<std::pair<core::NodeId, core::NodeId>, core::TimePoint> two_hop_;  // (via, two_hop)
+  std::set<core::NodeId> mprs_;
+  std::map<core::NodeId, core::TimePoint> mpr_selectors_;
+  std::optional<core::TimePoint> selectors_emptied_at_;  // for §9.3's empty TCs
+  std::map<std::pair<core::NodeId, core::NodeId>, TopologyTuple> topology_;  // (last, dest)
+  std::map<std::pair<core::NodeId, uint16_t>, DuplicateTuple> duplicates_;
+  std::map<core::Ipv4Address, MidTuple> mid_;  // interface -> main address
+  std::map<HnaKey, core::TimePoint> hna_;
+
+  bool neighbourhood_changed_ = false;  // MPR inputs
+  bool selectors_changed_ = false;      // ANSN
+  bool routes_dirty_ = false;           // route calculation inputs
+  std::vector<Route> routes_;
+  std::function<void()> routes_changed_;
+
+  std::vector<Message> outbox_;
+  core::ScopedTimer hello_timer_;
+  core::ScopedTimer tc_timer_;
+  core::ScopedTimer mid_timer_;
+  core::ScopedTimer hna_timer_;
+  core::ScopedTimer flush_timer_;
+  core::ScopedTimer expiry_timer_;
+};
+
+}  // namespace mesh::routing::olsr

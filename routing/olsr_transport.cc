@@ -1,0 +1,206 @@
+#include "routing/olsr_transport.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "core/log.h"
+#include "routing/envelope_codec.h"
+
+namespace mesh::routing {
+namespace {
+
+std::string_view type_name(core::MessageKind kind) {
+  switch (kind) {
+    case core::MessageKind::datagram:
+      return "datagram";
+    case core::MessageKind::request:
+      return "request";
+    case core::MessageKind::response:
+      return "response";
+    case core::MessageKind::rejection:
+      return "rejection";
+  }
+  return "unknown";
+}
+
+void count(core::Metrics& metrics, std::string_view scope, const core::Message& message, std::string_view direction,
+           size_t bytes) {
+  metrics.count_traffic(scope, body_type_name(message.body_type), type_name(message.kind), direction, bytes);
+}
+
+}  // namespace
+
+OlsrTransport::OlsrTransport(core::Env& env, core::Link& link, const olsr::OlsrProtocol& olsr, core::Metrics& metrics,
+                             Options options)
+    : env_(env),
+      link_(link),
+      olsr_(olsr),
+      metrics_(metrics),
+      options_(options),
+      local_timer_(env),
+      forwarded_(metrics.counter("transport_forwarded_total")),
+      flood_retransmitted_(metrics.counter("transport_flood_retransmitted_total")),
+      delivered_hops_(metrics.histogram("transport_delivered_hops")) {
+  link_.set_receiver([this](core::Ipv4Address from, core::ByteSpan datagram) { receive(from, datagram); });
+}
+
+OlsrTransport::~OlsrTransport() {
+  link_.set_receiver([](core::Ipv4Address, core::ByteSpan) {});
+}
+
+core::SendStatus OlsrTransport::send(core::Message message) {
+  if (message.dst == core::kEveryNode) return flood(std::move(message));
+  message.src = self();
+  message.hops = 0;
+  if (message.ttl == 0) message.ttl = options_.default_ttl;
+
+  if (message.dst == self()) {
+    count(metrics_, "e2e", message, "sent", message.body.size());
+    local_.push_back(std::move(message));
+    if (!local_timer_.active()) local_timer_.start(core::Duration::zero(), [this] { deliver_local(); });
+    return core::SendStatus::sent;
+  }
+  const std::optional<olsr::Route> route = olsr_.route_to(message.dst);
+  if (!route) return core::SendStatus::no_route;
+  return transmit(message, route->next_hop);
+}
+
+core::SendStatus OlsrTransport::flood(core::Message message) {
+  message.src = self();
+  message.dst = core::kEveryNode;
+  message.hops = 0;
+  if (message.ttl == 0) message.ttl = options_.default_ttl;
+  const core::SendStatus status = transmit(message, std::nullopt);
+  if (status != core::SendStatus::sent) return status;
+  // Our own flood heard back from a neighbour's retransmission is a duplicate.
+  bool inserted = false;
+  remember(FloodKey{message.src, message.msg_id}, inserted).retransmitted = true;
+  return status;
+}
+
+core::SendStatus OlsrTransport::transmit(const core::Message& message, std::optional<core::Ipv4Address> next_hop) {
+  const std::string bytes = encode_envelope(message);
+  if (bytes.size() > link_.max_datagram_size()) return core::SendStatus::too_large;
+  const core::ByteSpan datagram(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (next_hop) {
+    link_.send(*next_hop, datagram);
+  } else {
+    link_.broadcast(datagram);
+  }
+  // A message leaving its source is one end-to-end send; a forwarded one is
+  // only more hop-by-hop traffic.
+  if (message.hops == 0) count(metrics_, "e2e", message, "sent", bytes.size());
+  count(metrics_, "hop", message, "sent", bytes.size());
+  return core::SendStatus::sent;
+}
+
+void OlsrTransport::receive(core::Ipv4Address from, core::ByteSpan datagram) {
+  auto decoded = decode_envelope(datagram);
+  if (!decoded) {
+    drop(to_string(decoded.error()));
+    core::log("routing").debug("envelope dropped from={} reason={} bytes={}", from.to_string(),
+                               to_string(decoded.error()), datagram.size());
+    return;
+  }
+  core::Message& message = *decoded;
+  count(metrics_, "hop", message, "received", datagram.size());
+  // Our own message come back: a flood retransmitted by a neighbour, or a
+  // unicast caught in a transient routing loop.
+  if (message.src == self()) {
+    drop("own", &message);
+    return;
+  }
+  ++message.hops;
+  if (message.dst == core::kEveryNode) {
+    on_flood(from, std::move(message), datagram.size());
+    return;
+  }
+  if (message.dst == self()) {
+    count(metrics_, "e2e", message, "received", datagram.size());
+    deliver(message);
+    return;
+  }
+  forward(std::move(message));
+}
+
+void OlsrTransport::forward(core::Message message) {
+  // The ttl counted the hop just travelled; what is left must cover the next.
+  if (message.ttl <= 1) {
+    drop("ttl_expired", &message);
+    return;
+  }
+  const std::optional<olsr::Route> route = olsr_.route_to(message.dst);
+  if (!route) {
+    drop("no_route", &message);
+    return;
+  }
+  --message.ttl;
+  if (transmit(message, route->next_hop) != core::SendStatus::sent) {
+    drop("too_large", &message);
+    return;
+  }
+  forwarded_.add();
+}
+
+void OlsrTransport::on_flood(core::NodeId from, core::Message message, size_t bytes) {
+  bool inserted = false;
+  FloodEntry& entry = remember(FloodKey{message.src, message.msg_id}, inserted);
+  if (inserted) {
+    count(metrics_, "e2e", message, "received", bytes);
+    deliver(message);
+  }
+  // §3.4.1: a copy first heard from a non-selector may still be retransmitted
+  // when one arrives from a selector; at most once either way.
+  if (entry.retransmitted || message.ttl <= 1 || !olsr_.is_mpr_selector(from)) return;
+  entry.retransmitted = true;
+  --message.ttl;
+  if (transmit(message, std::nullopt) == core::SendStatus::sent) flood_retransmitted_.add();
+}
+
+OlsrTransport::FloodEntry& OlsrTransport::remember(const FloodKey& key, bool& inserted) {
+  forget_expired();
+  const core::TimePoint expires = env_.now() + options_.flood_hold;
+  auto [it, fresh] = floods_.try_emplace(key, FloodEntry{expires, false});
+  inserted = fresh;
+  if (fresh) flood_order_.emplace_back(expires, key);
+  return it->second;
+}
+
+void OlsrTransport::forget_expired() {
+  const core::TimePoint now = env_.now();
+  // Leave room for the entry about to be added.
+  while (!flood_order_.empty() &&
+         (flood_order_.front().first <= now || floods_.size() >= std::max<size_t>(options_.flood_capacity, 1))) {
+    floods_.erase(flood_order_.front().second);
+    flood_order_.pop_front();
+  }
+}
+
+void OlsrTransport::deliver(const core::Message& message) {
+  delivered_hops_.record(static_cast<double>(message.hops));
+  if (receiver_) receiver_(message);
+}
+
+void OlsrTransport::deliver_local() {
+  // Swap first: a receiver may send to self again, which must wait for the
+  // next turn instead of growing this batch forever.
+  std::deque<core::Message> batch;
+  batch.swap(local_);
+  for (auto& message : batch) {
+    count(metrics_, "e2e", message, "received", message.body.size());
+    deliver(message);
+  }
+}
+
+void OlsrTransport::drop(std::string_view reason, const core::Message* message) {
+  metrics_.counter("transport_dropped_total", {{"reason", std::string(reason)}}).add();
+  if (message != nullptr) {
+    core::log("routing").debug("envelope dropped reason={} src={} dst={} msg_id={} ttl={} hops={}", reason,
+                               message->src.to_string(), message->dst.to_string(), message->msg_id, message->ttl,
+                               message->hops);
+  }
+}
+
+}  // namespace mesh::routing

@@ -1,0 +1,239 @@
+#include "agent/admin_service.h"
+
+#include <memory>
+#include <optional>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/log.h"
+#include "core/version.h"
+#include "tests/agent/test_world.h"
+
+namespace mesh::agent {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using testing::ip;
+using testing::LinkGraph;
+using testing::ManualEnv;
+using testing::test_config;
+
+class AdminServiceTest : public ::testing::Test {
+ protected:
+  AdminServiceTest() : graph_(env_) {
+    graph_.connect(ip(1), ip(2), milliseconds(4), milliseconds(6));
+    for (uint8_t last : {1, 2}) {
+      core::Link& link = graph_.add(ip(last));
+      nodes_[last] = std::make_unique<Node>(test_config(last),
+                                            NodeContext{env_, link, graph_.add_routing(ip(last)), storage_[last]});
+      nodes_[last]->start();
+    }
+    service_ = std::make_unique<AdminService>(*nodes_[1]);
+    env_.advance(seconds(5));
+  }
+  ~AdminServiceTest() override { core::set_log_level("info"); }
+
+  // Handles a request and runs the world until it is answered (or `run` passes).
+  std::optional<proto::AdminResponse> ask(const proto::AdminRequest& request, core::Duration run = seconds(10)) {
+    std::optional<proto::AdminResponse> response;
+    int replies = 0;
+    service_->handle(request, [&](proto::AdminResponse r) {
+      response = std::move(r);
+      ++replies;
+    });
+    env_.advance(run);
+    EXPECT_LE(replies, 1) << "answered twice";
+    return response;
+  }
+
+  ManualEnv env_;
+  LinkGraph graph_;
+  std::map<uint8_t, core::MemoryStorage> storage_;
+  std::map<uint8_t, std::unique_ptr<Node>> nodes_;
+  std::unique_ptr<AdminService> service_;
+};
+
+TEST_F(AdminServiceTest, StatusDescribesTheNodeItsLayersAndNeighbours) {
+  proto::AdminRequest request;
+  request.mutable_status();
+  const auto response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->error(), "");
+  ASSERT_TRUE(response->has_status());
+  const proto::StatusReply& status = response->status();
+  EXPECT_EQ(status.node_id(), "10.0.0.1");
+  EXPECT_EQ(status.name(), "node1");
+  EXPECT_EQ(status.version(), kVersion);
+  EXPECT_DOUBLE_EQ(status.uptime_s(), 5.0);
+  ASSERT_GE(status.layers_size(), 3);
+  EXPECT_EQ(status.layers(0).layer(), "core");
+  EXPECT_THAT(status.layers(0).summary(), HasSubstr("boot 1"));
+  EXPECT_EQ(status.layers(1).layer(), "routing");
+  EXPECT_EQ(status.layers(2).layer(), "messenger");
+  ASSERT_EQ(status.neighbours_size(), 1);
+  EXPECT_EQ(status.neighbours(0).id(), "10.0.0.2");
+  EXPECT_GE(status.neighbours(0).last_heard_s(), 0.0);
+  EXPECT_LE(status.neighbours(0).last_heard_s(), core::to_seconds(nodes_[1]->config().routing.hello_interval));
+}
+
+TEST_F(AdminServiceTest, NeighborsRoutesAndTopologyShowOlsrState) {
+  proto::AdminRequest request;
+  request.mutable_neighbors();
+  auto response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  ASSERT_TRUE(response->has_neighbors()) << response->error();
+  ASSERT_EQ(response->neighbors().neighbors_size(), 1);
+  const proto::OlsrNeighbor& n = response->neighbors().neighbors(0);
+  EXPECT_EQ(n.id(), "10.0.0.2");
+  EXPECT_EQ(n.link_address(), "10.0.0.2");
+  EXPECT_EQ(n.status(), "symmetric");
+  EXPECT_EQ(n.willingness(), 3u);
+  // Neither needs the other to reach a third node.
+  EXPECT_FALSE(n.mpr());
+  EXPECT_FALSE(n.mpr_selector());
+  EXPECT_EQ(response->neighbors().two_hop_size(), 0);
+
+  request.mutable_routes();
+  response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  ASSERT_TRUE(response->has_routes()) << response->error();
+  ASSERT_EQ(response->routes().routes_size(), 1);
+  EXPECT_EQ(response->routes().routes(0).destination(), "10.0.0.2");
+  EXPECT_EQ(response->routes().routes(0).next_hop(), "10.0.0.2");
+  EXPECT_EQ(response->routes().routes(0).hops(), 1u);
+
+  request.mutable_topology();
+  response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  ASSERT_TRUE(response->has_topology()) << response->error();
+  // Two nodes need no MPRs, so nobody sends a TC.
+  EXPECT_EQ(response->topology().entries_size(), 0);
+}
+
+TEST_F(AdminServiceTest, MetricsCarryCountersHistogramsAndLabels) {
+  proto::AdminRequest ping;
+  ping.mutable_ping()->set_node("10.0.0.2");
+  ASSERT_TRUE(ask(ping).has_value());
+
+  proto::AdminRequest request;
+  request.mutable_metrics();
+  const auto response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  ASSERT_TRUE(response->has_metrics());
+  const proto::MetricsReply& metrics = response->metrics();
+  ASSERT_GT(metrics.counters_size(), 0);
+  bool labelled = false;
+  for (const auto& counter : metrics.counters()) {
+    EXPECT_FALSE(counter.name().empty());
+    EXPECT_THAT(counter.series(), ::testing::StartsWith(counter.name()));
+    if (!counter.labels().empty()) labelled = true;
+  }
+  EXPECT_TRUE(labelled) << "no counter carried its labels";
+  const auto& source = nodes_[1]->metrics().counters();
+  EXPECT_EQ(static_cast<size_t>(metrics.counters_size()), source.size());
+  bool saw_rtt = false;
+  for (const auto& histogram : metrics.histograms()) {
+    if (histogram.count() == 0) continue;
+    EXPECT_LE(histogram.p50(), histogram.p99() + 1e-9);
+    EXPECT_LE(histogram.p99(), histogram.max() * 1.05 + 1e-9);
+    if (histogram.name() == "request_rtt_ms") saw_rtt = true;
+  }
+  EXPECT_TRUE(saw_rtt) << "the echo's round trip is not in the histograms";
+}
+
+TEST_F(AdminServiceTest, LogLevelForOneLayer) {
+  proto::AdminRequest request;
+  request.mutable_log_level()->set_level("debug");
+  request.mutable_log_level()->set_layer("routing");
+  const auto response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->error(), "");
+  ASSERT_TRUE(response->has_log_level());
+  EXPECT_EQ(response->log_level().level(), "debug");
+  EXPECT_THAT(response->log_level().layers(), ::testing::ElementsAre("routing"));
+  EXPECT_EQ(core::log("routing").level(), spdlog::level::debug);
+}
+
+TEST_F(AdminServiceTest, LogLevelForEveryLayer) {
+  proto::AdminRequest request;
+  request.mutable_log_level()->set_level("warn");
+  const auto response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->error(), "");
+  EXPECT_THAT(response->log_level().layers(), Contains("core"));
+  EXPECT_THAT(response->log_level().layers(), Contains("agent"));
+  EXPECT_EQ(core::log("core").level(), spdlog::level::warn);
+  EXPECT_EQ(core::log("agent").level(), spdlog::level::warn);
+}
+
+TEST_F(AdminServiceTest, BadLogLevelListsTheValidOnes) {
+  const auto before = core::log("core").level();
+  proto::AdminRequest request;
+  request.mutable_log_level()->set_level("loud");
+  const auto response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("unknown log level 'loud'"));
+  EXPECT_THAT(response->error(), HasSubstr("trace, debug, info, warn, error, critical, off"));
+  EXPECT_FALSE(response->has_log_level());
+  EXPECT_EQ(core::log("core").level(), before);
+}
+
+TEST_F(AdminServiceTest, BadLogLayerListsTheValidOnes) {
+  proto::AdminRequest request;
+  request.mutable_log_level()->set_level("debug");
+  request.mutable_log_level()->set_layer("nonsense");
+  const auto response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("unknown layer 'nonsense'"));
+  EXPECT_THAT(response->error(), HasSubstr("routing"));
+}
+
+TEST_F(AdminServiceTest, PingAnswersWhenTheEchoReturns) {
+  proto::AdminRequest request;
+  request.mutable_ping()->set_node("10.0.0.2");
+  std::optional<proto::AdminResponse> response;
+  service_->handle(request, [&](proto::AdminResponse r) { response = std::move(r); });
+  EXPECT_FALSE(response.has_value()) << "answered before the echo could travel";
+  env_.advance(seconds(1));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->error(), "");
+  ASSERT_TRUE(response->has_ping());
+  EXPECT_EQ(response->ping().node(), "10.0.0.2");
+  EXPECT_EQ(response->ping().hops(), 1u);
+  EXPECT_DOUBLE_EQ(response->ping().rtt_ms(), 10.0);
+  EXPECT_EQ(response->ping().attempts(), 1u);
+}
+
+TEST_F(AdminServiceTest, PingToSilentNodeReportsTheTimeout) {
+  proto::AdminRequest request;
+  request.mutable_ping()->set_node("10.0.0.9");
+  request.mutable_ping()->set_timeout_ms(1500);
+  const auto response = ask(request, seconds(2));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_FALSE(response->has_ping());
+  EXPECT_THAT(response->error(), HasSubstr("no reply from 10.0.0.9 within 1.5 s"));
+  EXPECT_THAT(response->error(), HasSubstr("no route to 10.0.0.9"));
+}
+
+TEST_F(AdminServiceTest, PingToBadAddressIsRefusedAtOnce) {
+  proto::AdminRequest request;
+  request.mutable_ping()->set_node("banana");
+  std::optional<proto::AdminResponse> response;
+  service_->handle(request, [&](proto::AdminResponse r) { response = std::move(r); });
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("not an IPv4 address: 'banana'"));
+}
+
+TEST_F(AdminServiceTest, EmptyCommandExplainsVersionSkew) {
+  const auto response = ask(proto::AdminRequest(), core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("unknown command; this agent speaks"));
+  EXPECT_THAT(response->error(), HasSubstr(kVersion));
+}
+
+}  // namespace
+}  // namespace mesh::agent

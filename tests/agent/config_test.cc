@@ -1,0 +1,668 @@
+#include "agent/config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+
+#include "core/log.h"
+
+namespace mesh::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kKeyHex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+void write_file(const std::filesystem::path& path, const std::string& text, mode_t mode = 0600) {
+  std::ofstream(path, std::ios::binary) << text;
+  ::chmod(path.c_str(), mode);
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A fresh directory holding a valid mesh.key (mode 0600).
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static int counter = 0;
+    dir_ = std::filesystem::temp_directory_path() /
+           ("mesh_config_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(dir_);
+    ASSERT_TRUE(std::filesystem::create_directories(dir_));
+    write_file(dir_ / "mesh.key", std::string(kKeyHex) + "\n");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  AgentConfig parse(const std::string& text) { return parse_config(text, "test.toml", dir_.string()); }
+
+  // The ConfigError message for `text`; fails the test if it parses.
+  std::string error_of(const std::string& text) {
+    try {
+      parse(text);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "parsed without error:\n" << text;
+    return {};
+  }
+
+  // Asserts an error naming test.toml:LINE:, the key, and a fix.
+  std::string expect_error(const std::string& text, int line, const std::string& key) {
+    const std::string message = error_of(text);
+    EXPECT_THAT(message, HasSubstr("test.toml:" + std::to_string(line) + ":")) << message;
+    EXPECT_THAT(message, HasSubstr(key + ":")) << message;
+    EXPECT_THAT(message, HasSubstr("Fix:")) << message;
+    return message;
+  }
+
+  std::filesystem::path dir_;
+};
+
+// Enough for interface mode; everything else defaults.
+const std::string kMinimal =
+    "[link]\n"
+    "interfaces = [\"eth0\"]\n"
+    "[security]\n"
+    "mesh_key_file = \"mesh.key\"\n";
+
+TEST_F(ConfigTest, DefaultsWhenKeysAreAbsent) {
+  const AgentConfig config = parse(kMinimal);
+  const NodeConfig defaults;
+  const AgentConfig agent_defaults;
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+
+  EXPECT_EQ(config.source, "test.toml");
+  EXPECT_EQ(config.node.name, host);
+  EXPECT_TRUE(config.node.id.is_unspecified());
+  EXPECT_EQ(config.node.location, (std::array<double, 3>{0, 0, 0}));
+  EXPECT_EQ(config.node.replay_window, 256u);
+  EXPECT_EQ(config.node.transport.default_ttl, 32u);
+  EXPECT_EQ(config.node.transport.flood_hold, 30000ms);
+  // RFC 3626 §18's constants.
+  EXPECT_EQ(config.node.routing.willingness, 3);
+  EXPECT_EQ(config.node.routing.hello_interval, 2000ms);
+  EXPECT_EQ(config.node.routing.tc_interval, 5000ms);
+  EXPECT_EQ(config.node.routing.mid_interval, 5000ms);
+  EXPECT_EQ(config.node.routing.hna_interval, 5000ms);
+  EXPECT_EQ(config.node.routing.neighb_hold, 6000ms);
+  EXPECT_EQ(config.node.routing.top_hold, 15000ms);
+  EXPECT_EQ(config.node.routing.dup_hold, 30000ms);
+  EXPECT_EQ(config.node.routing.mid_hold, 15000ms);
+  EXPECT_EQ(config.node.routing.hna_hold, 15000ms);
+  EXPECT_FALSE(config.node.routing.max_jitter.has_value());
+  EXPECT_TRUE(config.node.routing.hna_networks.empty());
+  EXPECT_EQ(config.link.olsr_port, 698);
+  EXPECT_EQ(config.node.messaging.retry.first_timeout, 250ms);
+  EXPECT_EQ(config.node.messaging.retry.backoff, 2.0);
+  EXPECT_EQ(config.node.messaging.retry.max_interval, 2000ms);
+  EXPECT_EQ(config.node.messaging.retry.jitter, 0.2);
+  EXPECT_EQ(config.node.messaging.retry.deadline, 10000ms);
+  EXPECT_EQ(config.node.messaging.dedupe_hold, 60000ms);
+  EXPECT_EQ(config.node.messaging.dedupe_capacity, defaults.messaging.dedupe_capacity);
+  EXPECT_EQ(config.node.ping_timeout, 5000ms);
+  EXPECT_EQ(config.link.mode, LinkConfig::Mode::interface);
+  EXPECT_EQ(config.link.interfaces, std::vector<std::string>{"eth0"});
+  EXPECT_EQ(config.link.topology_file, "");
+  EXPECT_EQ(config.link.agent_port, 6980);
+  EXPECT_EQ(config.admin_socket, agent_defaults.admin_socket);
+  EXPECT_EQ(config.data_dir, agent_defaults.data_dir);
+  EXPECT_EQ(config.mesh_key_file, (dir_ / "mesh.key").string());
+  EXPECT_EQ(config.log_level, "info");
+  EXPECT_TRUE(config.layer_log_levels.empty());
+  EXPECT_EQ(config.node.mesh_key.bytes().size(), 32u);
+}
+
+TEST_F(ConfigTest, FullConfigMapsOntoNodeConfig) {
+  write_file(dir_ / "topo.txt", "127.0.0.5 127.0.0.6\n");
+  const AgentConfig config = parse(R"(
+[node]
+name = "kitchen-pi"
+address = "127.0.0.5"
+location = [1.5, -2, 3.25]
+
+[link]
+mode = "loopback"
+interfaces = ["wlan0", "eth0"]
+topology_file = "topo.txt"
+agent_port = 7000
+
+[security]
+mesh_key_file = "mesh.key"
+replay_window = 1024
+
+[routing]
+willingness = 7
+hello_interval_ms = 1000
+tc_interval_ms = 2500
+mid_interval_ms = 3000
+hna_interval_ms = 4000
+neighb_hold_ms = 3000
+top_hold_ms = 7500
+dup_hold_ms = 20000
+mid_hold_ms = 9000
+hna_hold_ms = 12000
+max_jitter_ms = 100
+hna_networks = ["192.168.10.0/24", "10.9.0.0/16"]
+
+[transport]
+default_ttl = 16
+flood_hold_ms = 25000
+
+[requests]
+first_timeout_ms = 100
+backoff = 1.5
+max_interval_ms = 1000
+jitter = 0
+deadline_ms = 5000
+dedupe_hold_ms = 30000
+
+[admin]
+socket = "/tmp/agent5.sock"
+ping_timeout_ms = 1500
+
+[storage]
+data_dir = "state/agent5"
+
+[log]
+level = "debug"
+
+[log.layers]
+routing = "trace"
+agent = "warn"
+)");
+  EXPECT_EQ(config.node.name, "kitchen-pi");
+  EXPECT_EQ(config.node.id, core::Ipv4Address::from_octets(127, 0, 0, 5));
+  EXPECT_EQ(config.node.location, (std::array<double, 3>{1.5, -2, 3.25}));
+  EXPECT_EQ(config.link.mode, LinkConfig::Mode::loopback);
+  EXPECT_EQ(config.link.interfaces, (std::vector<std::string>{"wlan0", "eth0"}));
+  EXPECT_EQ(config.link.topology_file, (dir_ / "topo.txt").string());
+  EXPECT_EQ(config.link.agent_port, 7000);
+  EXPECT_EQ(config.mesh_key_file, (dir_ / "mesh.key").string());
+  EXPECT_EQ(config.node.replay_window, 1024u);
+  EXPECT_EQ(config.link.olsr_port, 7001);  // loopback: agent_port + 1
+  EXPECT_EQ(config.node.transport.default_ttl, 16u);
+  EXPECT_EQ(config.node.transport.flood_hold, 25000ms);
+  EXPECT_EQ(config.node.routing.willingness, 7);
+  EXPECT_EQ(config.node.routing.hello_interval, 1000ms);
+  EXPECT_EQ(config.node.routing.tc_interval, 2500ms);
+  EXPECT_EQ(config.node.routing.mid_interval, 3000ms);
+  EXPECT_EQ(config.node.routing.hna_interval, 4000ms);
+  EXPECT_EQ(config.node.routing.neighb_hold, 3000ms);
+  EXPECT_EQ(config.node.routing.top_hold, 7500ms);
+  EXPECT_EQ(config.node.routing.dup_hold, 20000ms);
+  EXPECT_EQ(config.node.routing.mid_hold, 9000ms);
+  EXPECT_EQ(config.node.routing.hna_hold, 12000ms);
+  EXPECT_EQ(config.node.routing.max_jitter, std::optional<core::Duration>(100ms));
+  ASSERT_EQ(config.node.routing.hna_networks.size(), 2u);
+  EXPECT_EQ(config.node.routing.hna_networks[0].network, core::Ipv4Address::from_octets(192, 168, 10, 0));
+  EXPECT_EQ(config.node.routing.hna_networks[0].netmask, core::Ipv4Address::from_octets(255, 255, 255, 0));
+  EXPECT_EQ(config.node.routing.hna_networks[1].netmask, core::Ipv4Address::from_octets(255, 255, 0, 0));
+  EXPECT_EQ(config.node.messaging.retry.first_timeout, 100ms);
+  EXPECT_EQ(config.node.messaging.retry.backoff, 1.5);
+  EXPECT_EQ(config.node.messaging.retry.max_interval, 1000ms);
+  EXPECT_EQ(config.node.messaging.retry.jitter, 0.0);
+  EXPECT_EQ(config.node.messaging.retry.deadline, 5000ms);
+  EXPECT_EQ(config.node.messaging.dedupe_hold, 30000ms);
+  EXPECT_EQ(config.admin_socket, "/tmp/agent5.sock");
+  EXPECT_EQ(config.node.ping_timeout, 1500ms);
+  EXPECT_EQ(config.data_dir, (dir_ / "state/agent5").string());
+  EXPECT_EQ(config.log_level, "debug");
+  EXPECT_EQ(config.layer_log_levels, (std::map<std::string, std::string>{{"agent", "warn"}, {"routing", "trace"}}));
+
+  const auto& key = config.node.mesh_key.bytes();
+  ASSERT_EQ(key.size(), 32u);
+  EXPECT_EQ(key[0], 0x00);
+  EXPECT_EQ(key[1], 0x11);
+  EXPECT_EQ(key[15], 0xff);
+  EXPECT_EQ(key[31], 0xff);
+}
+
+TEST_F(ConfigTest, LoadConfigResolvesPathsAgainstTheConfigDirectory) {
+  const auto sub = dir_ / "etc";
+  std::filesystem::create_directories(sub);
+  write_file(sub / "my.key", std::string(kKeyHex));
+  write_file(
+      sub / "agent.toml",
+      "[link]\ninterfaces = [\"wlan0\"]\n[security]\nmesh_key_file = \"my.key\"\n[storage]\ndata_dir = \"data\"\n");
+  const AgentConfig config = load_config((sub / "agent.toml").string());
+  EXPECT_EQ(config.source, (sub / "agent.toml").string());
+  EXPECT_EQ(config.mesh_key_file, (sub / "my.key").string());
+  EXPECT_EQ(config.data_dir, (sub / "data").string());
+
+  try {
+    load_config((dir_ / "missing.toml").string());
+    ADD_FAILURE() << "a missing config file loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr((dir_ / "missing.toml").string()));
+  }
+}
+
+TEST_F(ConfigTest, ErrorsInLoadedFileNameThePath) {
+  write_file(dir_ / "agent.toml", "[link]\ninterfaces = [\"wlan0\"]\nmode = \"wifi\"\n");
+  try {
+    load_config((dir_ / "agent.toml").string());
+    ADD_FAILURE() << "an invalid config loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr((dir_ / "agent.toml").string() + ":3: link.mode: expected \"interface\" or "
+                                                                     "\"loopback\", got \"wifi\". Fix: set mode = "
+                                                                     "\"interface\""));
+  }
+}
+
+TEST_F(ConfigTest, UnknownKeySuggestsTheClosest) {
+  const auto message =
+      expect_error(kMinimal + "[routing]\nhello_intreval_ms = 500\n", 6, "routing.hello_intreval_ms");
+  EXPECT_THAT(message, HasSubstr("did you mean \"hello_interval_ms\"?"));
+}
+
+TEST_F(ConfigTest, UnknownKeyWithoutCloseMatchListsTheAccepted) {
+  const auto message = expect_error(kMinimal + "[storage]\ncolour = \"blue\"\n", 6, "storage.colour");
+  EXPECT_THAT(message, HasSubstr("unknown key"));
+  EXPECT_THAT(message, HasSubstr("data_dir"));
+  EXPECT_THAT(message, Not(HasSubstr("did you mean")));
+}
+
+TEST_F(ConfigTest, KeyInTheWrongTableNamesItsTable) {
+  const auto message = expect_error(kMinimal + "[node]\nagent_port = 7000\n", 6, "node.agent_port");
+  EXPECT_THAT(message, HasSubstr("link.agent_port"));
+}
+
+TEST_F(ConfigTest, TopLevelKeyNamesItsTable) {
+  const auto message = expect_error("name = \"x\"\n" + kMinimal, 1, "name");
+  EXPECT_THAT(message, HasSubstr("node.name"));
+}
+
+TEST_F(ConfigTest, UnknownTableSuggestsTheClosest) {
+  const auto message = expect_error(kMinimal + "\n[transprot]\ndefault_ttl = 5\n", 6, "transprot");
+  EXPECT_THAT(message, HasSubstr("unknown table [transprot]; did you mean [transport]?"));
+}
+
+TEST_F(ConfigTest, UnknownTableWithoutCloseMatch) {
+  const auto message = expect_error(kMinimal + "[zigbee]\nchannel = 11\n", 5, "zigbee");
+  EXPECT_THAT(message, HasSubstr("unknown table [zigbee]"));
+  EXPECT_THAT(message, HasSubstr("[node]"));
+}
+
+TEST_F(ConfigTest, KnownTableOfWrongType) { expect_error("node = 3\n" + kMinimal, 1, "node"); }
+
+TEST_F(ConfigTest, WrongTypes) {
+  auto message = expect_error(kMinimal + "[transport]\ndefault_ttl = \"32\"\n", 6, "transport.default_ttl");
+  EXPECT_THAT(message, HasSubstr("expected an integer, got a string (\"32\")"));
+  message = expect_error(kMinimal + "[requests]\nbackoff = \"fast\"\n", 6, "requests.backoff");
+  EXPECT_THAT(message, HasSubstr("expected a number"));
+  message = expect_error("[node]\nname = 7\n" + kMinimal, 2, "node.name");
+  EXPECT_THAT(message, HasSubstr("expected a string, got an integer (7)"));
+  expect_error(kMinimal + "[admin]\nsocket = true\n", 6, "admin.socket");
+  expect_error("[link]\ninterfaces = \"wlan0\"\n[security]\nmesh_key_file = \"mesh.key\"\n", 2, "link.interfaces");
+  expect_error("[link]\ninterfaces = [\"wlan0\", 5]\n[security]\nmesh_key_file = \"mesh.key\"\n", 2, "link.interfaces");
+  expect_error("[node]\nlocation = \"here\"\n" + kMinimal, 2, "node.location");
+  expect_error("[node]\nlocation = [1, \"2\", 3]\n" + kMinimal, 2, "node.location");
+  expect_error(kMinimal + "[log]\nlevel = 3\n", 6, "log.level");
+  expect_error(kMinimal + "[log]\nlayers = 3\n", 6, "log.layers");
+  expect_error(kMinimal + "[log.layers]\nrouting = 3\n", 6, "log.layers.routing");
+}
+
+TEST_F(ConfigTest, OutOfRange) {
+  auto message =
+      expect_error("[link]\ninterfaces = [\"eth0\"]\nagent_port = 70000\n[security]\nmesh_key_file = \"mesh.key\"\n", 3,
+                   "link.agent_port");
+  EXPECT_THAT(message, HasSubstr("70000 is out of range 1..65535"));
+  expect_error("[link]\ninterfaces = [\"eth0\"]\nagent_port = 0\n[security]\nmesh_key_file = \"mesh.key\"\n", 3,
+               "link.agent_port");
+  expect_error("[link]\ninterfaces = [\"eth0\"]\n[security]\nmesh_key_file = \"mesh.key\"\nreplay_window = 32\n", 5,
+               "security.replay_window");
+  expect_error(kMinimal + "[routing]\nhello_interval_ms = 50\n", 6, "routing.hello_interval_ms");
+  expect_error(kMinimal + "[routing]\nwillingness = 8\n", 6, "routing.willingness");
+  expect_error(kMinimal + "[transport]\nflood_hold_ms = 0\n", 6, "transport.flood_hold_ms");
+  expect_error("[link]\ninterfaces = [\"eth0\"]\nolsr_port = 0\n[security]\nmesh_key_file = \"mesh.key\"\n", 3,
+               "link.olsr_port");
+  expect_error(kMinimal + "[transport]\ndefault_ttl = 256\n", 6, "transport.default_ttl");
+  message = expect_error(kMinimal + "[requests]\n\nbackoff = 0.5\n", 7, "requests.backoff");
+  EXPECT_THAT(message, HasSubstr("0.5 is out of range 1..10"));
+  expect_error(kMinimal + "[requests]\njitter = 0.75\n", 6, "requests.jitter");
+  expect_error(kMinimal + "[requests]\njitter = nan\n", 6, "requests.jitter");
+  expect_error(kMinimal + "[requests]\ndeadline_ms = -1\n", 6, "requests.deadline_ms");
+  expect_error(kMinimal + "[admin]\nping_timeout_ms = 0\n", 6, "admin.ping_timeout_ms");
+  expect_error("[node]\nlocation = [1, 2]\n" + kMinimal, 2, "node.location");
+  expect_error("[node]\nlocation = [1, inf, 2]\n" + kMinimal, 2, "node.location");
+  expect_error("[node]\nname = \"two words\"\n" + kMinimal, 2, "node.name");
+  expect_error("[node]\nname = \"\"\n" + kMinimal, 2, "node.name");
+  expect_error(kMinimal + "[storage]\ndata_dir = \"\"\n", 6, "storage.data_dir");
+  expect_error("[link]\ninterfaces = [\"averyveryverylongname\"]\n[security]\nmesh_key_file = \"mesh.key\"\n", 2,
+               "link.interfaces");
+  expect_error("[link]\ninterfaces = [\"eth0\", \"eth0\"]\n[security]\nmesh_key_file = \"mesh.key\"\n", 2,
+               "link.interfaces");
+}
+
+TEST_F(ConfigTest, BadEnumValues) {
+  auto message = expect_error(
+      "[link]\ninterfaces = [\"eth0\"]\nmode = \"wifi\"\n[security]\nmesh_key_file = \"mesh.key\"\n", 3, "link.mode");
+  EXPECT_THAT(message,
+              HasSubstr("link.mode: expected \"interface\" or \"loopback\", got \"wifi\". Fix: set mode = "
+                        "\"interface\" to use real network interfaces, or \"loopback\" for a local test mesh."));
+  message = expect_error(kMinimal + "[log]\nlevel = \"verbose\"\n", 6, "log.level");
+  EXPECT_THAT(message, HasSubstr("got \"verbose\""));
+  message = expect_error(kMinimal + "[log.layers]\nrouting = \"loud\"\n", 6, "log.layers.routing");
+  EXPECT_THAT(message, HasSubstr("got \"loud\""));
+  message = expect_error(kMinimal + "[log.layers]\nroutng = \"debug\"\n", 6, "log.layers.routng");
+  EXPECT_THAT(message, HasSubstr("did you mean \"routing\"?"));
+}
+
+TEST_F(ConfigTest, BadAddress) {
+  for (const char* bad : {"10.0.0", "10.0.0.256", "010.0.0.1", "10.0.0.1/24", "node-1"}) {
+    SCOPED_TRACE(bad);
+    const auto message =
+        expect_error("[node]\n\naddress = \"" + std::string(bad) + "\"\n" + kMinimal, 3, "node.address");
+    EXPECT_THAT(message, HasSubstr("is not an IPv4 address"));
+  }
+}
+
+TEST_F(ConfigTest, HoldTimesMustExceedTheirIntervals) {
+  auto message = expect_error(kMinimal + "[routing]\nhello_interval_ms = 1000\nneighb_hold_ms = 1000\n", 7,
+                              "routing.neighb_hold_ms");
+  EXPECT_THAT(message, HasSubstr("must exceed routing.hello_interval_ms"));
+  // Only the interval was written: it is the line to blame.
+  message = expect_error(kMinimal + "[routing]\nhello_interval_ms = 7000\n", 6, "routing.hello_interval_ms");
+  EXPECT_THAT(message, HasSubstr("neighb_hold_ms (6000)"));
+  expect_error(kMinimal + "[routing]\ntc_interval_ms = 20000\n", 6, "routing.tc_interval_ms");
+  expect_error(kMinimal + "[routing]\nmid_hold_ms = 5000\n", 6, "routing.mid_hold_ms");
+  expect_error(kMinimal + "[routing]\nhna_interval_ms = 15000\n", 6, "routing.hna_interval_ms");
+  message = expect_error(kMinimal + "[routing]\nmax_jitter_ms = 2000\n", 6, "routing.max_jitter_ms");
+  EXPECT_THAT(message, HasSubstr("must be below routing.hello_interval_ms (2000)"));
+}
+
+TEST_F(ConfigTest, HnaNetworksMustBeNetworks) {
+  for (const char* bad : {"\"10.1.0.0\"", "\"10.1.0.0/33\"", "\"10.1.0.1/24\"", "\"10.1.0.0/x\"", "5",
+                          "\"10.1.0.0/24\", \"10.1.0.0/24\""}) {
+    SCOPED_TRACE(bad);
+    expect_error(kMinimal + "[routing]\nhna_networks = [" + bad + "]\n", 6, "routing.hna_networks");
+  }
+  expect_error(kMinimal + "[routing]\nhna_networks = \"10.1.0.0/24\"\n", 6, "routing.hna_networks");
+  const AgentConfig config = parse(kMinimal + "[routing]\nhna_networks = [\"0.0.0.0/0\", \"10.1.2.3/32\"]\n");
+  ASSERT_EQ(config.node.routing.hna_networks.size(), 2u);
+  EXPECT_EQ(config.node.routing.hna_networks[0].netmask, core::Ipv4Address(0));
+  EXPECT_EQ(config.node.routing.hna_networks[1].netmask, core::Ipv4Address(0xffffffffu));
+}
+
+TEST_F(ConfigTest, OlsrPortDefaultsPerModeAndMustDifferFromTheAgentPort) {
+  EXPECT_EQ(parse(kMinimal).link.olsr_port, 698);
+  EXPECT_EQ(parse("[link]\ninterfaces = [\"eth0\"]\nolsr_port = 6990\n[security]\nmesh_key_file = \"mesh.key\"\n")
+                .link.olsr_port,
+            6990);
+  auto message = expect_error(
+      "[link]\ninterfaces = [\"eth0\"]\nagent_port = 698\n[security]\nmesh_key_file = \"mesh.key\"\n", 3,
+      "link.agent_port");
+  EXPECT_THAT(message, HasSubstr("both 698"));
+  write_file(dir_ / "topo.txt", "127.0.0.1 127.0.0.2\n");
+  const std::string loopback =
+      "[node]\naddress = \"127.0.0.1\"\n[link]\nmode = \"loopback\"\ntopology_file = \"topo.txt\"\n"
+      "[security]\nmesh_key_file = \"mesh.key\"\n";
+  EXPECT_EQ(parse(loopback).link.olsr_port, 6981);
+  message = expect_error(
+      "[node]\naddress = \"127.0.0.1\"\n[link]\nmode = \"loopback\"\ntopology_file = \"topo.txt\"\n"
+      "agent_port = 65535\n[security]\nmesh_key_file = \"mesh.key\"\n",
+      6, "link.agent_port");
+  EXPECT_THAT(message, HasSubstr("agent_port + 1"));
+}
+
+TEST_F(ConfigTest, DedupeHoldMustExceedDeadline) {
+  auto message = expect_error(kMinimal + "[requests]\ndedupe_hold_ms = 10000\n", 6, "requests.dedupe_hold_ms");
+  EXPECT_THAT(message, HasSubstr("must exceed requests.deadline_ms (10000)"));
+  expect_error(kMinimal + "[requests]\ndeadline_ms = 90000\n", 6, "requests.deadline_ms");
+}
+
+TEST_F(ConfigTest, MaxIntervalBelowFirstTimeout) {
+  expect_error(kMinimal + "[requests]\nfirst_timeout_ms = 500\nmax_interval_ms = 400\n", 7, "requests.max_interval_ms");
+}
+
+TEST_F(ConfigTest, InterfaceModeNeedsInterfaces) {
+  // Missing key: the line of its table.
+  auto message =
+      expect_error("[security]\nmesh_key_file = \"mesh.key\"\n\n[link]\nmode = \"interface\"\n", 5, "link.interfaces");
+  EXPECT_THAT(message, HasSubstr("interfaces = [\"wlan0\"]"));
+  // No [link] at all: line 1.
+  expect_error("[security]\nmesh_key_file = \"mesh.key\"\n", 1, "link.interfaces");
+  expect_error("[link]\ninterfaces = []\n[security]\nmesh_key_file = \"mesh.key\"\n", 2, "link.interfaces");
+}
+
+TEST_F(ConfigTest, LoopbackModeNeedsTopologyFileAndAddress) {
+  write_file(dir_ / "topo.txt", "127.0.0.1 127.0.0.2\n");
+  const std::string security = "[security]\nmesh_key_file = \"mesh.key\"\n";
+  auto message = expect_error("[node]\naddress = \"127.0.0.1\"\n[link]\nmode = \"loopback\"\n" + security, 4,
+                              "link.topology_file");
+  EXPECT_THAT(message, HasSubstr("loopback mode needs a topology file"));
+  message = expect_error("[node]\nname = \"a\"\n[link]\nmode = \"loopback\"\ntopology_file = \"topo.txt\"\n" + security,
+                         1, "node.address");
+  EXPECT_THAT(message, HasSubstr("loopback mode needs a node address"));
+  expect_error("[link]\nmode = \"loopback\"\ntopology_file = \"topo.txt\"\n" + security, 1, "node.address");
+  expect_error(
+      "[link]\nmode = \"loopback\"\ntopology_file = \"topo.txt\"\n" + security + "[node]\naddress = \"0.0.0.0\"\n", 7,
+      "node.address");
+
+  const AgentConfig config =
+      parse("[node]\naddress = \"127.0.0.1\"\n[link]\nmode = \"loopback\"\ntopology_file = \"topo.txt\"\n" + security);
+  EXPECT_EQ(config.link.mode, LinkConfig::Mode::loopback);
+  EXPECT_TRUE(config.link.interfaces.empty());
+}
+
+TEST_F(ConfigTest, BrokenTopologyFileNamesBothFiles) {
+  write_file(dir_ / "topo.txt", "# line mesh\n127.0.0.1 127.0.0.2\n127.0.0.2 127.0.0.2\n");
+  const std::string text =
+      "[node]\naddress = \"127.0.0.1\"\n[link]\nmode = \"loopback\"\ntopology_file = \"topo.txt\"\n"
+      "[security]\nmesh_key_file = \"mesh.key\"\n";
+  auto message = expect_error(text, 5, "link.topology_file");
+  EXPECT_THAT(message, HasSubstr((dir_ / "topo.txt").string() + ":3:"));
+  EXPECT_THAT(message, HasSubstr("self-loop"));
+
+  std::filesystem::remove(dir_ / "topo.txt");
+  message = expect_error(text, 5, "link.topology_file");
+  EXPECT_THAT(message, HasSubstr("cannot read topology file"));
+}
+
+TEST_F(ConfigTest, SyntaxErrorsNameLineAndColumn) {
+  // The unclosed array is noticed where the next table header starts.
+  auto message = expect_error("[node]\nname = \"a\"\nlocation = [1, 2, 3\n" + kMinimal, 4, "TOML syntax error");
+  EXPECT_THAT(message, HasSubstr("test.toml:4:1:"));
+  message = expect_error("[node]\nname = kitchen\n", 2, "TOML syntax error");
+  EXPECT_THAT(message, HasSubstr("test.toml:2:"));
+  expect_error("[node\n", 1, "TOML syntax error");
+  expect_error(kMinimal + "[security]\nreplay_window = 64\n", 5, "TOML syntax error");  // table redefined
+}
+
+TEST_F(ConfigTest, MissingKeyFileSaysHowToCreateIt) {
+  auto message = expect_error("[link]\ninterfaces = [\"eth0\"]\n[security]\n\nmesh_key_file = \"absent.key\"\n", 5,
+                              "security.mesh_key_file");
+  EXPECT_THAT(message, HasSubstr((dir_ / "absent.key").string()));
+  EXPECT_THAT(message, HasSubstr("openssl rand -hex 32 > " + (dir_ / "absent.key").string()));
+  EXPECT_THAT(message, HasSubstr("every node"));
+  EXPECT_THAT(message, HasSubstr("0600"));
+  // The default path, when it does not exist here: blamed on the [security] line, or line 1.
+  if (!std::filesystem::exists("/etc/meshagent/mesh.key")) {
+    expect_error("[link]\ninterfaces = [\"eth0\"]\n", 1, "security.mesh_key_file");
+    expect_error("[link]\ninterfaces = [\"eth0\"]\n[security]\nreplay_window = 64\n", 3, "security.mesh_key_file");
+  }
+}
+
+TEST_F(ConfigTest, MalformedKeyFileSaysHowToCreateIt) {
+  const std::string text = "[link]\ninterfaces = [\"eth0\"]\n[security]\nmesh_key_file = \"bad.key\"\n";
+  for (const std::string& content : {std::string("0011223344"), std::string(64, 'g'), std::string(),
+                                     std::string(kKeyHex) + "00", std::string(5000, '0')}) {
+    SCOPED_TRACE(content.substr(0, 80));
+    write_file(dir_ / "bad.key", content);
+    const auto message = expect_error(text, 4, "security.mesh_key_file");
+    EXPECT_THAT(message, HasSubstr("malformed"));
+    EXPECT_THAT(message, HasSubstr("openssl rand -hex 32 > " + (dir_ / "bad.key").string()));
+  }
+}
+
+TEST_F(ConfigTest, ReadableKeyFileOnlyWarns) {
+  std::ostringstream captured;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_st>(captured);
+  auto& logger = core::log("agent");
+  logger.sinks().push_back(sink);
+  write_file(dir_ / "open.key", kKeyHex, 0644);
+  const AgentConfig config = parse("[link]\ninterfaces = [\"eth0\"]\n[security]\nmesh_key_file = \"open.key\"\n");
+  logger.sinks().pop_back();
+  EXPECT_EQ(config.node.mesh_key.bytes().size(), 32u);
+  EXPECT_THAT(captured.str(), HasSubstr("mesh key file"));
+  EXPECT_THAT(captured.str(), HasSubstr((dir_ / "open.key").string()));
+
+  captured.str("");
+  logger.sinks().push_back(sink);
+  parse(kMinimal);  // mesh.key is 0600
+  logger.sinks().pop_back();
+  EXPECT_THAT(captured.str(), Not(HasSubstr("mesh key file")));
+}
+
+TEST_F(ConfigTest, SeveralProblemsAreReportedTogether) {
+  const std::string message = error_of(kMinimal + "[transport]\ndefault_ttl = 0\n[admin]\npingtimeout_ms = 5\n");
+  EXPECT_THAT(message, HasSubstr("test.toml:6: transport.default_ttl:"));
+  EXPECT_THAT(message, HasSubstr("test.toml:8: admin.pingtimeout_ms:"));
+}
+
+TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
+  const auto keys = known_config_keys();
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size());
+  for (const char* key : {"node.name",
+                          "node.address",
+                          "node.location",
+                          "link.mode",
+                          "link.interfaces",
+                          "link.topology_file",
+                          "link.agent_port",
+                          "security.mesh_key_file",
+                          "security.replay_window",
+                          "link.olsr_port",
+                          "routing.willingness",
+                          "routing.hello_interval_ms",
+                          "routing.tc_interval_ms",
+                          "routing.mid_interval_ms",
+                          "routing.hna_interval_ms",
+                          "routing.neighb_hold_ms",
+                          "routing.top_hold_ms",
+                          "routing.dup_hold_ms",
+                          "routing.mid_hold_ms",
+                          "routing.hna_hold_ms",
+                          "routing.max_jitter_ms",
+                          "routing.hna_networks",
+                          "transport.default_ttl",
+                          "transport.flood_hold_ms",
+                          "requests.first_timeout_ms",
+                          "requests.backoff",
+                          "requests.max_interval_ms",
+                          "requests.jitter",
+                          "requests.deadline_ms",
+                          "requests.dedupe_hold_ms",
+                          "admin.socket",
+                          "admin.ping_timeout_ms",
+                          "storage.data_dir",
+                          "log.level",
+                          "log.layers.*"}) {
+    EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
+  }
+  EXPECT_EQ(keys.size(), 35u);
+}
+
+// The shipped example: valid as is (its key path is relative, so a key next
+// to it is found), its values are the documented defaults, and it mentions
+// every key the parser accepts.
+TEST_F(ConfigTest, ExampleFileParsesAndDocumentsEveryKey) {
+  const std::filesystem::path example = std::filesystem::path(MESH_SOURCE_DIR) / "deploy/examples/agent.toml";
+  const std::string text = read_file(example);
+  ASSERT_FALSE(text.empty()) << example;
+
+  const AgentConfig config = parse_config(text, example.string(), dir_.string());
+  const AgentConfig defaults = parse(kMinimal);
+  EXPECT_EQ(config.mesh_key_file, (dir_ / "mesh.key").string());
+  EXPECT_EQ(config.link.mode, LinkConfig::Mode::interface);
+  EXPECT_EQ(config.link.interfaces, std::vector<std::string>{"wlan0"});
+  EXPECT_EQ(config.link.agent_port, defaults.link.agent_port);
+  EXPECT_EQ(config.node.name, defaults.node.name);
+  EXPECT_EQ(config.node.location, defaults.node.location);
+  EXPECT_EQ(config.node.replay_window, defaults.node.replay_window);
+  EXPECT_EQ(config.link.olsr_port, defaults.link.olsr_port);
+  EXPECT_EQ(config.node.transport.default_ttl, defaults.node.transport.default_ttl);
+  EXPECT_EQ(config.node.transport.flood_hold, defaults.node.transport.flood_hold);
+  EXPECT_EQ(config.node.routing.willingness, defaults.node.routing.willingness);
+  EXPECT_EQ(config.node.routing.hello_interval, defaults.node.routing.hello_interval);
+  EXPECT_EQ(config.node.routing.tc_interval, defaults.node.routing.tc_interval);
+  EXPECT_EQ(config.node.routing.mid_interval, defaults.node.routing.mid_interval);
+  EXPECT_EQ(config.node.routing.hna_interval, defaults.node.routing.hna_interval);
+  EXPECT_EQ(config.node.routing.neighb_hold, defaults.node.routing.neighb_hold);
+  EXPECT_EQ(config.node.routing.top_hold, defaults.node.routing.top_hold);
+  EXPECT_EQ(config.node.routing.dup_hold, defaults.node.routing.dup_hold);
+  EXPECT_EQ(config.node.routing.mid_hold, defaults.node.routing.mid_hold);
+  EXPECT_EQ(config.node.routing.hna_hold, defaults.node.routing.hna_hold);
+  EXPECT_EQ(config.node.routing.max_jitter, defaults.node.routing.max_jitter);
+  EXPECT_EQ(config.node.routing.hna_networks, defaults.node.routing.hna_networks);
+  EXPECT_EQ(config.node.messaging.retry.first_timeout, defaults.node.messaging.retry.first_timeout);
+  EXPECT_EQ(config.node.messaging.retry.backoff, defaults.node.messaging.retry.backoff);
+  EXPECT_EQ(config.node.messaging.retry.max_interval, defaults.node.messaging.retry.max_interval);
+  EXPECT_EQ(config.node.messaging.retry.jitter, defaults.node.messaging.retry.jitter);
+  EXPECT_EQ(config.node.messaging.retry.deadline, defaults.node.messaging.retry.deadline);
+  EXPECT_EQ(config.node.messaging.dedupe_hold, defaults.node.messaging.dedupe_hold);
+  EXPECT_EQ(config.node.ping_timeout, defaults.node.ping_timeout);
+  EXPECT_EQ(config.admin_socket, defaults.admin_socket);
+  EXPECT_EQ(config.data_dir, defaults.data_dir);
+  EXPECT_EQ(config.log_level, defaults.log_level);
+  EXPECT_TRUE(config.layer_log_levels.empty());
+
+  // Collect "table.key" for every `key = ...` line, commented out or not,
+  // under the [table] header (also commented or not) it follows.
+  std::set<std::string> documented;
+  std::string table;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    size_t pos = line.find_first_not_of(" \t#");
+    if (pos == std::string::npos) continue;
+    line = line.substr(pos);
+    if (line[0] == '[') {
+      table = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    const size_t eq = line.find(" = ");
+    if (eq == std::string::npos || table.empty()) continue;
+    const std::string key = line.substr(0, eq);
+    if (key.find(' ') != std::string::npos) continue;
+    documented.insert(table == "log.layers" ? "log.layers.*" : table + "." + key);
+  }
+  for (const auto& key : known_config_keys()) {
+    EXPECT_TRUE(documented.count(key)) << key << " is not documented in " << example;
+  }
+  for (const auto& key : documented) {
+    const auto keys = known_config_keys();
+    EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << example << " documents unknown key " << key;
+  }
+}
+
+TEST_F(ConfigTest, ExampleLoopbackTopologyIsALine) {
+  write_file(dir_ / "agent.toml",
+             "[node]\naddress = \"127.0.0.2\"\n[link]\nmode = \"loopback\"\ntopology_file = \"" MESH_SOURCE_DIR
+             "/deploy/examples/loopback-topology.txt\"\n[security]\nmesh_key_file = \"mesh.key\"\n");
+  const AgentConfig config = load_config((dir_ / "agent.toml").string());
+  EXPECT_EQ(config.link.topology_file, MESH_SOURCE_DIR "/deploy/examples/loopback-topology.txt");
+}
+
+}  // namespace
+}  // namespace mesh::agent

@@ -1,0 +1,248 @@
+#include "agent/node.h"
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/agent/test_world.h"
+
+namespace mesh::agent {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+using testing::ip;
+using testing::LinkGraph;
+using testing::ManualEnv;
+using testing::test_config;
+
+// Symmetric OLSR neighbours: the ones messages can be sent to.
+std::vector<core::NodeId> neighbour_ids(const Node& node) {
+  std::vector<core::NodeId> ids;
+  for (const auto& n : node.olsr().neighbours()) {
+    if (n.status == routing::olsr::LinkStatus::symmetric) ids.push_back(n.main);
+  }
+  return ids;
+}
+
+// Nodes 1 - 2 - 3 in a line (1 and 3 out of each other's range), with
+// different delays in each direction so the RTT checks both.
+class NodeTest : public ::testing::Test {
+ protected:
+  static constexpr milliseconds kOneToTwo{3};
+  static constexpr milliseconds kTwoToOne{5};
+
+  NodeTest() : graph_(env_) {
+    graph_.connect(ip(1), ip(2), kOneToTwo, kTwoToOne);
+    graph_.connect(ip(2), ip(3), milliseconds(2), milliseconds(2));
+  }
+
+  Node& add(uint8_t last, char key_digit = 'a') {
+    core::Link& link = graph_.add(ip(last));
+    auto& storage = storage_[last];
+    nodes_[last] = std::make_unique<Node>(test_config(last, key_digit),
+                                          NodeContext{env_, link, graph_.add_routing(ip(last)), storage});
+    nodes_[last]->start();
+    return *nodes_[last];
+  }
+
+  std::optional<EchoService::Result> ping(Node& from, core::NodeId to, core::Duration timeout, core::Duration run) {
+    std::optional<EchoService::Result> result;
+    from.ping(to, timeout, [&](const EchoService::Result& r) { result = r; });
+    env_.advance(run);
+    return result;
+  }
+
+  ManualEnv env_;
+  LinkGraph graph_;
+  std::map<uint8_t, core::MemoryStorage> storage_;
+  std::map<uint8_t, std::unique_ptr<Node>> nodes_;
+};
+
+TEST_F(NodeTest, DiscoversExactlyItsOneHopNeighbours) {
+  Node& a = add(1);
+  Node& b = add(2);
+  Node& c = add(3);
+  env_.advance(seconds(5));
+  EXPECT_THAT(neighbour_ids(a), ::testing::ElementsAre(ip(2)));
+  EXPECT_THAT(neighbour_ids(b), ::testing::ElementsAre(ip(1), ip(3)));
+  EXPECT_THAT(neighbour_ids(c), ::testing::ElementsAre(ip(2)));
+  // 1 reaches 3 through 2, its MPR.
+  const auto route = a.olsr().route_to(ip(3));
+  ASSERT_TRUE(route.has_value());
+  EXPECT_EQ(route->next_hop, ip(2));
+  EXPECT_EQ(route->hops, 2u);
+  EXPECT_THAT(a.olsr().mprs(), ::testing::ElementsAre(ip(2)));
+}
+
+TEST_F(NodeTest, PingToNeighbourReportsOneHopAndTheLinkRoundTrip) {
+  Node& a = add(1);
+  add(2);
+  env_.advance(seconds(5));
+  const auto result = ping(a, ip(2), seconds(5), seconds(1));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->status, core::RequestStatus::ok) << result->error;
+  EXPECT_EQ(result->hops, 1u);
+  EXPECT_DOUBLE_EQ(result->rtt_ms, core::to_millis(kOneToTwo + kTwoToOne));
+  EXPECT_EQ(result->attempts, 1u);
+  EXPECT_TRUE(result->error.empty());
+}
+
+TEST_F(NodeTest, PingAcrossTwoHopsReportsBothHops) {
+  Node& a = add(1);
+  add(2);
+  Node& c = add(3);
+  env_.advance(seconds(5));
+  auto result = ping(a, ip(3), seconds(5), seconds(1));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->status, core::RequestStatus::ok) << result->error;
+  EXPECT_EQ(result->hops, 2u);
+  EXPECT_EQ(result->attempts, 1u);
+  EXPECT_DOUBLE_EQ(result->rtt_ms, core::to_millis(kOneToTwo + milliseconds(2) + milliseconds(2) + kTwoToOne));
+  EXPECT_EQ(nodes_[2]->metrics().total("transport_forwarded_total"), 2u);  // request and reply
+  result = ping(c, ip(1), seconds(5), seconds(1));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->status, core::RequestStatus::ok) << result->error;
+  EXPECT_EQ(result->hops, 2u);
+}
+
+TEST_F(NodeTest, RoutesListenersSeeEveryChangeAndPingsFollowAFailure) {
+  // A ring 1-2-3-4-1: when 1-2 fails, 1 reaches 2 through 4 and 3.
+  graph_.connect(ip(3), ip(4), milliseconds(1), milliseconds(1));
+  graph_.connect(ip(4), ip(1), milliseconds(1), milliseconds(1));
+  Node& a = add(1);
+  std::vector<std::vector<routing::olsr::Route>> tables;
+  a.add_routes_listener([&](const std::vector<routing::olsr::Route>& routes) { tables.push_back(routes); });
+  add(2);
+  add(3);
+  add(4);
+  env_.advance(seconds(20));
+  ASSERT_FALSE(tables.empty());
+  EXPECT_EQ(tables.back(), a.olsr().routes());
+  ASSERT_EQ(a.olsr().routes().size(), 3u);
+  EXPECT_EQ(a.olsr().route_to(ip(2))->hops, 1u);
+
+  graph_.disconnect(ip(1), ip(2));
+  env_.advance(seconds(20));
+  EXPECT_EQ(tables.back(), a.olsr().routes());
+  ASSERT_TRUE(a.olsr().route_to(ip(2)));
+  EXPECT_EQ(a.olsr().route_to(ip(2))->hops, 3u);
+  EXPECT_EQ(a.olsr().route_to(ip(2))->next_hop, ip(4));
+  const auto result = ping(a, ip(2), seconds(5), seconds(1));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->status, core::RequestStatus::ok) << result->error;
+  EXPECT_EQ(result->hops, 3u);
+}
+
+TEST_F(NodeTest, PingToUnknownNodeTimesOutSayingThereIsNoRoute) {
+  Node& a = add(1);
+  add(2);
+  env_.advance(seconds(5));
+  std::optional<EchoService::Result> result;
+  a.ping(ip(9), seconds(2), [&](const EchoService::Result& r) { result = r; });
+  env_.advance(milliseconds(1999));
+  EXPECT_FALSE(result.has_value()) << "gave up before its deadline";
+  env_.advance(seconds(1));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->status, core::RequestStatus::timeout);
+  EXPECT_GE(result->attempts, 1u);
+  EXPECT_THAT(result->error, HasSubstr("no reply from 10.0.0.9 within 2.0 s ("));
+  EXPECT_THAT(result->error, HasSubstr("no route to 10.0.0.9"));
+}
+
+TEST_F(NodeTest, ZeroTimeoutMeansTheConfiguredPingTimeout) {
+  Node& a = add(1);
+  env_.advance(seconds(1));
+  std::optional<EchoService::Result> result;
+  a.ping(ip(9), core::Duration::zero(), [&](const EchoService::Result& r) { result = r; });
+  env_.advance(a.config().ping_timeout - milliseconds(1));
+  EXPECT_FALSE(result.has_value());
+  env_.advance(seconds(1));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_THAT(result->error, HasSubstr("within 5.0 s"));
+}
+
+TEST_F(NodeTest, BootCountIncrementsAcrossRestartsWithTheSameStorage) {
+  core::MemoryStorage storage;
+  core::Link& link = graph_.add(ip(1));
+  {
+    Node node(test_config(1), NodeContext{env_, link, graph_.add_routing(ip(1)), storage});
+    EXPECT_EQ(node.boot_count(), 1u);
+    EXPECT_EQ(storage.get("auth/boot"), "1");
+  }
+  {
+    Node node(test_config(1), NodeContext{env_, link, graph_.add_routing(ip(1)), storage});
+    EXPECT_EQ(node.boot_count(), 2u);
+    EXPECT_EQ(storage.get("auth/boot"), "2");
+    ASSERT_FALSE(node.status().empty());
+    EXPECT_EQ(node.status()[0].layer, "core");
+    EXPECT_THAT(node.status()[0].summary, HasSubstr("boot 2"));
+    EXPECT_THAT(node.status()[0].summary, HasSubstr(std::to_string(uint64_t{2} << 32)));
+  }
+}
+
+class FailingStorage final : public core::Storage {
+ public:
+  std::optional<std::string> get(std::string_view) const override { return value; }
+  bool put(std::string_view, std::string_view) override { return false; }
+  bool remove(std::string_view) override { return false; }
+  std::vector<std::string> keys(std::string_view) const override { return {}; }
+  std::optional<std::string> value;
+};
+
+TEST_F(NodeTest, RefusesToStartWhenTheBootCountCannotBePersisted) {
+  FailingStorage storage;
+  core::Link& link = graph_.add(ip(1));
+  try {
+    Node node(test_config(1), NodeContext{env_, link, graph_.add_routing(ip(1)), storage});
+    FAIL() << "constructed a node whose boot count is not durable";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("auth/boot"));
+  }
+}
+
+TEST_F(NodeTest, RefusesACorruptBootCount) {
+  FailingStorage storage;
+  storage.value = "seven";
+  core::Link& link = graph_.add(ip(1));
+  EXPECT_THROW(Node(test_config(1), NodeContext{env_, link, graph_.add_routing(ip(1)), storage}), std::runtime_error);
+}
+
+// OLSR is plain RFC 3626 (other daemons must understand it), so a node with
+// another key is an OLSR neighbour; but every agent message between the two
+// fails authentication, so no agent traffic crosses.
+TEST_F(NodeTest, NodeWithAnotherMeshKeyExchangesNoAgentMessages) {
+  graph_.connect(ip(1), ip(4), milliseconds(1), milliseconds(1));
+  Node& a = add(1);
+  Node& stranger = add(4, 'b');
+  env_.advance(seconds(5));
+  EXPECT_THAT(neighbour_ids(a), ::testing::ElementsAre(ip(4)));
+  const auto result = ping(a, ip(4), seconds(1), seconds(2));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->status, core::RequestStatus::timeout);
+  EXPECT_GT(stranger.metrics().total("auth_dropped_total"), 0u);
+  EXPECT_THAT(stranger.status()[0].summary,
+              ::testing::EndsWith(std::to_string(stranger.metrics().total("auth_dropped_total")) + " auth drops"));
+}
+
+TEST_F(NodeTest, StatusHasOneLinePerLayerBottomUpAndUptime) {
+  Node& a = add(1);
+  add(2);
+  env_.advance(seconds(3));
+  const auto lines = a.status();
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_EQ(lines[0].layer, "core");
+  EXPECT_EQ(lines[1].layer, "routing");
+  EXPECT_THAT(lines[1].summary, HasSubstr("olsr: 1 symmetric neighbours"));
+  EXPECT_THAT(lines[1].summary, HasSubstr("1 routes"));
+  EXPECT_EQ(lines[2].layer, "messenger");
+  EXPECT_THAT(lines[2].summary, HasSubstr("0 pending requests"));
+  EXPECT_EQ(a.uptime(), seconds(3));
+}
+
+}  // namespace
+}  // namespace mesh::agent

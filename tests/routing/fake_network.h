@@ -1,0 +1,129 @@
+#pragma once
+
+// Test doubles for routing: a virtual-time Env and an in-memory graph of
+// Links with per-edge up/down, enough to drive transports deterministically.
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "core/env.h"
+#include "core/link.h"
+#include "core/timer_queue.h"
+
+namespace mesh::routing::testing {
+
+class ManualEnv final : public core::Env {
+ public:
+  explicit ManualEnv(uint64_t seed = 1) : rng_(seed) {}
+  core::TimePoint now() const override { return now_; }
+  core::Rng& rng() override { return rng_; }
+  void advance(core::Duration d) {
+    const core::TimePoint until = now_ + d;
+    while (auto next = queue_.next_deadline()) {
+      if (*next > until) break;
+      now_ = *next;
+      queue_.run_one(now_);
+    }
+    now_ = until;
+  }
+
+ protected:
+  core::TimerId schedule_one_shot(core::Duration delay, Callback cb) override {
+    return queue_.schedule(now_ + std::max(delay, core::Duration::zero()), std::move(cb));
+  }
+  void cancel_one_shot(core::TimerId id) override { queue_.cancel(id); }
+
+ private:
+  core::TimePoint now_{};
+  core::TimerQueue queue_;
+  core::Rng rng_;
+};
+
+class FakeNetwork;
+
+class FakeLink final : public core::Link {
+ public:
+  FakeLink(FakeNetwork& network, core::Ipv4Address address, size_t max_datagram)
+      : network_(network), address_(address), max_datagram_(max_datagram) {}
+
+  core::Ipv4Address local_address() const override { return address_; }
+  void broadcast(core::ByteSpan datagram) override;
+  void send(core::Ipv4Address neighbour, core::ByteSpan datagram) override;
+  void set_receiver(Receiver receiver) override { receiver_ = std::move(receiver); }
+  size_t max_datagram_size() const override { return max_datagram_; }
+
+  // Hands bytes to the receiver as if `from` had sent them.
+  void inject(core::Ipv4Address from, std::vector<uint8_t> bytes) {
+    if (receiver_) receiver_(from, core::ByteSpan(bytes));
+  }
+
+  size_t datagrams_sent = 0;
+  std::vector<std::vector<uint8_t>> sent;  // every datagram this end sent
+
+ private:
+  FakeNetwork& network_;
+  core::Ipv4Address address_;
+  size_t max_datagram_;
+  Receiver receiver_;
+};
+
+// Links joined by bidirectional edges that deliver after `delay`.
+class FakeNetwork {
+ public:
+  FakeNetwork(ManualEnv& env, core::Duration delay) : env_(env), delay_(delay) {}
+
+  FakeLink& add(core::Ipv4Address address, size_t max_datagram = 1400) {
+    auto [it, inserted] = links_.try_emplace(address, nullptr);
+    if (inserted) it->second = std::make_unique<FakeLink>(*this, address, max_datagram);
+    return *it->second;
+  }
+  void connect(core::Ipv4Address a, core::Ipv4Address b) { edges_.insert(key(a, b)); }
+  void disconnect(core::Ipv4Address a, core::Ipv4Address b) { edges_.erase(key(a, b)); }
+  bool connected(core::Ipv4Address a, core::Ipv4Address b) const { return edges_.contains(key(a, b)); }
+
+  std::vector<core::Ipv4Address> neighbours_of(core::Ipv4Address a) const {
+    std::vector<core::Ipv4Address> out;
+    for (const auto& [address, link] : links_) {
+      if (address != a && connected(a, address)) out.push_back(address);
+    }
+    return out;
+  }
+
+  void transmit(core::Ipv4Address from, core::Ipv4Address to, core::ByteSpan datagram) {
+    if (!connected(from, to)) return;
+    std::vector<uint8_t> copy(datagram.begin(), datagram.end());
+    env_.start_timer(delay_, [this, from, to, copy = std::move(copy)]() mutable {
+      // The edge may have gone down while the datagram was in flight.
+      if (!connected(from, to)) return;
+      links_.at(to)->inject(from, std::move(copy));
+    });
+  }
+
+ private:
+  static std::pair<core::Ipv4Address, core::Ipv4Address> key(core::Ipv4Address a, core::Ipv4Address b) {
+    return a < b ? std::pair{a, b} : std::pair{b, a};
+  }
+  ManualEnv& env_;
+  core::Duration delay_;
+  std::map<core::Ipv4Address, std::unique_ptr<FakeLink>> links_;
+  std::set<std::pair<core::Ipv4Address, core::Ipv4Address>> edges_;
+};
+
+inline void FakeLink::broadcast(core::ByteSpan datagram) {
+  ++datagrams_sent;
+  sent.emplace_back(datagram.begin(), datagram.end());
+  for (auto neighbour : network_.neighbours_of(address_)) network_.transmit(address_, neighbour, datagram);
+}
+
+inline void FakeLink::send(core::Ipv4Address neighbour, core::ByteSpan datagram) {
+  ++datagrams_sent;
+  sent.emplace_back(datagram.begin(), datagram.end());
+  network_.transmit(address_, neighbour, datagram);
+}
+
+}  // namespace mesh::routing::testing
