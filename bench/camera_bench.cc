@@ -1,0 +1,191 @@
+// Camera against the paper's analysis (camera.md §4.3, Table 5, Figs 5.1 and
+// 5.3), on virtual time with fixed link delays: a random topology, 5 % loss
+// per hop unless the name says otherwise. Each benchmark runs whole
+// simulations and reports ratios as counters:
+//   LoneRequester     messages per entry / 2(N-1) (paper: 1) and client delay
+//                     in RTTs to the farthest member (paper: 1 RTT);
+//   SyncDelay         release-to-grant delay of a waiting requester in RTTs
+//                     between the two (paper: 0.5 RTT);
+//   Concurrent        c requesters at once, each holding for one time unit:
+//                     mean wait / c in time units (the normalized wait time
+//                     of Fig. 5.1) and messages per entry.
+// --benchmark_format=csv gives the CSV; the wall time columns are the cost
+// of simulating, not a property of Camera.
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "core/log.h"
+#include "tests/mutex/camera_world.h"
+
+namespace mesh::mutex::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr auto kHopDelay = milliseconds(5);
+constexpr auto kCriticalSection = milliseconds(100);
+
+WorldOptions options(size_t n, double loss) {
+  core::log_to_null();
+  WorldOptions o;
+  o.nodes = n;
+  o.topology = "random";
+  o.link.delay = kHopDelay;
+  o.link.loss = loss;
+  o.messenger.retry.first_timeout = milliseconds(250);
+  o.camera.retry = o.messenger.retry;
+  o.camera.network_size.floor = n;
+  return o;
+}
+
+void full_lists(CameraWorld& world) {
+  std::vector<size_t> all(world.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  for (size_t i = 0; i < world.size(); ++i) world.set_list(i, all);
+}
+
+// Round trip to the farthest member: what a requester asking everyone waits.
+double rtt_to_farthest_ms(CameraWorld& world, size_t from) {
+  uint32_t hops = 0;
+  for (size_t j = 0; j < world.size(); ++j) {
+    if (j != from) hops = std::max(hops, world.routing().hops(world.id(from), world.id(j)).value_or(0));
+  }
+  return 2.0 * hops * core::to_millis(kHopDelay);
+}
+
+uint64_t camera_messages(CameraWorld& world) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < world.size(); ++i) {
+    if (!world.up(i)) continue;
+    for (const auto& row : world.metrics(i).counters()) {
+      if (row.name != "mutex_messages_sent_total") continue;
+      for (const auto& [k, v] : row.labels) {
+        if (k == "type" && (v == "request" || v == "ok")) total += row.value;
+      }
+    }
+  }
+  return total;
+}
+
+void LoneRequester(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const double loss = static_cast<double>(state.range(1)) / 100.0;
+  double delay_rtts = 0;
+  double msgs_ratio = 0;
+  double e2e_ratio = 0;
+  int runs = 0;
+  for (auto _ : state) {
+    CameraWorld world(static_cast<uint64_t>(runs) + 1, options(n, loss));
+    full_lists(world);
+    const size_t who = static_cast<size_t>(world.simulator().rng().below(n));
+    const uint64_t sent_before = world.routing().stats().sent;
+    CameraWorld::Section s{who, "pump", kCriticalSection, Camera::kNoTimeout};
+    world.run_section(s);
+    world.simulator().run_until(core::TimePoint(seconds(120)));
+    if (world.waits_ms().size() != 1) {
+      state.SkipWithError("lone request not granted");
+      return;
+    }
+    delay_rtts += world.waits_ms()[0] / rtt_to_farthest_ms(world, who);
+    // Request/OK messages of the protocol, and every end-to-end message
+    // (retransmissions and the flooded RELEASE included).
+    msgs_ratio += static_cast<double>(camera_messages(world)) / (2.0 * static_cast<double>(n - 1));
+    e2e_ratio += static_cast<double>(world.routing().stats().sent - sent_before) / (2.0 * static_cast<double>(n - 1));
+    ++runs;
+  }
+  state.counters["client_delay_rtts"] = delay_rtts / runs;
+  state.counters["msgs_per_entry_over_2(N-1)"] = msgs_ratio / runs;
+  state.counters["e2e_msgs_per_entry_over_2(N-1)"] = e2e_ratio / runs;
+}
+
+void SyncDelay(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const double loss = static_cast<double>(state.range(1)) / 100.0;
+  double sync_rtts = 0;
+  int runs = 0;
+  for (auto _ : state) {
+    CameraWorld world(static_cast<uint64_t>(runs) + 1, options(n, loss));
+    full_lists(world);
+    auto& rng = world.simulator().rng();
+    const size_t a = static_cast<size_t>(rng.below(n));
+    size_t b = static_cast<size_t>(rng.below(n - 1));
+    if (b >= a) ++b;
+    core::TimePoint released{};
+    world.run_section({a, "pump", seconds(2), Camera::kNoTimeout}, [&](bool) { released = world.now(); });
+    // b asks well after a holds, so it has reached a long before a leaves.
+    world.simulator().after(milliseconds(500), [&] { world.run_section({b, "pump", kCriticalSection}); });
+    world.simulator().run_until(core::TimePoint(seconds(120)));
+    if (world.waits_ms().size() != 2) {
+      state.SkipWithError("requests not granted");
+      return;
+    }
+    const double granted_ms = 500.0 + world.waits_ms()[1];
+    const double sync_ms = granted_ms - core::to_millis(released.time_since_epoch());
+    const double rtt_ms = 2.0 * world.routing().hops(world.id(a), world.id(b)).value_or(1) * core::to_millis(kHopDelay);
+    sync_rtts += sync_ms / rtt_ms;
+    ++runs;
+  }
+  state.counters["sync_delay_rtts"] = sync_rtts / runs;
+}
+
+void Concurrent(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const size_t c = static_cast<size_t>(state.range(1));
+  double normalized = 0;
+  double msgs_ratio = 0;
+  int runs = 0;
+  for (auto _ : state) {
+    CameraWorld world(static_cast<uint64_t>(runs) + 1, options(n, 0.05));
+    full_lists(world);
+    std::vector<size_t> nodes(n);
+    std::iota(nodes.begin(), nodes.end(), size_t{0});
+    std::shuffle(nodes.begin(), nodes.end(), world.simulator().rng());
+    for (size_t k = 0; k < c; ++k) world.run_section({nodes[k], "pump", kCriticalSection, Camera::kNoTimeout});
+    world.simulator().run_until(core::TimePoint(seconds(600)));
+    if (world.waits_ms().size() != c || !world.violations().empty()) {
+      state.SkipWithError("not every request granted, or a safety violation");
+      return;
+    }
+    const double mean = std::accumulate(world.waits_ms().begin(), world.waits_ms().end(), 0.0) / static_cast<double>(c);
+    normalized += mean / static_cast<double>(c) / core::to_millis(kCriticalSection);
+    msgs_ratio +=
+        static_cast<double>(camera_messages(world)) / static_cast<double>(c) / (2.0 * static_cast<double>(n - 1));
+    ++runs;
+  }
+  state.counters["normalized_wait_cs_units"] = normalized / runs;
+  state.counters["msgs_per_entry_over_2(N-1)"] = msgs_ratio / runs;
+}
+
+BENCHMARK(LoneRequester)
+    ->ArgNames({"N", "loss_pct"})
+    ->Args({16, 0})
+    ->Args({64, 0})
+    ->Args({256, 0})
+    ->Args({256, 5})
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(SyncDelay)
+    ->ArgNames({"N", "loss_pct"})
+    ->Args({64, 0})
+    ->Args({256, 5})
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(Concurrent)
+    ->ArgNames({"N", "c"})
+    ->Args({256, 1})
+    ->Args({256, 4})
+    ->Args({256, 16})
+    ->Args({256, 64})
+    ->Args({16, 10})
+    ->Args({64, 10})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace mesh::mutex::testing
+
+BENCHMARK_MAIN();

@@ -1,0 +1,186 @@
+#include "kgroup/replicated_log.h"
+
+#include <cstdio>
+
+#include "core/log.h"
+
+namespace mesh::kgroup {
+namespace {
+
+constexpr uint8_t kMetaVersion = 1;
+constexpr size_t kMetaSize = 1 + 8 + 4 + 8;
+constexpr size_t kSeqDigits = 20;
+
+void put_u64(std::string& out, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+uint64_t get_u64(std::string_view in, size_t at, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<uint8_t>(in[at + static_cast<size_t>(i)]);
+  return v;
+}
+
+// Storage keys are path components: keep letters, digits, '-' and '_', and
+// escape every other byte (so no '/', '.' or '..' reaches the file system).
+std::string escape(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || u == '-' || u == '_') {
+      out.push_back(c);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 0xf]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ReplicatedLog::target_prefix(std::string_view target) {
+  const size_t colon = target.find(':');
+  const std::string_view kind = colon == std::string_view::npos ? std::string_view("target") : target.substr(0, colon);
+  const std::string_view id = colon == std::string_view::npos ? target : target.substr(colon + 1);
+  return "kgroup/" + escape(kind) + "/" + escape(id) + "/";
+}
+
+std::string ReplicatedLog::key_prefix(std::string_view target, uint64_t epoch, uint32_t generation) {
+  return target_prefix(target) + std::to_string(epoch) + "-" + std::to_string(generation) + "/";
+}
+
+ReplicatedLog::ReplicatedLog(core::Storage& storage, std::string_view target, uint64_t epoch, uint32_t generation)
+    : storage_(storage), prefix_(key_prefix(target, epoch, generation)) {}
+
+std::string ReplicatedLog::entry_key(uint64_t seq) const {
+  char digits[kSeqDigits + 1];
+  std::snprintf(digits, sizeof digits, "%020llu", static_cast<unsigned long long>(seq));
+  return prefix_ + "log/" + digits;
+}
+
+bool ReplicatedLog::load() {
+  bool clean = true;
+  entries_.clear();
+  if (const auto meta = storage_.get(prefix_ + "meta")) {
+    if (meta->size() == kMetaSize && static_cast<uint8_t>((*meta)[0]) == kMetaVersion) {
+      promised_term_ = get_u64(*meta, 1, 8);
+      promised_to_ = core::NodeId(static_cast<uint32_t>(get_u64(*meta, 9, 4)));
+      applied_ = get_u64(*meta, 13, 8);
+    } else {
+      core::log("kgroup").error("unreadable group meta key={}{}", prefix_, "meta");
+      clean = false;
+    }
+  }
+  for (const std::string& key : storage_.keys(prefix_ + "log/")) {
+    const auto value = storage_.get(key);
+    proto::KgroupEntry entry;
+    if (!value || !entry.ParseFromString(*value) || entry.seq() == 0 || entry_key(entry.seq()) != key) {
+      core::log("kgroup").error("unreadable log entry key={}", key);
+      clean = false;
+      continue;
+    }
+    entries_[entry.seq()] = std::move(entry);
+  }
+  return clean;
+}
+
+bool ReplicatedLog::write_meta() {
+  std::string meta;
+  meta.push_back(static_cast<char>(kMetaVersion));
+  put_u64(meta, promised_term_);
+  for (int shift = 24; shift >= 0; shift -= 8)
+    meta.push_back(static_cast<char>((promised_to_.value() >> shift) & 0xff));
+  put_u64(meta, applied_);
+  return storage_.put(prefix_ + "meta", meta);
+}
+
+bool ReplicatedLog::promise(uint64_t term, core::NodeId to) {
+  const uint64_t old_term = promised_term_;
+  const core::NodeId old_to = promised_to_;
+  promised_term_ = term;
+  promised_to_ = to;
+  if (write_meta()) return true;
+  promised_term_ = old_term;
+  promised_to_ = old_to;
+  return false;
+}
+
+bool ReplicatedLog::set_applied(uint64_t seq) {
+  const uint64_t old = applied_;
+  applied_ = seq;
+  if (write_meta()) return true;
+  applied_ = old;
+  return false;
+}
+
+bool ReplicatedLog::put(const proto::KgroupEntry& entry) {
+  if (entry.seq() == 0) return false;
+  if (!storage_.put(entry_key(entry.seq()), entry.SerializeAsString())) return false;
+  entries_[entry.seq()] = entry;
+  return true;
+}
+
+const proto::KgroupEntry* ReplicatedLog::get(uint64_t seq) const {
+  const auto it = entries_.find(seq);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+bool ReplicatedLog::truncate_after(uint64_t seq) {
+  while (!entries_.empty() && entries_.rbegin()->first > seq) {
+    const uint64_t last = entries_.rbegin()->first;
+    if (!storage_.remove(entry_key(last))) return false;
+    entries_.erase(last);
+  }
+  return true;
+}
+
+std::vector<proto::KgroupEntry> ReplicatedLog::range(uint64_t from, size_t max_bytes, uint64_t& next,
+                                                     bool& more) const {
+  std::vector<proto::KgroupEntry> out;
+  size_t bytes = 0;
+  auto it = entries_.lower_bound(from);
+  next = from;
+  for (; it != entries_.end(); ++it) {
+    const size_t size = it->second.ByteSizeLong() + 4;
+    if (!out.empty() && bytes + size > max_bytes) break;
+    bytes += size;
+    out.push_back(it->second);
+    next = it->first + 1;
+  }
+  more = it != entries_.end();
+  return out;
+}
+
+bool ReplicatedLog::erase_all() {
+  bool ok = true;
+  for (const std::string& key : storage_.keys(prefix_)) ok = storage_.remove(key) && ok;
+  entries_.clear();
+  promised_term_ = 0;
+  promised_to_ = core::NodeId();
+  applied_ = 0;
+  return ok;
+}
+
+bool ReplicatedLog::save_config(const proto::KgroupConfigRecord& record) {
+  return storage_.put(prefix_ + "config", record.SerializeAsString());
+}
+
+std::vector<proto::KgroupConfigRecord> ReplicatedLog::stored_configs(const core::Storage& storage) {
+  std::vector<proto::KgroupConfigRecord> out;
+  for (const std::string& key : storage.keys("kgroup/")) {
+    if (!key.ends_with("/config")) continue;
+    const auto value = storage.get(key);
+    proto::KgroupConfigRecord record;
+    if (!value || !record.ParseFromString(*value) ||
+        key_prefix(record.group().target(), record.group().epoch(), record.group().generation()) + "config" != key) {
+      core::log("kgroup").error("unreadable group config key={}", key);
+      continue;
+    }
+    out.push_back(std::move(record));
+  }
+  return out;
+}
+
+}  // namespace mesh::kgroup

@@ -1,0 +1,87 @@
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/time.h"
+
+namespace mesh::membership {
+
+// How probe targets are drawn.
+enum class ProbeOrder {
+  // Medley's time-bounded "bag": each round holds copies of every member in
+  // proportion to its weight, drawn without replacement, so every member is
+  // probed at least once per round.
+  bag,
+  // Independent draws with probability proportional to the weight (Medley's
+  // basic scheme; no completeness bound).
+  independent,
+};
+
+// Every period, timeout and bound of Medley. Defaults follow the anchors:
+// Medley's exponent 3, RTT-sized probe timeout and 3 indirect helpers;
+// memberlist's LAN suspicion (4 and 6 times the log-scaled period),
+// retransmission (4 * ceil(log10(N+1))) and push-pull interval.
+struct MedleyOptions {
+  // Who this node is, as it tells the others.
+  std::string name;
+  std::array<double, 3> location{};
+  uint64_t initial_incarnation = 0;
+
+  // Probing.
+  core::Duration probe_period = std::chrono::seconds(1);
+  core::Duration probe_timeout = std::chrono::milliseconds(500);  // direct ack wait (one RTT)
+  size_t indirect_checks = 3;                                     // ping-req helpers
+  double alpha = 3.0;                                             // P(target) ~ hops^-alpha; 0 = plain SWIM
+  ProbeOrder probe_order = ProbeOrder::bag;
+  // A bag round holds at most this many probes per member on average
+  // (Medley's exact bag can be thousands of periods long with alpha = 3);
+  // beyond it the skew is flattened so every member is probed at least once
+  // every 2 * bag_limit_factor * N periods.
+  size_t bag_limit_factor = 10;
+  // A helper waits this fraction of its probe timeout before sending a nack.
+  double nack_fraction = 0.8;
+
+  // Suspicion (Lifeguard): starts at max = suspicion_max_mult * min and
+  // shrinks toward min = suspicion_mult * max(1, log10 N) * probe_period as
+  // independent accusers confirm it.
+  double suspicion_mult = 4.0;
+  double suspicion_max_mult = 6.0;
+  // Accusers (after the first) at which the timeout reaches min.
+  size_t suspicion_confirmations = 3;
+
+  // Lifeguard local health: 0 = healthy; probe period and timeout are
+  // multiplied by (score + 1).
+  uint32_t max_local_health = 8;
+
+  // Dissemination: each update is piggy-backed retransmit_mult *
+  // ceil(log10(N + 1)) times.
+  uint32_t retransmit_mult = 4;
+  size_t max_piggyback = 16;           // updates per message
+  size_t max_message_bytes = 1100;     // membership body bytes per message
+
+  // Join and anti-entropy.
+  core::Duration join_retry = std::chrono::seconds(2);     // retry with the next contact
+  core::Duration push_pull_interval = std::chrono::seconds(30);
+  // Serf-style reconnect: every interval, probe one failed member so lists
+  // merge after a partition heals (the probe carries the member's failed
+  // record; a live member refutes it).
+  core::Duration reconnect_interval = std::chrono::seconds(10);
+  core::Duration failed_retention = std::chrono::hours(1);  // failed/left records kept this long
+  core::Duration sync_request_deadline = std::chrono::seconds(5);
+  // Members pushed by a graceful leave directly (then piggy-backing does the rest).
+  size_t leave_fanout = 4;
+  // Random members (besides the accuser) told a refutation directly.
+  size_t refute_fanout = 2;
+
+  // Metadata: a name and a small key/value slot.
+  size_t max_name_bytes = 64;
+  size_t max_metadata_entries = 16;
+  size_t max_metadata_bytes = 384;  // sum of key and value lengths
+};
+
+}  // namespace mesh::membership

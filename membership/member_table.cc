@@ -1,0 +1,172 @@
+#include "membership/member_table.h"
+
+namespace mesh::membership {
+namespace {
+
+int rank(MemberState state) {
+  switch (state) {
+    case MemberState::alive:
+      return 0;
+    case MemberState::suspect:
+      return 1;
+    case MemberState::failed:
+      return 2;
+    case MemberState::left:
+      return 3;
+  }
+  return 0;
+}
+
+bool same_info(const Member& a, const Member& b) {
+  return a.name == b.name && a.location == b.location && a.metadata == b.metadata;
+}
+
+std::optional<MemberEventKind> transition(MemberState before, MemberState after) {
+  if (before == after) return std::nullopt;
+  switch (after) {
+    case MemberState::alive:
+      // A failed or departed member that comes back rejoins.
+      return before == MemberState::suspect ? MemberEventKind::recovered : MemberEventKind::joined;
+    case MemberState::suspect:
+      return is_live(before) ? MemberEventKind::suspected : MemberEventKind::joined;
+    case MemberState::failed:
+      return MemberEventKind::failed;
+    case MemberState::left:
+      return MemberEventKind::left;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool supersedes(MemberState state, uint64_t incarnation, MemberState over_state, uint64_t over_incarnation) {
+  if (incarnation != over_incarnation) return incarnation > over_incarnation;
+  return rank(state) > rank(over_state);
+}
+
+bool is_live(MemberState state) { return state == MemberState::alive || state == MemberState::suspect; }
+
+MemberTable::MemberTable(Member self) : self_(self.id) {
+  MemberEntry entry;
+  entry.member = std::move(self);
+  entry.has_info = true;
+  entries_.emplace(self_, std::move(entry));
+}
+
+void MemberTable::set_self(const Member& self) {
+  MemberEntry& entry = entries_.at(self_);
+  const bool was_live = is_live(entry.member.state);
+  entry.member = self;
+  if (was_live != is_live(self.state)) recount();
+}
+
+ApplyResult MemberTable::apply(const MemberRecord& record, core::TimePoint now, bool allow_revival) {
+  ApplyResult result;
+  const core::NodeId id = record.member.id;
+  if (id == self_ || id.is_unspecified()) return result;
+  auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    if (!record.has_info) return result;
+    MemberEntry entry;
+    entry.member = record.member;
+    entry.has_info = true;
+    entry.state_since = now;
+    if (record.member.state == MemberState::suspect) {
+      entry.accusers.insert(record.accuser);
+      entry.suspect_since = now;
+    }
+    entries_.emplace(id, std::move(entry));
+    if (is_live(record.member.state)) ++live_count_;
+    result.changed = true;
+    // A member first heard of as failed or gone was never live here: no event.
+    if (is_live(record.member.state)) result.event = MemberEventKind::joined;
+    return result;
+  }
+
+  MemberEntry& entry = it->second;
+  Member& current = entry.member;
+  if (record.member.state == MemberState::suspect && current.state == MemberState::suspect &&
+      record.member.incarnation == current.incarnation) {
+    if (!record.accuser.is_unspecified() && entry.accusers.insert(record.accuser).second) {
+      result.changed = true;
+      result.new_accuser = true;
+    }
+    return result;
+  }
+  if (!supersedes(record.member.state, record.member.incarnation, current.state, current.incarnation)) {
+    result.stale_accusation = record.member.state != MemberState::alive && is_live(current.state) &&
+                              record.member.incarnation < current.incarnation;
+    if (record.has_info && !entry.has_info && record.member.incarnation == current.incarnation) {
+      current.name = record.member.name;
+      current.location = record.member.location;
+      current.metadata = record.member.metadata;
+      entry.has_info = true;
+    }
+    return result;
+  }
+
+  if (!is_live(current.state)) {
+    if (record.member.state == MemberState::suspect) {
+      current.incarnation = record.member.incarnation;
+      return result;
+    }
+    if (record.member.state == MemberState::alive && !allow_revival) {
+      result.revival_refused = true;
+      return result;
+    }
+  }
+  const MemberState before = current.state;
+  const bool info_changed = record.has_info && !same_info(current, record.member);
+  current.state = record.member.state;
+  current.incarnation = record.member.incarnation;
+  if (record.has_info) {
+    current.name = record.member.name;
+    current.location = record.member.location;
+    current.metadata = record.member.metadata;
+    entry.has_info = true;
+  }
+  if (before != current.state) entry.state_since = now;
+  if (is_live(before) != is_live(current.state)) recount();
+  entry.accusers.clear();
+  if (current.state == MemberState::suspect) {
+    if (!record.accuser.is_unspecified()) entry.accusers.insert(record.accuser);
+    entry.suspect_since = now;
+  }
+  result.changed = true;
+  result.event = transition(before, current.state);
+  if (!result.event && info_changed && is_live(current.state)) result.event = MemberEventKind::metadata_changed;
+  return result;
+}
+
+const MemberEntry* MemberTable::find(core::NodeId id) const {
+  auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+std::vector<core::NodeId> MemberTable::live_others() const {
+  std::vector<core::NodeId> out;
+  for (const auto& [id, e] : entries_) {
+    if (id != self_ && is_live(e.member.state)) out.push_back(id);
+  }
+  return out;
+}
+
+void MemberTable::recount() {
+  live_count_ = 0;
+  for (const auto& [id, e] : entries_) live_count_ += is_live(e.member.state) ? 1 : 0;
+}
+
+MemberRecord MemberTable::record_of(core::NodeId id) const {
+  const MemberEntry& e = entries_.at(id);
+  MemberRecord r;
+  r.member = e.member;
+  r.has_info = e.has_info;
+  if (e.member.state == MemberState::suspect && !e.accusers.empty()) r.accuser = *e.accusers.begin();
+  return r;
+}
+
+void MemberTable::erase(core::NodeId id) {
+  if (id != self_ && entries_.erase(id) > 0) recount();
+}
+
+}  // namespace mesh::membership

@@ -1,0 +1,82 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "core/node_id.h"
+#include "core/time.h"
+#include "membership/member_record.h"
+
+namespace mesh::membership {
+
+// Precedence of two claims about one member (SWIM with memberlist's
+// extensions): a higher incarnation always wins; at equal incarnation
+// alive < suspect < failed < left. Only the member itself raises its
+// incarnation (to refute a suspicion or to publish new metadata), so a
+// stale alive never undoes a newer suspicion or failure.
+bool supersedes(MemberState state, uint64_t incarnation, MemberState over_state, uint64_t over_incarnation);
+
+bool is_live(MemberState state);
+
+struct MemberEntry {
+  Member member;
+  bool has_info = false;
+  // Suspect only: distinct nodes that accused this incarnation (Lifeguard's
+  // independent confirmations shorten the suspicion timeout).
+  std::set<core::NodeId> accusers;
+  core::TimePoint suspect_since{};
+  core::TimePoint state_since{};
+};
+
+// What applying a record did.
+struct ApplyResult {
+  bool changed = false;        // the record was news: disseminate it further
+  bool new_accuser = false;    // an extra independent confirmation of a suspicion
+  // A suspect/failed/left record older than the live state held: someone
+  // could not reach the member at an earlier incarnation. Worth checking.
+  bool stale_accusation = false;
+  // An alive record that would revive a failed/left member but was not
+  // allowed to (it came second hand in a full-list sync). Worth checking.
+  bool revival_refused = false;
+  std::optional<MemberEventKind> event;
+};
+
+// One node's list: every member it knows, in any state, by id. Knows nothing
+// of time beyond the `now` it is handed, nor of the network.
+class MemberTable {
+ public:
+  explicit MemberTable(Member self);
+
+  core::NodeId self() const { return self_; }
+  const Member& self_member() const { return entries_.at(self_).member; }
+  // Replaces this node's own record (incarnation bumps, metadata, leave).
+  void set_self(const Member& self);
+
+  // Merges a record about another member by the precedence rules. A record
+  // about an unknown member is adopted only if it carries the member's info.
+  // Only an alive record revives a failed or left member (a suspicion of a
+  // later incarnation just raises the incarnation held), and only if
+  // `allow_revival`: a list pulled from a peer may hold a refutation that
+  // never reached the nodes that declared the failure, so such a revival is
+  // checked by contacting the member instead.
+  ApplyResult apply(const MemberRecord& record, core::TimePoint now, bool allow_revival = true);
+
+  const MemberEntry* find(core::NodeId id) const;
+  const std::map<core::NodeId, MemberEntry>& entries() const { return entries_; }
+  // Alive and suspect members other than self, by id.
+  std::vector<core::NodeId> live_others() const;
+  size_t live_count() const { return live_count_; }  // self included
+  MemberRecord record_of(core::NodeId id) const;  // id must be known
+  void erase(core::NodeId id);
+
+ private:
+  core::NodeId self_;
+  void recount();
+
+  std::map<core::NodeId, MemberEntry> entries_;
+  size_t live_count_ = 1;
+};
+
+}  // namespace mesh::membership

@@ -1,0 +1,259 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/env.h"
+#include "core/expected.h"
+#include "core/messenger.h"
+#include "core/metrics.h"
+#include "membership/member_view.h"
+#include "mutex/camera_options.h"
+#include "mutex/network_size_estimator.h"
+#include "mutex/request_id.h"
+#include "mutex/slow_path.h"
+#include "proto/mutex.pb.h"
+
+namespace mesh::mutex {
+
+// What a holder gets: the resource, its request, and a fencing token that a
+// resource can use to reject a stale holder.
+struct Grant {
+  std::string resource;
+  RequestId request;
+  uint64_t fencing_token = 0;
+  bool slow_path = false;
+  core::TimePoint requested_at{};
+  core::TimePoint granted_at{};
+};
+
+enum class AcquireError {
+  timeout,       // not granted before the acquire's timeout
+  bad_resource,  // empty name or longer than the limit
+};
+std::string_view to_string(AcquireError error);
+
+using AcquireResult = core::Expected<Grant, AcquireError>;
+using AcquireCallback = std::function<void(const AcquireResult& result)>;
+using AcquireHandle = uint64_t;
+
+// Camera (camera.md): churn-tolerant mutual exclusion on named resources,
+// one independent instance of the algorithm per resource.
+//
+// Fast path (Algorithm 2): Ricart-Agrawala over this node's member list,
+// where every OK carries the nodes the sender recently OKed, a requester asks
+// every node it learns of that way or from an incoming request, and RELEASE
+// is flooded on exit to clear those sets. Safe while any two requesters'
+// lists intersect (the Mutual Friend Property). Slow path (Algorithm 3): when
+// the list holds at most N.upper / 2 nodes, the request travels down a
+// spanning tree of the whole mesh and the OKs come back up it.
+//
+// Failures: a node membership declares failed (or one outside the member
+// list that stops answering) is no longer waited for, its requests and
+// deferred OKs are dropped, and tree nodes adopt a failed child's children.
+//
+// Fencing tokens: each node keeps a per-resource high-water mark, raised by
+// the marks carried in REQUEST, OK and subtree OK and by the token in
+// RELEASE; a holder's token is one above the largest mark it collected. Of
+// two holders in turn, the later one either got a deferred OK from the
+// earlier, or asked it directly, or heard of it through a common friend's
+// recently-OKed set (and then asked it) or from a friend that got its
+// RELEASE: in every case it collected a mark at least the earlier token, so
+// tokens strictly increase while no node loses its memory. A crash can
+// break the chain (the holder that crashed, or the only common friend that
+// restarted empty, was the one node that knew the last token); nodes that
+// lose a node they OKed or were waiting for raise their mark by
+// `failed_holder_token_gap`, which restores the order whenever marks across
+// the mesh differ by less than the gap. Nothing of Camera is persisted.
+//
+// Requests for the same resource from this node are served one at a time in
+// arrival order. Sans-IO: everything goes through Env, Messenger and the
+// MemberView.
+class Camera {
+ public:
+  static constexpr core::Duration kNoTimeout = core::Duration::max();
+
+  Camera(core::Env& env, core::Messenger& messenger, membership::MemberView& members, core::Metrics& metrics,
+         CameraOptions options = {});
+  Camera(const Camera&) = delete;
+  Camera& operator=(const Camera&) = delete;
+  ~Camera();
+
+  core::NodeId self() const { return self_; }
+
+  // Asks for `resource`. The callback runs exactly once, with the grant or an
+  // error, unless cancel() is called first; it may call acquire, release and
+  // cancel. kNoTimeout waits as long as it takes.
+  AcquireHandle acquire(const std::string& resource, core::Duration timeout, AcquireCallback callback);
+  // Leaves the critical section. False if this node does not hold it.
+  bool release(const std::string& resource);
+  // Withdraws an acquire that has not been granted (its callback will not
+  // run), or releases it if it has. False for an unknown or finished handle.
+  bool cancel(AcquireHandle handle);
+
+  std::optional<Grant> held(const std::string& resource) const;
+
+  enum class Phase { idle, waiting, held };
+  struct ResourceStatus {
+    std::string resource;
+    Phase phase = Phase::idle;
+    std::optional<RequestId> request;
+    bool slow_path = false;
+    uint64_t fencing_token = 0;
+    size_t awaiting_oks = 0;    // fast-path OKs still missing
+    size_t queued_locally = 0;  // acquires behind the current one
+    size_t deferred = 0;        // other nodes' requests we hold back
+    size_t recently_oked = 0;
+    uint64_t high_water = 0;
+  };
+  // Every resource this node has state for, sorted by name.
+  std::vector<ResourceStatus> status() const;
+
+  // N.upper as the slow-path switch sees it now.
+  size_t network_size_upper();
+  // Nodes learned from requests and OK sets that the member list lacks.
+  size_t learned_nodes() const { return learned_.size(); }
+
+ private:
+  enum class State { none, wait, held };
+
+  struct Waiter {
+    AcquireHandle handle = 0;
+    AcquireCallback callback;
+    core::TimePoint requested_at{};
+    std::shared_ptr<core::ScopedTimer> timer;
+  };
+  struct Own {
+    RequestId id;
+    AcquireHandle handle = 0;
+    bool slow = false;
+    std::set<core::NodeId> asked;                // sent our REQUEST
+    std::set<core::NodeId> pending;              // OK still missing
+    std::map<core::NodeId, uint32_t> ok_nonce;   // which life of each peer OKed us
+    std::map<core::NodeId, uint64_t> in_flight;  // messenger msg_id of each REQUEST
+    core::TimePoint requested_at{};
+  };
+  struct Deferred {
+    RequestId id;
+    std::optional<core::Responder> responder;  // fast path: the OK goes here
+    bool slow = false;                         // slow path: the OK goes into the tree
+  };
+  struct Resource {
+    std::string name;
+    State state = State::none;
+    uint64_t max_seq = 0;
+    uint64_t high_water = 0;
+    std::optional<Own> own;
+    std::optional<Grant> grant;
+    std::map<core::NodeId, Deferred> deferred;        // at most one per requester
+    std::map<core::NodeId, RequestId> recently_oked;  // at most one per requester
+    std::map<core::NodeId, SlowTree> trees;           // by root: our part in its tree
+    std::deque<Waiter> queue;                         // local acquires, the current one first
+  };
+
+  // Plumbing.
+  void on_request_message(const core::Message& message, core::Responder responder);
+  void on_datagram_message(const core::Message& message);
+  void on_member_event(const membership::MemberEvent& event);
+  uint64_t send(core::NodeId dst, const proto::MutexBody& body, std::string_view type,
+                std::function<void(const core::RequestResult&)> callback);
+  void later(std::function<void()> action);
+  Resource& resource(const std::string& name);
+  Resource* find(const std::string& name);
+  std::vector<core::NodeId> member_list();  // live members and learned nodes, self included
+  bool is_live_member(core::NodeId id) const;
+  bool is_failed(core::NodeId id) const;
+  void observe(core::NodeId id);
+  uint32_t tree_depth() const { return options_.tolerated_failures + 1; }
+  bool camera_mode() const { return options_.algorithm == Algorithm::camera; }
+
+  // Local serialization and the API.
+  void start_next(Resource& r);
+  void finish_waiter(Resource& r, AcquireHandle handle, const AcquireResult& result);
+  void expire(const std::string& name, AcquireHandle handle);
+
+  // Algorithm 2.
+  void enter(Resource& r);
+  void ask(Resource& r, core::NodeId peer);
+  void on_request_result(const std::string& name, const RequestId& id, core::NodeId peer,
+                         const core::RequestResult& result);
+  void on_ok(Resource& r, core::NodeId peer, const proto::MutexOk& ok);
+  void check_enter(Resource& r);
+  void exit(Resource& r, uint64_t token);
+  void abandon(Resource& r);
+  proto::MutexBody make_ok(Resource& r, const RequestId& id);
+  // An incoming request (fast REQUEST or slow JOIN): learns the requester,
+  // updates the sequence number. Returns false if the request is obsolete.
+  bool admit(Resource& r, const RequestId& id, uint64_t high_water);
+  // Whether our own request has priority over `id` (defer it).
+  bool must_defer(const Resource& r, const RequestId& id) const;
+  // The deferred entry for `id`, created (replacing an older request of the
+  // same node) if needed.
+  Deferred& defer(Resource& r, const RequestId& id);
+  void handle_request(Resource& r, const proto::MutexRequest& req, core::Responder responder);
+  void handle_release(Resource& r, const proto::MutexRelease& release);
+  void answer_deferred(Resource& r);
+  // Stops waiting for, and forgets everything of, a node that is gone.
+  void forget(core::NodeId id);
+  // A message showed `node` living its life `nonce`: what an earlier life
+  // of it left behind (requests, an unreleased OK) died with that life.
+  void note_life(core::NodeId node, uint32_t nonce);
+  // note_life() for the life a probe's or tree message's ack reports.
+  void note_ack(core::NodeId node, const core::RequestResult& result);
+
+  // Algorithm 3.
+  void start_tree(Resource& r);
+  void send_joins(Resource& r, SlowTree& tree);
+  void on_join_result(const std::string& name, core::NodeId root, const RequestId& id, uint32_t attempt,
+                      core::NodeId peer, const core::RequestResult& result);
+  void handle_join(Resource& r, const core::Message& message, const proto::MutexJoin& join, core::Responder responder);
+  void handle_tree(Resource& r, core::NodeId from, const proto::MutexTree& tree);
+  void handle_subtree_ok(Resource& r, core::NodeId from, const proto::MutexSubtreeOk& ok);
+  void handle_adopt(Resource& r, core::NodeId from, const proto::MutexAdopt& adopt);
+  void handle_rebuild(Resource& r, const proto::MutexRebuild& rebuild);
+  // Sends what the parent is owed (TREE echo, subtree OK); the root enters.
+  void progress_tree(Resource& r, core::NodeId root);
+  void rebuild_tree(Resource& r);
+  void request_rebuild(Resource& r, const SlowTree& tree);
+  SlowTree* tree_for(Resource& r, core::NodeId root, const proto::MutexRequestId& id, uint32_t attempt);
+  void tree_member_failed(Resource& r, core::NodeId root, core::NodeId failed);
+  // Probes `child` while the tree still waits for it and membership cannot
+  // tell us it failed; forgets it when a probe goes unanswered.
+  void watch_child(const std::string& name, core::NodeId root, const RequestId& id, uint32_t attempt,
+                   core::NodeId child);
+
+  core::Env& env_;
+  core::Messenger& messenger_;
+  membership::MemberView& members_;
+  core::Metrics& metrics_;
+  CameraOptions options_;
+  core::NodeId self_;
+  uint32_t nonce_;
+  NetworkSizeEstimator estimator_;
+  membership::MemberView::ListenerHandle listener_ = 0;
+  std::shared_ptr<bool> alive_;
+
+  std::map<std::string, Resource> resources_;
+  std::set<core::NodeId> learned_;
+  std::unordered_map<core::NodeId, uint32_t> lives_;  // latest nonce seen per node
+  std::unordered_map<AcquireHandle, std::string> handles_;
+  AcquireHandle next_handle_ = 1;
+
+  core::Counter& grants_total_;
+  core::Counter& slow_grants_total_;
+  core::Counter& timeouts_total_;
+  core::Counter& learned_total_;
+  core::Counter& rebuilds_total_;
+  core::Counter& bad_messages_total_;
+  core::Histogram& wait_ms_;
+};
+
+}  // namespace mesh::mutex

@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/messenger.h"
+#include "core/time.h"
+
+namespace mesh::mutex {
+
+enum class Algorithm {
+  camera,           // Algorithm 2 (+ Algorithm 3 when the Mutual Friend Property may not hold)
+  ricart_agrawala,  // plain Ricart-Agrawala (Algorithm 1): the paper's counter-example, for tests
+};
+
+struct NetworkSizeOptions {
+  // Node ids heard of (member lists, requests, OK sets) within this window
+  // count towards the estimate; older ones are forgotten, so the estimate
+  // follows a mesh that shrinks for good.
+  core::Duration window = std::chrono::minutes(10);
+  // N.upper = ceil(distinct ids in the window * (1 + margin)): ids a node
+  // never heard of are covered by the margin.
+  double margin = 0.25;
+  // A configured lower bound on N.upper (the deployment's expected size);
+  // a node that only ever saw a small corner of the mesh relies on it.
+  size_t floor = 0;
+};
+
+struct CameraOptions {
+  Algorithm algorithm = Algorithm::camera;
+  // Retransmission of REQUEST, JOIN and the tree messages. A peer that gives
+  // no answer by the deadline is asked again while membership lists it as
+  // live (the paper waits for the failure detector), and given up when it
+  // does not.
+  core::RetryPolicy retry;
+  // A tree node waiting for the subtree OK of a child that its member list
+  // does not show (so no failure event would ever name it) probes it this
+  // often.
+  core::Duration probe_interval = std::chrono::seconds(5);
+  // f: simultaneous failures the slow-path tree repairs by adoption; each
+  // node keeps its subtree f + 1 levels deep. More failures rebuild the tree.
+  uint32_t tolerated_failures = 1;
+  NetworkSizeOptions network_size;
+  // Never take the slow path (benchmarks of the fast path alone).
+  bool slow_path_enabled = true;
+  // Resource names are short labels ("pump", "amps/floor2").
+  size_t max_resource_name = 128;
+  // When membership declares failed a node whose request this node OKed and
+  // never saw released, that node may hold a token nobody else saw; later
+  // grants start this far above the local high-water mark.
+  uint64_t failed_holder_token_gap = uint64_t{1} << 20;
+};
+
+}  // namespace mesh::mutex

@@ -1,0 +1,105 @@
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "core/rng.h"
+#include "kgroup/kgroup_codec.h"
+
+namespace mesh::kgroup {
+namespace {
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+proto::KgroupRef ref(std::string target) {
+  proto::KgroupRef r;
+  r.set_target(std::move(target));
+  r.set_epoch(4);
+  r.set_generation(1);
+  return r;
+}
+
+TEST(KgroupCodec, RoundTripsEveryKind) {
+  proto::KgroupBody append;
+  *append.mutable_append()->mutable_group() = ref("device:a");
+  append.mutable_append()->set_term(3);
+  for (uint64_t seq : {4, 5, 6}) {
+    auto* e = append.mutable_append()->add_entries();
+    e->set_seq(seq);
+    e->set_term(2);
+    e->set_data("x");
+  }
+  const auto decoded = decode_body(encode_body(append));
+  ASSERT_TRUE(decoded) << decoded.error();
+  EXPECT_EQ(decoded->append().entries_size(), 3);
+  EXPECT_EQ(decoded->append().group().generation(), 1u);
+}
+
+TEST(KgroupCodec, RejectsGarbage) {
+  EXPECT_FALSE(decode_body(""));                         // nothing set
+  EXPECT_FALSE(decode_body("\xff\xff\xff"));             // not protobuf
+  EXPECT_FALSE(decode_body(std::string(2000, '\x0a')));  // too large
+  proto::KgroupBody bad_target;
+  *bad_target.mutable_election()->mutable_group() = ref("nokind");
+  EXPECT_FALSE(decode_body(encode_body(bad_target)));
+  proto::KgroupBody zero_seq;
+  *zero_seq.mutable_append()->mutable_group() = ref("device:a");
+  zero_seq.mutable_append()->set_term(1);
+  zero_seq.mutable_append()->add_entries()->set_seq(0);
+  EXPECT_FALSE(decode_body(encode_body(zero_seq)));
+  proto::KgroupBody zero_term;
+  *zero_term.mutable_prepare()->mutable_group() = ref("routine:r");
+  zero_term.mutable_prepare()->set_from_seq(1);
+  EXPECT_FALSE(decode_body(encode_body(zero_term)));
+  proto::KgroupBody no_members;
+  *no_members.mutable_start()->mutable_group() = ref("cluster:1");
+  *no_members.mutable_start()->mutable_source() = ref("cluster:1");
+  EXPECT_FALSE(decode_body(encode_body(no_members)));
+}
+
+TEST(KgroupCodec, CorpusDecodesAsNamed) {
+  // Files named bad_* or empty.bin are refused; every other one decodes.
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(KGROUP_CORPUS_DIR)) {
+    const std::string name = entry.path().filename().string();
+    const bool should_fail = name.starts_with("bad_") || name == "empty.bin";
+    EXPECT_EQ(decode_body(read_file(entry.path())).has_value(), !should_fail) << name;
+    ++files;
+  }
+  EXPECT_GE(files, 10u);
+}
+
+TEST(KgroupCodec, RandomMutationsNeverCrash) {
+  std::vector<std::string> seeds;
+  for (const auto& entry : std::filesystem::directory_iterator(KGROUP_CORPUS_DIR)) {
+    seeds.push_back(read_file(entry.path()));
+  }
+  ASSERT_FALSE(seeds.empty());
+  core::Rng rng(99);
+  size_t accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes = seeds[rng.below(seeds.size())];
+    const uint64_t edits = 1 + rng.below(4);
+    for (uint64_t e = 0; e < edits && !bytes.empty(); ++e) {
+      bytes[rng.below(bytes.size())] = static_cast<char>(rng.below(256));
+    }
+    if (rng.chance(0.2) && !bytes.empty()) bytes.resize(rng.below(bytes.size()));
+    const auto decoded = decode_body(bytes);
+    if (!decoded) continue;
+    ++accepted;
+    const auto again = decode_body(encode_body(*decoded));
+    ASSERT_TRUE(again);
+    EXPECT_EQ(encode_body(*again), encode_body(*decoded));
+  }
+  EXPECT_GT(accepted, 0u);
+}
+
+}  // namespace
+}  // namespace mesh::kgroup

@@ -1,0 +1,147 @@
+// SWIM precedence (incarnation, then alive < suspect < failed < left), the
+// events each transition raises, and the membership table's edge cases.
+#include <gtest/gtest.h>
+
+#include "membership/member_table.h"
+
+namespace mesh::membership {
+namespace {
+
+const core::NodeId kSelf = core::NodeId::from_octets(10, 0, 0, 1);
+const core::NodeId kOther = core::NodeId::from_octets(10, 0, 0, 2);
+const core::NodeId kThird = core::NodeId::from_octets(10, 0, 0, 3);
+const core::TimePoint kNow{};
+
+MemberRecord record(MemberState state, uint64_t incarnation, bool info = true, core::NodeId accuser = kThird) {
+  MemberRecord r;
+  r.member.id = kOther;
+  r.member.name = "other";
+  r.member.state = state;
+  r.member.incarnation = incarnation;
+  r.has_info = info;
+  r.accuser = accuser;
+  return r;
+}
+
+MemberTable table_with(MemberState state, uint64_t incarnation) {
+  Member self;
+  self.id = kSelf;
+  MemberTable t(self);
+  t.apply(record(MemberState::alive, incarnation), kNow);
+  if (state != MemberState::alive) t.apply(record(state, incarnation, false), kNow);
+  EXPECT_EQ(t.find(kOther)->member.state, state);
+  return t;
+}
+
+TEST(Precedence, HigherIncarnationAlwaysWins) {
+  const MemberState all[] = {MemberState::alive, MemberState::suspect, MemberState::failed, MemberState::left};
+  for (MemberState a : all) {
+    for (MemberState b : all) {
+      EXPECT_TRUE(supersedes(a, 5, b, 4));
+      EXPECT_FALSE(supersedes(a, 4, b, 5));
+    }
+  }
+}
+
+TEST(Precedence, AtEqualIncarnationStrongerStateWins) {
+  EXPECT_TRUE(supersedes(MemberState::suspect, 3, MemberState::alive, 3));
+  EXPECT_TRUE(supersedes(MemberState::failed, 3, MemberState::suspect, 3));
+  EXPECT_TRUE(supersedes(MemberState::left, 3, MemberState::failed, 3));
+  EXPECT_FALSE(supersedes(MemberState::alive, 3, MemberState::suspect, 3));
+  EXPECT_FALSE(supersedes(MemberState::suspect, 3, MemberState::failed, 3));
+  EXPECT_FALSE(supersedes(MemberState::alive, 3, MemberState::alive, 3));
+}
+
+TEST(MemberTable, UnknownMemberNeedsInfo) {
+  Member self;
+  self.id = kSelf;
+  MemberTable t(self);
+  EXPECT_FALSE(t.apply(record(MemberState::suspect, 1, false), kNow).changed);
+  EXPECT_EQ(t.find(kOther), nullptr);
+  const ApplyResult joined = t.apply(record(MemberState::alive, 1), kNow);
+  EXPECT_TRUE(joined.changed);
+  EXPECT_EQ(joined.event, MemberEventKind::joined);
+  EXPECT_EQ(t.live_count(), 2u);
+}
+
+TEST(MemberTable, FailedMemberFirstSeenRaisesNoEvent) {
+  Member self;
+  self.id = kSelf;
+  MemberTable t(self);
+  const ApplyResult r = t.apply(record(MemberState::failed, 1), kNow);
+  EXPECT_TRUE(r.changed);
+  EXPECT_FALSE(r.event.has_value());
+  EXPECT_TRUE(t.live_others().empty());
+}
+
+TEST(MemberTable, SuspicionAndRefutation) {
+  MemberTable t = table_with(MemberState::alive, 2);
+  // A stale suspicion is ignored but flagged.
+  ApplyResult r = t.apply(record(MemberState::suspect, 1, false), kNow);
+  EXPECT_FALSE(r.changed);
+  EXPECT_TRUE(r.stale_accusation);
+  r = t.apply(record(MemberState::suspect, 2, false), kNow);
+  EXPECT_EQ(r.event, MemberEventKind::suspected);
+  // Same incarnation, same state, other accuser: a confirmation.
+  r = t.apply(record(MemberState::suspect, 2, false, kSelf), kNow);
+  EXPECT_TRUE(r.new_accuser);
+  EXPECT_FALSE(r.event.has_value());
+  EXPECT_EQ(t.find(kOther)->accusers.size(), 2u);
+  // The same accuser again is no news.
+  EXPECT_FALSE(t.apply(record(MemberState::suspect, 2, false, kSelf), kNow).changed);
+  // Alive at the same incarnation does not refute ...
+  EXPECT_FALSE(t.apply(record(MemberState::alive, 2), kNow).changed);
+  // ... a higher one does.
+  r = t.apply(record(MemberState::alive, 3), kNow);
+  EXPECT_EQ(r.event, MemberEventKind::recovered);
+  EXPECT_TRUE(t.find(kOther)->accusers.empty());
+}
+
+TEST(MemberTable, FailedIsRevivedOnlyByAliveWithHigherIncarnation) {
+  MemberTable t = table_with(MemberState::failed, 4);
+  EXPECT_FALSE(t.apply(record(MemberState::alive, 4), kNow).changed);
+  // A suspicion of a later incarnation raises the incarnation held, not the state.
+  ApplyResult r = t.apply(record(MemberState::suspect, 5, false), kNow);
+  EXPECT_FALSE(r.event.has_value());
+  EXPECT_EQ(t.find(kOther)->member.state, MemberState::failed);
+  EXPECT_EQ(t.find(kOther)->member.incarnation, 5u);
+  // Second hand (a pulled list): refused, flagged for a check.
+  r = t.apply(record(MemberState::alive, 6), kNow, false);
+  EXPECT_TRUE(r.revival_refused);
+  EXPECT_EQ(t.find(kOther)->member.state, MemberState::failed);
+  r = t.apply(record(MemberState::alive, 6), kNow);
+  EXPECT_EQ(r.event, MemberEventKind::joined);
+  EXPECT_EQ(t.live_count(), 2u);
+}
+
+TEST(MemberTable, LeftBeatsFailedAtSameIncarnation) {
+  MemberTable t = table_with(MemberState::failed, 1);
+  const ApplyResult r = t.apply(record(MemberState::left, 1, false), kNow);
+  EXPECT_EQ(r.event, MemberEventKind::left);
+  EXPECT_FALSE(t.apply(record(MemberState::failed, 1, false), kNow).changed);
+}
+
+TEST(MemberTable, NewInfoIsMetadataChange) {
+  MemberTable t = table_with(MemberState::alive, 1);
+  MemberRecord r = record(MemberState::alive, 2);
+  r.member.metadata["role"] = "smart";
+  EXPECT_EQ(t.apply(r, kNow).event, MemberEventKind::metadata_changed);
+  // Incarnation alone raises no event.
+  r.member.incarnation = 3;
+  const ApplyResult same = t.apply(r, kNow);
+  EXPECT_TRUE(same.changed);
+  EXPECT_FALSE(same.event.has_value());
+}
+
+TEST(MemberTable, RecordsAboutSelfAreNotApplied) {
+  Member self;
+  self.id = kSelf;
+  MemberTable t(self);
+  MemberRecord r = record(MemberState::failed, 9);
+  r.member.id = kSelf;
+  EXPECT_FALSE(t.apply(r, kNow).changed);
+  EXPECT_EQ(t.self_member().state, MemberState::alive);
+}
+
+}  // namespace
+}  // namespace mesh::membership
