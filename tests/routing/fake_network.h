@@ -1,7 +1,6 @@
 #pragma once
 
-// Test doubles for routing: a virtual-time Env and an in-memory graph of
-// Links with per-edge up/down, enough to drive transports deterministically.
+// Test doubles for routing: an in-memory graph of Links with per-edge up/down, enough to drive transports deterministically.
 
 #include <algorithm>
 #include <cstdint>
@@ -13,36 +12,11 @@
 
 #include "core/env.h"
 #include "core/link.h"
-#include "core/timer_queue.h"
+#include "tests/support/manual_env.h"
 
 namespace mesh::routing::testing {
 
-class ManualEnv final : public core::Env {
- public:
-  explicit ManualEnv(uint64_t seed = 1) : rng_(seed) {}
-  core::TimePoint now() const override { return now_; }
-  core::Rng& rng() override { return rng_; }
-  void advance(core::Duration d) {
-    const core::TimePoint until = now_ + d;
-    while (auto next = queue_.next_deadline()) {
-      if (*next > until) break;
-      now_ = *next;
-      queue_.run_one(now_);
-    }
-    now_ = until;
-  }
-
- protected:
-  core::TimerId schedule_one_shot(core::Duration delay, Callback cb) override {
-    return queue_.schedule(now_ + std::max(delay, core::Duration::zero()), std::move(cb));
-  }
-  void cancel_one_shot(core::TimerId id) override { queue_.cancel(id); }
-
- private:
-  core::TimePoint now_{};
-  core::TimerQueue queue_;
-  core::Rng rng_;
-};
+using test_support::ManualEnv;
 
 class FakeNetwork;
 
