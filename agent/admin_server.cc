@@ -64,6 +64,8 @@ struct AdminServer::State : std::enable_shared_from_this<AdminServer::State> {
   AdminService* service;  // null once stopped: nothing may reach it after stop()
   Protocol::acceptor acceptor;
   std::set<std::shared_ptr<AdminConnection>> connections;
+  // Ties what a connection holds (a lock) to its lifetime; 0 is never used.
+  AdminService::ConnectionId next_connection_id = 1;
   bool running = false;
 };
 
@@ -71,8 +73,8 @@ struct AdminServer::State : std::enable_shared_from_this<AdminServer::State> {
 // answers wait in `slots_` until every earlier answer has been written.
 class AdminConnection : public std::enable_shared_from_this<AdminConnection> {
  public:
-  AdminConnection(std::weak_ptr<AdminServer::State> server, Protocol::socket socket)
-      : server_(std::move(server)), socket_(std::move(socket)) {}
+  AdminConnection(std::weak_ptr<AdminServer::State> server, Protocol::socket socket, AdminService::ConnectionId id)
+      : server_(std::move(server)), socket_(std::move(socket)), id_(id) {}
 
   void start() { read(); }
 
@@ -83,7 +85,11 @@ class AdminConnection : public std::enable_shared_from_this<AdminConnection> {
     socket_.shutdown(Protocol::socket::shutdown_both, ignored);
     socket_.close(ignored);
     slots_.clear();
-    if (auto server = server_.lock()) server->forget(shared_from_this());
+    if (auto server = server_.lock()) {
+      // A meshctl that died mid-lock must not leave the resource held.
+      if (server->service != nullptr) server->service->connection_closed(id_);
+      server->forget(shared_from_this());
+    }
   }
 
  private:
@@ -135,7 +141,7 @@ class AdminConnection : public std::enable_shared_from_this<AdminConnection> {
         self->complete(seq, std::move(frame_out));
         self->read();
         self->finish_if_done();
-      });
+      }, id_);
     }
   }
 
@@ -178,6 +184,7 @@ class AdminConnection : public std::enable_shared_from_this<AdminConnection> {
 
   std::weak_ptr<AdminServer::State> server_;
   Protocol::socket socket_;
+  AdminService::ConnectionId id_;
   std::array<uint8_t, kReadChunk> buffer_{};
   proto::FrameReader reader_;
   std::deque<std::optional<std::string>> slots_;  // answers of requests first_seq_, first_seq_ + 1, ...
@@ -197,7 +204,7 @@ void AdminServer::State::accept() {
     if (ec) {
       logger().warn("admin accept failed error={}", ec.message());
     } else {
-      auto connection = std::make_shared<AdminConnection>(self, std::move(socket));
+      auto connection = std::make_shared<AdminConnection>(self, std::move(socket), self->next_connection_id++);
       self->connections.insert(connection);
       connection->start();
     }

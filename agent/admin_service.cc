@@ -1,13 +1,14 @@
 #include "agent/admin_service.h"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/log.h"
 #include "core/version.h"
@@ -17,7 +18,8 @@ namespace {
 
 // spdlog's level names, as core::set_log_level accepts them.
 constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
-constexpr std::string_view kCommands = "status, metrics, log_level, ping, neighbors, routes, topology";
+constexpr std::string_view kCommands =
+    "status, metrics, log_level, ping, neighbors, routes, topology, members, lock, unlock, locks";
 
 proto::AdminResponse error_response(std::string text) {
   proto::AdminResponse response;
@@ -35,11 +37,27 @@ void fill_labels(const core::Labels& labels, google::protobuf::Map<std::string, 
   for (const auto& [key, value] : labels) out[key] = value;
 }
 
+std::string_view phase_name(mutex::Camera::Phase phase) {
+  switch (phase) {
+    case mutex::Camera::Phase::idle:
+      return "idle";
+    case mutex::Camera::Phase::waiting:
+      return "waiting";
+    case mutex::Camera::Phase::held:
+      return "held";
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 AdminService::AdminService(Node& node) : node_(node) {}
 
-void AdminService::handle(const proto::AdminRequest& request, Reply reply) {
+AdminService::~AdminService() {
+  for (const auto& [handle, claim] : claims_) node_.camera().cancel(handle);
+}
+
+void AdminService::handle(const proto::AdminRequest& request, Reply reply, ConnectionId connection) {
   switch (request.command_case()) {
     case proto::AdminRequest::kStatus:
       reply(status());
@@ -62,14 +80,27 @@ void AdminService::handle(const proto::AdminRequest& request, Reply reply) {
     case proto::AdminRequest::kTopology:
       reply(topology());
       return;
+    case proto::AdminRequest::kMembers:
+      reply(members(request.members()));
+      return;
+    case proto::AdminRequest::kLock:
+      lock(request.lock(), std::move(reply), connection);
+      return;
+    case proto::AdminRequest::kUnlock:
+      reply(unlock(request.unlock(), connection));
+      return;
+    case proto::AdminRequest::kLocks:
+      reply(locks());
+      return;
     case proto::AdminRequest::COMMAND_NOT_SET:
       break;
   }
   // An empty command is what an unknown oneof member from a newer meshctl
   // parses as.
-  reply(error_response(fmt::format("unknown command; this agent speaks {} (meshagent {}); is meshctl from a "
-                                   "different version?",
-                                   kCommands, kVersion)));
+  reply(
+      error_response(fmt::format("unknown command; this agent speaks {} (meshagent {}); is meshctl from a "
+                                 "different version?",
+                                 kCommands, kVersion)));
 }
 
 proto::AdminResponse AdminService::status() const {
@@ -147,6 +178,130 @@ proto::AdminResponse AdminService::topology() const {
   return response;
 }
 
+proto::AdminResponse AdminService::members(const proto::MembersRequest& request) const {
+  proto::AdminResponse response;
+  proto::MembersReply& reply = *response.mutable_members();
+  const membership::Medley& medley = node_.medley();
+  reply.set_version(medley.version());
+  const core::TimePoint now = node_.env().now();
+  for (const auto& status : medley.status(request.all())) {
+    const membership::Member& member = status.member;
+    proto::MemberEntry& entry = *reply.add_members();
+    entry.set_name(member.name);
+    entry.set_id(member.id.to_string());
+    entry.set_state(std::string(membership::to_string(member.state)));
+    entry.set_incarnation(member.incarnation);
+    entry.set_hops(status.hops ? static_cast<int32_t>(*status.hops) : -1);
+    entry.set_last_heard_s_ago(status.last_heard ? core::to_seconds(now - *status.last_heard) : -1.0);
+    for (const auto& [key, value] : member.metadata) {
+      proto::MemberMetadata& item = *entry.add_metadata();
+      item.set_key(key);
+      item.set_value(value);
+    }
+  }
+  return response;
+}
+
+void AdminService::lock(const proto::LockRequest& request, Reply reply, ConnectionId connection) {
+  const std::string& resource = request.resource();
+  for (const auto& [handle, claim] : claims_) {
+    if (claim.connection != 0 && claim.connection == connection && claim.resource == resource) {
+      reply(error_response(
+          fmt::format("this connection already {} lock '{}'", claim.granted ? "holds" : "waits for", resource)));
+      return;
+    }
+  }
+  const core::Duration timeout = request.timeout_ms() == 0
+                                     ? mutex::Camera::kNoTimeout
+                                     : core::Duration(std::chrono::milliseconds(request.timeout_ms()));
+  // Camera may answer from inside acquire() (a bad name, or a grant when
+  // this node knows no other member), before the handle is known.
+  struct Pending {
+    mutex::AcquireHandle handle = 0;
+    bool registered = false;
+    bool failed = false;
+    bool granted = false;
+  };
+  auto pending = std::make_shared<Pending>();
+  const mutex::AcquireHandle handle = node_.camera().acquire(
+      resource, timeout, [this, pending, resource, reply = std::move(reply)](const mutex::AcquireResult& result) {
+        if (!result) {
+          pending->failed = true;
+          if (pending->registered) claims_.erase(pending->handle);
+          reply(error_response(result.error() == mutex::AcquireError::timeout
+                                   ? fmt::format("lock '{}' not granted within the timeout", resource)
+                                   : fmt::format("cannot lock '{}': {} (names are 1 to {} bytes)", resource,
+                                                 mutex::to_string(result.error()),
+                                                 node_.config().mutex.max_resource_name)));
+          return;
+        }
+        pending->granted = true;
+        if (pending->registered) {
+          if (auto it = claims_.find(pending->handle); it != claims_.end()) it->second.granted = true;
+        }
+        proto::AdminResponse response;
+        proto::LockReply& lock = *response.mutable_lock();
+        lock.set_resource(resource);
+        lock.set_fencing_token(result->fencing_token);
+        lock.set_waited_ms(static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(result->granted_at - result->requested_at).count()));
+        lock.set_slow_path(result->slow_path);
+        core::log("agent").info("lock granted resource={} token={} slow_path={}", resource, result->fencing_token,
+                                result->slow_path);
+        reply(std::move(response));
+      });
+  if (pending->failed) return;
+  pending->handle = handle;
+  pending->registered = true;
+  claims_[handle] = LockClaim{connection, resource, pending->granted};
+}
+
+proto::AdminResponse AdminService::unlock(const proto::UnlockRequest& request, ConnectionId connection) {
+  proto::AdminResponse response;
+  bool released = false;
+  for (auto it = claims_.begin(); it != claims_.end(); ++it) {
+    if (it->second.connection == connection && it->second.resource == request.resource() && it->second.granted) {
+      released = node_.camera().cancel(it->first);
+      claims_.erase(it);
+      break;
+    }
+  }
+  response.mutable_unlock()->set_released(released);
+  return response;
+}
+
+void AdminService::connection_closed(ConnectionId connection) {
+  if (connection == 0) return;
+  for (auto it = claims_.begin(); it != claims_.end();) {
+    if (it->second.connection != connection) {
+      ++it;
+      continue;
+    }
+    core::log("agent").info("lock {} resource={} reason=admin_connection_closed",
+                            it->second.granted ? "released" : "withdrawn", it->second.resource);
+    node_.camera().cancel(it->first);
+    it = claims_.erase(it);
+  }
+}
+
+proto::AdminResponse AdminService::locks() const {
+  proto::AdminResponse response;
+  proto::LocksReply& reply = *response.mutable_locks();
+  for (const auto& status : node_.camera().status()) {
+    proto::LockEntry& entry = *reply.add_locks();
+    entry.set_resource(status.resource);
+    entry.set_phase(std::string(phase_name(status.phase)));
+    entry.set_fencing_token(status.fencing_token);
+    if (status.request) entry.set_request(status.request->to_string());
+    entry.set_slow_path(status.slow_path);
+    entry.set_awaiting_oks(static_cast<uint32_t>(status.awaiting_oks));
+    entry.set_queued_locally(static_cast<uint32_t>(status.queued_locally));
+    entry.set_deferred(static_cast<uint32_t>(status.deferred));
+    entry.set_recently_oked(static_cast<uint32_t>(status.recently_oked));
+  }
+  return response;
+}
+
 proto::AdminResponse AdminService::metrics() const {
   proto::AdminResponse response;
   proto::MetricsReply& metrics = *response.mutable_metrics();
@@ -176,13 +331,12 @@ proto::AdminResponse AdminService::log_level(const proto::LogLevelRequest& reque
   const std::string& level = request.level();
   const std::string& layer = request.layer();
   if (std::find(kLevels.begin(), kLevels.end(), level) == kLevels.end()) {
-    return error_response(
-        fmt::format("unknown log level '{}'; valid levels: {}", level, fmt::join(kLevels, ", ")));
+    return error_response(fmt::format("unknown log level '{}'; valid levels: {}", level, fmt::join(kLevels, ", ")));
   }
   const std::vector<std::string> layers = core::log_layers();
   if (!layer.empty() && std::find(layers.begin(), layers.end(), layer) == layers.end()) {
-    return error_response(fmt::format("unknown layer '{}'; valid layers: {} (or none for every layer)", layer,
-                                      fmt::join(layers, ", ")));
+    return error_response(
+        fmt::format("unknown layer '{}'; valid layers: {} (or none for every layer)", layer, fmt::join(layers, ", ")));
   }
   if (!core::set_log_level(level, layer)) {
     return error_response(fmt::format("could not set log level '{}' for layer '{}'", level, layer));
@@ -202,8 +356,8 @@ proto::AdminResponse AdminService::log_level(const proto::LogLevelRequest& reque
 void AdminService::ping(const proto::PingRequest& request, Reply reply) {
   const std::optional<core::NodeId> destination = core::NodeId::parse(request.node());
   if (!destination) {
-    reply(error_response(fmt::format("not an IPv4 address: '{}' (a node is named by its address, e.g. 10.0.0.2)",
-                                     request.node())));
+    reply(error_response(
+        fmt::format("not an IPv4 address: '{}' (a node is named by its address, e.g. 10.0.0.2)", request.node())));
     return;
   }
   const core::Duration timeout = std::chrono::milliseconds(request.timeout_ms());

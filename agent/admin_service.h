@@ -1,6 +1,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <string>
 
 #include "agent/node.h"
 #include "proto/admin.pb.h"
@@ -10,14 +12,29 @@ namespace mesh::agent {
 // What meshctl can ask the agent, independent of how the request arrived
 // (agent/admin_server.h carries it over the Unix socket). Runs on the Node's
 // thread. `reply` is called exactly once, synchronously for most commands
-// and later for ping, which waits for the echo.
+// and later for ping, which waits for the echo, and lock, which waits for
+// the grant.
+//
+// A lock belongs to the connection that asked for it: UnlockRequest from
+// that connection or connection_closed() releases it (or withdraws it while
+// still waiting), so a meshctl that dies does not keep a resource forever.
 class AdminService {
  public:
   using Reply = std::function<void(proto::AdminResponse response)>;
+  // Names one admin connection; 0 is "not tracked" (its locks go only on
+  // UnlockRequest).
+  using ConnectionId = uint64_t;
 
   explicit AdminService(Node& node);
+  AdminService(const AdminService&) = delete;
+  AdminService& operator=(const AdminService&) = delete;
+  // Withdraws and releases every lock still claimed.
+  ~AdminService();
 
-  void handle(const proto::AdminRequest& request, Reply reply);
+  void handle(const proto::AdminRequest& request, Reply reply, ConnectionId connection = 0);
+  // The connection is gone: releases its locks, withdraws its waiting ones
+  // (their replies are never sent).
+  void connection_closed(ConnectionId connection);
 
  private:
   proto::AdminResponse status() const;
@@ -27,8 +44,19 @@ class AdminService {
   proto::AdminResponse neighbors() const;
   proto::AdminResponse routes() const;
   proto::AdminResponse topology() const;
+  proto::AdminResponse members(const proto::MembersRequest& request) const;
+  void lock(const proto::LockRequest& request, Reply reply, ConnectionId connection);
+  proto::AdminResponse unlock(const proto::UnlockRequest& request, ConnectionId connection);
+  proto::AdminResponse locks() const;
+
+  struct LockClaim {
+    ConnectionId connection = 0;
+    std::string resource;
+    bool granted = false;
+  };
 
   Node& node_;
+  std::map<mutex::AcquireHandle, LockClaim> claims_;
 };
 
 }  // namespace mesh::agent

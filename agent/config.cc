@@ -37,9 +37,13 @@ const std::vector<TableSpec>& table_specs() {
       {"security", {"mesh_key_file", "replay_window"}},
       {"routing",
        {"willingness", "hello_interval_ms", "tc_interval_ms", "mid_interval_ms", "hna_interval_ms", "neighb_hold_ms",
-        "top_hold_ms", "dup_hold_ms", "mid_hold_ms", "hna_hold_ms", "max_jitter_ms", "hna_networks"}},
+        "top_hold_ms", "dup_hold_ms", "mid_hold_ms", "hna_hold_ms", "max_jitter_ms", "hna_networks",
+        "install_kernel_routes", "kernel_route_protocol"}},
       {"transport", {"default_ttl", "flood_hold_ms"}},
       {"requests", {"first_timeout_ms", "backoff", "max_interval_ms", "jitter", "deadline_ms", "dedupe_hold_ms"}},
+      {"membership",
+       {"probe_period_ms", "probe_timeout_ms", "indirect_checks", "alpha", "suspicion_mult", "suspicion_max_mult",
+        "retransmit_mult", "join_retry_ms", "push_pull_interval_ms", "reconnect_interval_ms", "failed_retention_s"}},
       {"admin", {"socket", "ping_timeout_ms"}},
       {"storage", {"data_dir"}},
       {"log", {"level", "layers"}},
@@ -175,6 +179,7 @@ class Parser {
     read_routing(config);
     read_transport(config);
     read_requests(config);
+    read_membership(config);
     read_admin(config);
     read_storage(config);
     read_log(config);
@@ -343,6 +348,16 @@ class Parser {
       return std::nullopt;
     }
     return value;
+  }
+
+  std::optional<bool> boolean(std::string_view table_name, std::string_view key, std::string_view meaning) {
+    const toml::node* node = find(table_name, key);
+    if (!node) return std::nullopt;
+    if (!node->is_boolean()) {
+      type_error(table_name, key, *node, "a boolean", {"true or false, without quotes", meaning});
+      return std::nullopt;
+    }
+    return node->as_boolean()->get();
   }
 
   std::optional<core::Duration> millis(std::string_view table_name, std::string_view key, int64_t low, int64_t high,
@@ -534,8 +549,8 @@ class Parser {
     if (auto port = integer("link", "agent_port", 1, 65535, "the UDP port every agent of the mesh uses")) {
       link.agent_port = static_cast<uint16_t>(*port);
     }
-    if (auto port = integer("link", "olsr_port", 1, 65535,
-                            "the UDP port of OLSR packets; 698 talks to other OLSR daemons")) {
+    if (auto port =
+            integer("link", "olsr_port", 1, 65535, "the UDP port of OLSR packets; 698 talks to other OLSR daemons")) {
       link.olsr_port = static_cast<uint16_t>(*port);
     } else if (valid("link", "olsr_port")) {
       olsr_port_defaulted_ = true;
@@ -570,8 +585,8 @@ class Parser {
                         "milliseconds a TC stays valid; more than tc_interval_ms")) {
       olsr.top_hold = *v;
     }
-    if (auto v = millis("routing", "dup_hold_ms", 1, kMaxHoldMs,
-                        "milliseconds a flooded message is remembered as seen")) {
+    if (auto v =
+            millis("routing", "dup_hold_ms", 1, kMaxHoldMs, "milliseconds a flooded message is remembered as seen")) {
       olsr.dup_hold = *v;
     }
     if (auto v = millis("routing", "mid_hold_ms", 1, kMaxHoldMs,
@@ -587,6 +602,15 @@ class Parser {
       olsr.max_jitter = *v;
     }
     read_hna_networks(config);
+    if (auto v = boolean("routing", "install_kernel_routes",
+                         "whether OLSR's routes are written into the kernel's routing table, for plain IP")) {
+      config.kernel_routes.install = *v;
+    }
+    if (auto v = integer("routing", "kernel_route_protocol", 5, 255,
+                         "the routing protocol number marking the agent's kernel routes; 0 to 4 belong to the "
+                         "kernel and the administrator, 158 is the default")) {
+      config.kernel_routes.protocol = static_cast<uint8_t>(*v);
+    }
   }
 
   void read_hna_networks(AgentConfig& config) {
@@ -681,6 +705,55 @@ class Parser {
     }
   }
 
+  void read_membership(AgentConfig& config) {
+    constexpr int64_t kMaxIntervalMs = 600000;
+    auto& medley = config.node.membership;
+    if (auto v = millis("membership", "probe_period_ms", 10, kMaxIntervalMs,
+                        "milliseconds between two probes of this node (Medley's protocol period)")) {
+      medley.probe_period = *v;
+    }
+    if (auto v = millis("membership", "probe_timeout_ms", 1, kMaxIntervalMs,
+                        "milliseconds a direct probe waits for its ack before asking helpers; below probe_period_ms")) {
+      medley.probe_timeout = *v;
+    }
+    if (auto v = integer("membership", "indirect_checks", 0, 16,
+                         "helpers (K) asked to probe a target that missed its direct ack")) {
+      medley.indirect_checks = static_cast<size_t>(*v);
+    }
+    if (auto v = number("membership", "alpha", 0.0, 10.0,
+                        "probe targets are drawn with probability ~ hops^-alpha; 0 is plain SWIM")) {
+      medley.alpha = *v;
+    }
+    if (auto v = number("membership", "suspicion_mult", 0.5, 100.0,
+                        "shortest suspicion timeout, in log-scaled probe periods")) {
+      medley.suspicion_mult = *v;
+    }
+    if (auto v = number("membership", "suspicion_max_mult", 1.0, 100.0,
+                        "longest suspicion timeout, as a multiple of the shortest")) {
+      medley.suspicion_max_mult = *v;
+    }
+    if (auto v = integer("membership", "retransmit_mult", 1, 100,
+                         "each update is piggy-backed retransmit_mult * ceil(log10(N + 1)) times")) {
+      medley.retransmit_mult = static_cast<uint32_t>(*v);
+    }
+    if (auto v = millis("membership", "join_retry_ms", 10, kMaxIntervalMs,
+                        "milliseconds before a join tries the next contact")) {
+      medley.join_retry = *v;
+    }
+    if (auto v = millis("membership", "push_pull_interval_ms", 100, 86400000,
+                        "milliseconds between full-list exchanges with a random member")) {
+      medley.push_pull_interval = *v;
+    }
+    if (auto v = millis("membership", "reconnect_interval_ms", 100, 86400000,
+                        "milliseconds between probes of one failed member, so split groups merge")) {
+      medley.reconnect_interval = *v;
+    }
+    if (auto v = integer("membership", "failed_retention_s", 1, 604800,
+                         "seconds failed and left members stay listed (meshctl members --all)")) {
+      medley.failed_retention = std::chrono::seconds(*v);
+    }
+  }
+
   void read_admin(AgentConfig& config) {
     if (auto socket = path("admin", "socket", "the Unix socket meshctl connects to")) config.admin_socket = *socket;
     if (auto v = millis("admin", "ping_timeout_ms", 1, 600000, "how long meshctl ping waits for an answer")) {
@@ -769,6 +842,23 @@ class Parser {
                        to_ms(retry.max_interval), to_ms(retry.first_timeout)),
            "set max_interval_ms at least as large as first_timeout_ms; it caps the growing retransmission wait");
     }
+    const auto& medley = node.membership;
+    if (valid("membership", "probe_period_ms") && valid("membership", "probe_timeout_ms") &&
+        medley.probe_timeout >= medley.probe_period) {
+      const auto [line, key] = blame("membership", "probe_period_ms", "probe_timeout_ms");
+      fail(line, key,
+           fmt::format("membership.probe_timeout_ms ({}) must be below membership.probe_period_ms ({}), or helpers "
+                       "are never asked before the period ends",
+                       to_ms(medley.probe_timeout), to_ms(medley.probe_period)),
+           "set probe_timeout_ms to about half of probe_period_ms (one round trip across the mesh)");
+    }
+    if (valid("requests", "dedupe_hold_ms") && node.messaging.dedupe_hold <= medley.sync_request_deadline) {
+      fail(key_line("requests", "dedupe_hold_ms"), "requests.dedupe_hold_ms",
+           fmt::format("requests.dedupe_hold_ms ({}) must exceed Medley's {} ms list-sync deadline, or a late "
+                       "retransmitted sync request is answered twice",
+                       to_ms(node.messaging.dedupe_hold), to_ms(medley.sync_request_deadline)),
+           "set dedupe_hold_ms to 60000 (the default) or more");
+    }
     if (valid("requests", "deadline_ms") && valid("requests", "dedupe_hold_ms") &&
         node.messaging.dedupe_hold <= retry.deadline) {
       const auto [line, key] = blame("requests", "deadline_ms", "dedupe_hold_ms");
@@ -781,6 +871,13 @@ class Parser {
 
     LinkConfig& link = config.link;
     if (!valid("link", "mode")) return;
+    if (config.kernel_routes.install && link.mode == LinkConfig::Mode::loopback) {
+      fail(key_line("routing", "install_kernel_routes"), "routing.install_kernel_routes",
+           "kernel routes cannot be installed in loopback mode: every agent of a loopback mesh shares this host's "
+           "routing table, and 127.0.0.0/8 is the host's own, so such routes would only break its loopback traffic",
+           "set install_kernel_routes = false, or run the mesh on real interfaces (mode = \"interface\"; for a "
+           "local test, `scripts/testbed up --netns --kernel-routes`)");
+    }
     if (olsr_port_defaulted_ && link.mode == LinkConfig::Mode::loopback) {
       if (link.agent_port == 65535) {
         fail(key_line("link", "agent_port"), "link.agent_port",

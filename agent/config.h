@@ -31,6 +31,16 @@ struct LinkConfig {
   uint16_t olsr_port = 698;
 };
 
+// rtm_protocol that marks the agent's kernel routes (KernelRoutes::kDefaultProtocol).
+inline constexpr uint8_t kDefaultKernelRouteProtocol = 158;
+
+// routing.install_kernel_routes and routing.kernel_route_protocol: whether
+// the agent writes OLSR's routes into the kernel's table, for plain IP.
+struct KernelRoutesConfig {
+  bool install = false;
+  uint8_t protocol = kDefaultKernelRouteProtocol;  // 5 to 255; 0 to 4 belong to the kernel and the administrator
+};
+
 // Paths (mesh_key_file, topology_file, data_dir, admin_socket) are stored
 // resolved: a relative path in the file is taken relative to the config
 // file's directory, so an agent behaves the same whatever its working
@@ -41,6 +51,7 @@ struct AgentConfig {
   // the first interface's address then.
   NodeConfig node;
   LinkConfig link;
+  KernelRoutesConfig kernel_routes;  // refused in loopback mode
   std::string admin_socket = "/run/meshagent/admin.sock";
   std::string data_dir = "/var/lib/meshagent";  // Storage lives here
   std::string mesh_key_file = "/etc/meshagent/mesh.key";

@@ -2,10 +2,20 @@
 // agent link, storage and admin socket, and runs the Node on one asio
 // io_context (one thread) until SIGINT or SIGTERM.
 
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
 #include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -15,6 +25,7 @@
 
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -23,6 +34,8 @@
 #include "agent/asio_env.h"
 #include "agent/config.h"
 #include "agent/file_storage.h"
+#include "agent/kernel_route_sync.h"
+#include "agent/kernel_routes.h"
 #include "agent/loopback_link.h"
 #include "agent/node.h"
 #include "agent/topology_file.h"
@@ -37,6 +50,10 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitRuntime = 1;
 constexpr int kExitConfig = 2;
+
+// How long a stopping agent keeps running after announcing its leave: a few
+// piggy-backed rounds of Medley's (1 s probe period) reach the neighbours.
+constexpr std::chrono::milliseconds kLeaveGrace{1000};
 
 constexpr const char* kHelp = R"(NAME
     meshagent - the agent of one smart node on a home mesh
@@ -75,6 +92,16 @@ DESCRIPTION
         "ADDRESS ADDRESS" edge per line). Datagrams from agents that are not
         neighbours in the file are dropped.
 
+    Kernel routes (routing.install_kernel_routes = true, interface mode
+    only): the agent also writes OLSR's routes into the kernel's main table,
+    so plain IP (ssh, a web UI) crosses the mesh: a neighbour on-link, any
+    other node via its next hop, metric = hops, marked with routing protocol
+    routing.kernel_route_protocol (default 158; `ip route show proto 158`).
+    It needs CAP_NET_ADMIN, and net.ipv4.ip_forward = 1 on the nodes that
+    relay. At start the agent removes the routes of that protocol an earlier
+    run left (kill -9, power cut), re-checks the table every TC interval,
+    and withdraws its routes when it stops.
+
     Every datagram is authenticated with HMAC-SHA256 under the mesh key,
     32 random bytes shared by all agents of one mesh, written as 64 hex
     digits in the key file. Create it once and copy it to every node:
@@ -103,7 +130,8 @@ FILES
         Tables: [node] name, address, location; [link] mode, interfaces,
         topology_file, agent_port (default 6980), olsr_port; [security]
         mesh_key_file, replay_window; [routing] OLSR intervals, hold times,
-        willingness, hna_networks; [transport] and [requests] timings;
+        willingness, hna_networks, install_kernel_routes,
+        kernel_route_protocol; [transport] and [requests] timings;
         [admin] socket,
         ping_timeout_ms; [storage] data_dir; [log] level, [log.layers].
         Relative paths are taken relative to the config file's directory.
@@ -117,8 +145,10 @@ FILES
 
 SIGNALS
     SIGINT, SIGTERM
-        Stop cleanly: close the admin socket (removing its file), stop the
-        node and exit 0.
+        Stop cleanly: close the admin socket (removing its file), announce
+        the leave to the membership and keep answering for 1 s so the other
+        nodes list this one as left, then stop the node, withdraw the
+        agent's kernel routes and exit 0. A second signal skips the wait.
     SIGPIPE
         Ignored; a meshctl that goes away mid-answer only closes its
         connection.
@@ -129,8 +159,9 @@ EXIT STATUS
     1   the agent could not start or failed while running: a socket could
         not be bound (port in use, privileged port without root, address
         not configured), an interface is missing or has no IPv4 address,
-        the storage directory or admin socket cannot be created. The
-        message names the cause and the fix.
+        the storage directory or admin socket cannot be created, kernel
+        routes are enabled without CAP_NET_ADMIN. The message names the
+        cause and the fix.
     2   the command line or the configuration is wrong.
 
 EXAMPLES
@@ -166,8 +197,7 @@ SEE ALSO
     meshctl(1), scripts/testbed --help
 )";
 
-constexpr const char* kUsage =
-    "usage: meshagent --config FILE | --check-config FILE | --version | --help\n";
+constexpr const char* kUsage = "usage: meshagent --config FILE | --check-config FILE | --version | --help\n";
 
 std::string link_summary(const AgentConfig& config) {
   if (config.link.mode == LinkConfig::Mode::loopback) {
@@ -187,9 +217,11 @@ int check_config(const std::string& path) {
   try {
     const AgentConfig config = load_config(path);
     std::printf("%s: ok\n", path.c_str());
-    std::printf("name=%s id=%s link=%s admin=%s data=%s log=%s\n", config.node.name.c_str(), id_summary(config).c_str(),
-                link_summary(config).c_str(), config.admin_socket.c_str(), config.data_dir.c_str(),
-                config.log_level.c_str());
+    const std::string kernel_routes =
+        config.kernel_routes.install ? fmt::format("proto{}", config.kernel_routes.protocol) : std::string("off");
+    std::printf("name=%s id=%s link=%s kernel_routes=%s admin=%s data=%s log=%s\n", config.node.name.c_str(),
+                id_summary(config).c_str(), link_summary(config).c_str(), kernel_routes.c_str(),
+                config.admin_socket.c_str(), config.data_dir.c_str(), config.log_level.c_str());
     return kExitOk;
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "%s\n", e.what());
@@ -230,6 +262,98 @@ void add_interface_aliases(const core::Link& olsr_link, NodeConfig& node) {
       extra.push_back(iface.address);
     }
   }
+}
+
+// The IPv4 address, subnet and interface number of each mesh interface
+// (the first IPv4 address of each, as UdpInterfaceLink uses).
+std::vector<MeshInterface> mesh_interfaces(const std::vector<std::string>& names) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) {
+    throw StartError(fmt::format("cannot list the network interfaces: {}", std::strerror(errno)));
+  }
+  const std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> owner(list, ::freeifaddrs);
+  std::vector<MeshInterface> interfaces;
+  for (const std::string& name : names) {
+    const ifaddrs* entry = list;
+    while (entry != nullptr &&
+           (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET || name != entry->ifa_name)) {
+      entry = entry->ifa_next;
+    }
+    const unsigned ifindex = ::if_nametoindex(name.c_str());
+    if (entry == nullptr || ifindex == 0) {
+      throw StartError(fmt::format("interface {} is gone or has no IPv4 address; check `ip addr show {}`", name, name));
+    }
+    MeshInterface iface;
+    iface.ifindex = static_cast<int>(ifindex);
+    iface.address = core::Ipv4Address(ntohl(reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr.s_addr));
+    if (entry->ifa_netmask != nullptr) {
+      const uint32_t mask = ntohl(reinterpret_cast<const sockaddr_in*>(entry->ifa_netmask)->sin_addr.s_addr);
+      iface.prefix_length = static_cast<uint8_t>(std::popcount(mask));
+    }
+    interfaces.push_back(iface);
+  }
+  return interfaces;
+}
+
+// Keeps the agent's routes in the kernel's table equal to OLSR's table: on
+// every change, and again every TC interval, so routes the kernel dropped
+// (an interface went down and up) come back. Destroying it withdraws them.
+class KernelRouteInstaller {
+ public:
+  KernelRouteInstaller(core::Env& env, std::unique_ptr<KernelRoutes> routes, std::vector<MeshInterface> interfaces,
+                       std::vector<core::Ipv4Address> own, core::Duration resync_period)
+      : routes_(std::move(routes)), interfaces_(std::move(interfaces)), own_(std::move(own)), resync_(env) {
+    resync_.start_periodic(resync_period, [this] { sync(); });
+  }
+
+  void update(const std::vector<routing::olsr::Route>& table) {
+    KernelRouteMapping mapping = map_kernel_routes(table, interfaces_, own_);
+    for (const SkippedRoute& skipped : mapping.skipped) {
+      log().debug("kernel route skipped dst={} via={} reason=\"{}\"", skipped.route.destination.to_string(),
+                  skipped.route.next_hop.to_string(), skipped.reason);
+    }
+    wanted_ = std::move(mapping.routes);
+    sync();
+  }
+
+ private:
+  static spdlog::logger& log() { return core::log("agent"); }
+
+  void sync() {
+    // KernelRoutes::sync() logged each failed route; this says what they add up to.
+    const SyncResult result = routes_->sync(wanted_);
+    if (!result.ok()) {
+      log().warn("kernel routes differ from OLSR's table wanted={} errors={}", wanted_.size(), result.errors.size());
+    }
+  }
+
+  std::unique_ptr<KernelRoutes> routes_;
+  std::vector<MeshInterface> interfaces_;
+  std::vector<core::Ipv4Address> own_;
+  std::vector<KernelRoute> wanted_;
+  core::ScopedTimer resync_;  // declared last: cancelled before the routes are withdrawn
+};
+
+std::unique_ptr<KernelRouteInstaller> make_kernel_route_installer(core::Env& env, const AgentConfig& config,
+                                                                  const NodeConfig& node) {
+  KernelRoutes::Options options;
+  options.protocol = config.kernel_routes.protocol;
+  auto routes = KernelRoutes::open(options);
+  if (!routes) {
+    throw StartError(fmt::format("routing.install_kernel_routes = true in {}, but kernel routes cannot be used: {}",
+                                 config.source, routes.error()));
+  }
+  std::ifstream forwarding("/proc/sys/net/ipv4/ip_forward");
+  int enabled = 1;
+  if (forwarding >> enabled && enabled == 0) {
+    core::log("agent").warn(
+        "net.ipv4.ip_forward is 0: this node reaches the mesh over IP but relays no IP traffic for others "
+        "fix=\"sysctl -w net.ipv4.ip_forward=1\"");
+  }
+  std::vector<core::Ipv4Address> own = node.routing.extra_interfaces;
+  own.push_back(node.id);
+  return std::make_unique<KernelRouteInstaller>(env, std::move(*routes), mesh_interfaces(config.link.interfaces),
+                                                std::move(own), node.routing.tc_interval);
 }
 
 int run(const std::string& path) {
@@ -276,6 +400,8 @@ int run(const std::string& path) {
   std::unique_ptr<core::Link> link;
   std::unique_ptr<core::Link> olsr_link;
   std::unique_ptr<FileStorage> storage;
+  // Before the node: it outlives the node, whose routes listener calls it.
+  std::unique_ptr<KernelRouteInstaller> kernel_routes;
   std::unique_ptr<Node> node;
   std::unique_ptr<AdminService> service;
   std::unique_ptr<AdminServer> admin;
@@ -284,7 +410,13 @@ int run(const std::string& path) {
     olsr_link = make_link(io, config, node_config, config.link.olsr_port);
     add_interface_aliases(*olsr_link, node_config);
     storage = std::make_unique<FileStorage>(config.data_dir);
+    if (config.kernel_routes.install) kernel_routes = make_kernel_route_installer(env, config, node_config);
     node = std::make_unique<Node>(node_config, NodeContext{env, *link, *olsr_link, *storage});
+    if (kernel_routes) {
+      node->add_routes_listener([installer = kernel_routes.get()](const std::vector<routing::olsr::Route>& routes) {
+        installer->update(routes);
+      });
+    }
     service = std::make_unique<AdminService>(*node);
     admin = std::make_unique<AdminServer>(io, config.admin_socket, *service);
     admin->start();
@@ -297,14 +429,30 @@ int run(const std::string& path) {
   }
 
   asio::signal_set signals(io, SIGINT, SIGTERM);
+  asio::steady_timer leave_timer(io);
   int stop_signal = 0;
-  signals.async_wait([&](const asio::error_code& error, int signal_number) {
+  std::function<void(const asio::error_code&, int)> on_signal = [&](const asio::error_code& error, int signal_number) {
     if (error) return;
+    if (stop_signal != 0) {
+      log.info("meshagent stopping now signal={} reason=second_signal", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+      io.stop();
+      return;
+    }
     stop_signal = signal_number;
-    log.info("meshagent stopping signal={}", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+    log.info("meshagent stopping signal={} leave_grace_ms={}", signal_number == SIGINT ? "SIGINT" : "SIGTERM",
+             std::chrono::duration_cast<std::chrono::milliseconds>(kLeaveGrace).count());
     admin->stop();
-    io.stop();
-  });
+    // Announce the leave and keep answering for a moment, so the others
+    // mark this node `left` at once instead of suspecting it for the whole
+    // suspicion timeout.
+    node->leave();
+    leave_timer.expires_after(kLeaveGrace);
+    leave_timer.async_wait([&](const asio::error_code& timer_error) {
+      if (!timer_error) io.stop();
+    });
+    signals.async_wait(on_signal);
+  };
+  signals.async_wait(on_signal);
 
   node->start();
   log.info("meshagent started id={} name={} link={} admin={} version={}", node_config.id.to_string(), node_config.name,
@@ -322,6 +470,7 @@ int run(const std::string& path) {
   admin.reset();
   service.reset();
   node.reset();
+  kernel_routes.reset();  // withdraws every kernel route of ours
   log.info("meshagent stopped signal={}", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
   return kExitOk;
 }

@@ -4,6 +4,7 @@
 // multiplex.
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -100,6 +101,27 @@ COMMANDS
         OLSR's topology set (who advertised a link to whom in its TC, with
         the ANSN and the time left) and the HNA networks announced.
 
+    members [--all]
+        Medley's membership list as this node sees it: name, id, state
+        (alive or suspect; with --all also failed and left members, kept
+        for membership.failed_retention_s), incarnation, hops away (- when
+        no route is known) and the time since the member itself was last
+        heard. Lists are weakly consistent: two nodes may disagree briefly.
+
+    lock RESOURCE [--timeout S] -- CMD [ARGS...]
+        Like flock(1) across the mesh: waits until this node holds the
+        named resource (Camera mutual exclusion), runs CMD with the grant's
+        fencing token in MESH_FENCING_TOKEN, releases the resource when CMD
+        exits and exits with CMD's status (128 + N if a signal N ended it).
+        The lock is tied to meshctl's connection: if meshctl dies, the
+        agent releases it. --timeout S gives up after S seconds of waiting
+        (exit 1); without it meshctl waits as long as it takes.
+
+    locks
+        Camera's state per resource on this node: phase (idle, waiting,
+        held), fencing token, request id, fast or slow path, OKs still
+        awaited, local waiters, requests deferred and recently OKed.
+
     help
         Prints this text.
 
@@ -114,7 +136,13 @@ OPTIONS
         for metrics, LogLevelReply for log, PingSummary for ping,
         NeighborsReply for neighbors, RoutesReply for routes, e.g.
         {"routes": [{"destination": "10.0.0.5", "next_hop": "10.0.0.2",
-        "hops": 4}]}, and TopologyReply for topology.
+        "hops": 4}]}, TopologyReply for topology and MembersReply for
+        members, e.g. {"members": [{"name": "n1", "id": "10.0.0.1",
+        "state": "alive", "incarnation": "0", "hops": 1, ...}]}
+        (incarnation is a string: protobuf's JSON form of uint64).
+
+    --all
+        members: also list failed and left members.
 
     --timeout S
         Seconds to wait for the agent's answer (default 10). For ping, the
@@ -129,6 +157,7 @@ EXIT STATUS
     1   the agent reported an error, no echo was answered, or no agent
         answers at the socket.
     2   the command line is wrong.
+    For lock, once the resource is granted: the status of CMD.
 
 ENVIRONMENT
     MESHCTL_SOCKET
@@ -142,17 +171,21 @@ EXAMPLES
     meshctl ping 10.0.0.2 --count 5 --interval 0.2
     meshctl routes
     meshctl --json neighbors
+    meshctl members --all
+    meshctl lock pump --timeout 30 -- sh -c 'echo "token $MESH_FENCING_TOKEN"'
     MESHCTL_SOCKET=/tmp/mesh/n1/admin.sock meshctl status
 )";
 
 struct CommandLine {
   std::string socket;
   bool json = false;
+  bool all = false;
   std::optional<double> timeout_s;
   std::optional<unsigned> count;
   std::optional<double> interval_s;
   bool help = false;
-  std::vector<std::string> words;  // the command and its positional arguments
+  std::vector<std::string> words;   // the command and its positional arguments
+  std::optional<size_t> dash_dash;  // index in words of the first word after "--"
 };
 
 std::optional<double> parse_seconds(std::string_view text) {
@@ -192,6 +225,7 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
     }
     if (arg == "--") {
       options_done = true;
+      line.dash_dash = line.words.size();
       continue;
     }
     if (arg == "-h" || arg == "--help") {
@@ -200,6 +234,10 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
     }
     if (arg == "--json") {
       line.json = true;
+      continue;
+    }
+    if (arg == "--all") {
+      line.all = true;
       continue;
     }
     // Options with a value: "--name VALUE" or "--name=VALUE".
@@ -398,8 +436,8 @@ int run_status(AgentConnection& connection, const CommandLine& line) {
     print_json(status);
     return kExitOk;
   }
-  std::cout << fmt::format("node {} ({}) version {} up {:.1f} s\n", status.node_id(), status.name(),
-                           status.version(), status.uptime_s());
+  std::cout << fmt::format("node {} ({}) version {} up {:.1f} s\n", status.node_id(), status.name(), status.version(),
+                           status.uptime_s());
   std::vector<std::vector<std::string>> layers;
   for (const auto& layer : status.layers()) layers.push_back({layer.layer(), layer.summary()});
   print_table(layers, {false, false}, "  ");
@@ -410,7 +448,8 @@ int run_status(AgentConnection& connection, const CommandLine& line) {
   std::cout << fmt::format("neighbours: {}\n", status.neighbours_size());
   std::vector<std::vector<std::string>> neighbours;
   for (const auto& n : status.neighbours()) {
-    neighbours.push_back({n.id(), n.name().empty() ? "-" : n.name(), fmt::format("heard {:.1f} s ago", n.last_heard_s())});
+    neighbours.push_back(
+        {n.id(), n.name().empty() ? "-" : n.name(), fmt::format("heard {:.1f} s ago", n.last_heard_s())});
   }
   print_table(neighbours, {false, false, false}, "  ");
   return kExitOk;
@@ -541,8 +580,8 @@ int run_topology(AgentConnection& connection, const CommandLine& line) {
   } else {
     std::vector<std::vector<std::string>> rows = {{"LAST_HOP", "DESTINATION", "ANSN", "EXPIRES"}};
     for (const auto& e : reply->entries()) {
-      rows.push_back({e.last_hop(), e.destination(), std::to_string(e.ansn()),
-                      fmt::format("in {:.1f} s", e.expires_in_s())});
+      rows.push_back(
+          {e.last_hop(), e.destination(), std::to_string(e.ansn()), fmt::format("in {:.1f} s", e.expires_in_s())});
     }
     print_table(rows, {false, false, true, false});
   }
@@ -554,6 +593,119 @@ int run_topology(AgentConnection& connection, const CommandLine& line) {
     }
     print_table(rows, {false, false, false});
   }
+  return kExitOk;
+}
+
+int run_members(AgentConnection& connection, const CommandLine& line) {
+  if (line.words.size() != 1) return usage_error("members takes no arguments (only --all)");
+  mesh::proto::AdminRequest request;
+  request.mutable_members()->set_all(line.all);
+  auto response = connection.call(request, line.timeout_s.value_or(kDefaultTimeoutS));
+  if (!response) return no_agent(connection, response.error());
+  if (!response->error().empty()) return agent_error(response->error());
+  if (!response->has_members()) return unexpected_answer("members");
+  const mesh::proto::MembersReply& reply = response->members();
+  if (line.json) {
+    print_json(reply);
+    return kExitOk;
+  }
+  if (reply.members().empty()) {
+    std::cout << "no members\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {{"NAME", "ID", "STATE", "INCARNATION", "HOPS", "HEARD"}};
+  for (const auto& m : reply.members()) {
+    rows.push_back({m.name().empty() ? "-" : m.name(), m.id(), m.state(), std::to_string(m.incarnation()),
+                    m.hops() < 0 ? "-" : std::to_string(m.hops()),
+                    m.last_heard_s_ago() < 0 ? "-" : fmt::format("{:.1f} s ago", m.last_heard_s_ago())});
+  }
+  print_table(rows, {false, false, false, true, true, false});
+  return kExitOk;
+}
+
+// Waits for CMD, whatever signals arrive meanwhile; its exit status as a
+// shell reports it.
+int wait_for_child(pid_t child) {
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) return kExitFailure;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitFailure;
+}
+
+int run_lock(AgentConnection& connection, const CommandLine& line) {
+  if (!line.dash_dash || *line.dash_dash != 2 || line.words.size() < 3) {
+    return usage_error("lock wants RESOURCE [--timeout S] -- CMD [ARGS...]");
+  }
+  const std::string& resource = line.words[1];
+  mesh::proto::AdminRequest request;
+  request.mutable_lock()->set_resource(resource);
+  // No receive timeout without --timeout: the grant may take as long as the
+  // holders ahead of us do.
+  double wait_s = 0;
+  if (line.timeout_s) {
+    request.mutable_lock()->set_timeout_ms(static_cast<uint32_t>(std::llround(*line.timeout_s * 1000.0)));
+    wait_s = *line.timeout_s + kPingAnswerGraceS;
+  }
+  auto response = connection.call(request, wait_s);
+  if (!response) return no_agent(connection, response.error());
+  if (!response->error().empty()) return agent_error(response->error());
+  if (!response->has_lock()) return unexpected_answer("lock");
+  const mesh::proto::LockReply& grant = response->lock();
+
+  std::vector<char*> argv;
+  for (size_t i = *line.dash_dash; i < line.words.size(); ++i) argv.push_back(const_cast<char*>(line.words[i].c_str()));
+  argv.push_back(nullptr);
+  const std::string token = std::to_string(grant.fencing_token());
+  std::cout.flush();
+  const pid_t child = ::fork();
+  if (child < 0) {
+    std::cerr << fmt::format("meshctl: cannot start {}: {}\n", argv[0], std::strerror(errno));
+    return kExitFailure;
+  }
+  if (child == 0) {
+    ::setenv("MESH_FENCING_TOKEN", token.c_str(), 1);
+    ::execvp(argv[0], argv.data());
+    const int error = errno;
+    std::cerr << fmt::format("meshctl: cannot run {}: {}\n", argv[0], std::strerror(error));
+    ::_exit(error == ENOENT ? 127 : 126);
+  }
+  const int status = wait_for_child(child);
+
+  mesh::proto::AdminRequest unlock;
+  unlock.mutable_unlock()->set_resource(resource);
+  auto released = connection.call(unlock, kDefaultTimeoutS);
+  if (!released || !released->error().empty() || !released->has_unlock() || !released->unlock().released()) {
+    // Closing the connection (on exit) releases it all the same.
+    std::cerr << fmt::format("meshctl: could not release '{}' explicitly: {}\n", resource,
+                             !released ? released.error() : released->error());
+  }
+  return status;
+}
+
+int run_locks(AgentConnection& connection, const CommandLine& line) {
+  auto reply = simple_call<mesh::proto::LocksReply>(
+      connection, line, "locks", [](mesh::proto::AdminRequest& r) { r.mutable_locks(); },
+      &mesh::proto::AdminResponse::has_locks, &mesh::proto::AdminResponse::locks);
+  if (!reply) return reply.error();
+  if (line.json) {
+    print_json(*reply);
+    return kExitOk;
+  }
+  if (reply->locks().empty()) {
+    std::cout << "no resources\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"RESOURCE", "PHASE", "TOKEN", "PATH", "AWAITING_OKS", "QUEUED", "DEFERRED", "RECENT_OKS", "REQUEST"}};
+  for (const auto& l : reply->locks()) {
+    rows.push_back({l.resource(), l.phase(), std::to_string(l.fencing_token()), l.slow_path() ? "slow" : "fast",
+                    std::to_string(l.awaiting_oks()), std::to_string(l.queued_locally()), std::to_string(l.deferred()),
+                    std::to_string(l.recently_oked()), l.request().empty() ? "-" : l.request()});
+  }
+  print_table(rows, {false, false, true, false, true, true, true, true, false});
   return kExitOk;
 }
 
@@ -629,12 +781,14 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (line.words.empty()) {
-    return usage_error("no command given (status, metrics, log, ping, neighbors, routes, topology)");
+    return usage_error(
+        "no command given (status, metrics, log, ping, neighbors, routes, topology, members, lock, locks)");
   }
   const std::string& command = line.words[0];
   if ((line.count || line.interval_s) && command != "ping") {
     return usage_error("--count and --interval apply to ping only");
   }
+  if (line.all && command != "members") return usage_error("--all applies to members only");
   AgentConnection connection(line.socket);
   if (command == "status") return run_status(connection, line);
   if (command == "metrics") return run_metrics(connection, line);
@@ -643,6 +797,9 @@ int main(int argc, char** argv) {
   if (command == "neighbors" || command == "neighbours") return run_neighbors(connection, line);
   if (command == "routes") return run_routes(connection, line);
   if (command == "topology") return run_topology(connection, line);
-  return usage_error(
-      fmt::format("unknown command '{}' (status, metrics, log, ping, neighbors, routes, topology)", command));
+  if (command == "members") return run_members(connection, line);
+  if (command == "lock") return run_lock(connection, line);
+  if (command == "locks") return run_locks(connection, line);
+  return usage_error(fmt::format(
+      "unknown command '{}' (status, metrics, log, ping, neighbors, routes, topology, members, lock, locks)", command));
 }

@@ -1,9 +1,9 @@
 #include "agent/node.h"
 
-#include <fmt/format.h>
-
 #include <charconv>
 #include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "core/log.h"
 
@@ -23,10 +23,10 @@ uint64_t read_boot_count(const core::Storage& storage) {
   const char* end = text->data() + text->size();
   const auto [ptr, ec] = std::from_chars(text->data(), end, value);
   if (ec != std::errc() || ptr != end || text->empty()) {
-    throw std::runtime_error(fmt::format(
-        "storage key {} holds '{}', not a decimal boot count; the authentication counter cannot be "
-        "restored safely (fix or remove the key)",
-        kBootKey, *text));
+    throw std::runtime_error(
+        fmt::format("storage key {} holds '{}', not a decimal boot count; the authentication counter cannot be "
+                    "restored safely (fix or remove the key)",
+                    kBootKey, *text));
   }
   return value;
 }
@@ -37,15 +37,17 @@ Node::Node(const NodeConfig& config, NodeContext context)
     : config_(config), context_(context), started_at_(context.env.now()) {
   const uint64_t previous = read_boot_count(context_.storage);
   if ((previous + 1) >> (64 - kBootCounterShift) != 0) {
-    throw std::runtime_error(fmt::format("storage key {} holds boot count {}, too large for the "
-                                         "authentication counter",
-                                         kBootKey, previous));
+    throw std::runtime_error(
+        fmt::format("storage key {} holds boot count {}, too large for the "
+                    "authentication counter",
+                    kBootKey, previous));
   }
   boot_count_ = previous + 1;
   if (!context_.storage.put(kBootKey, std::to_string(boot_count_))) {
-    throw std::runtime_error(fmt::format("cannot persist boot count {} to storage key {}; refusing to start, "
-                                         "since authentication counters could repeat after a restart",
-                                         boot_count_, kBootKey));
+    throw std::runtime_error(
+        fmt::format("cannot persist boot count {} to storage key {}; refusing to start, "
+                    "since authentication counters could repeat after a restart",
+                    boot_count_, kBootKey));
   }
 
   auth_ = std::make_unique<core::PacketAuth>(config_.mesh_key, config_.id, boot_count_ << kBootCounterShift,
@@ -55,6 +57,9 @@ Node::Node(const NodeConfig& config, NodeContext context)
   olsr_options.main_address = config_.id;
   olsr_ = std::make_unique<routing::olsr::OlsrProtocol>(context_.env, context_.olsr_link, metrics_, olsr_options);
   olsr_->set_routes_changed([this] {
+    // A neighbour turning symmetric (or lost) always changes the one-hop
+    // routes, so this is where Medley learns whom to join through.
+    if (medley_ && medley_->running()) medley_->set_contacts(symmetric_neighbours());
     const std::vector<routing::olsr::Route> routes = olsr_->routes();
     for (const auto& listener : routes_listeners_) listener(routes);
   });
@@ -65,6 +70,13 @@ Node::Node(const NodeConfig& config, NodeContext context)
     return fmt::format("no route to {}: OLSR has not learned one (yet), or the node is unreachable",
                        destination.to_string());
   });
+  hop_distances_ = std::make_unique<membership::OlsrHopDistances>(context_.env, *olsr_);
+  membership::MedleyOptions medley_options = config_.membership;
+  medley_options.name = config_.name;
+  medley_options.location = config_.location;
+  medley_ = std::make_unique<membership::Medley>(context_.env, *messenger_, metrics_, *hop_distances_,
+                                                 std::move(medley_options));
+  camera_ = std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, config_.mutex);
   core::log("agent").info("node created id={} name={} boot={}", config_.id.to_string(), config_.name, boot_count_);
 }
 
@@ -73,27 +85,57 @@ Node::~Node() = default;
 void Node::start() {
   started_at_ = context_.env.now();
   olsr_->start();
+  medley_->start(symmetric_neighbours());
+}
+
+void Node::leave() {
+  if (medley_->has_left()) return;
+  core::log("agent").info("node leaving the membership id={}", config_.id.to_string());
+  medley_->leave();
+}
+
+std::vector<core::NodeId> Node::symmetric_neighbours() const {
+  std::vector<core::NodeId> ids;
+  for (const auto& neighbour : olsr_->neighbours()) {
+    if (neighbour.status == routing::olsr::LinkStatus::symmetric) ids.push_back(neighbour.main);
+  }
+  return ids;
 }
 
 core::Duration Node::uptime() const { return context_.env.now() - started_at_; }
 
 std::vector<Node::LayerLine> Node::status() const {
   std::vector<LayerLine> lines;
-  lines.push_back({"core", fmt::format("boot {}, auth counter {}, {} auth drops", boot_count_,
-                                       auth_->next_counter(), metrics_.total("auth_dropped_total"))});
+  lines.push_back({"core", fmt::format("boot {}, auth counter {}, {} auth drops", boot_count_, auth_->next_counter(),
+                                       metrics_.total("auth_dropped_total"))});
   size_t symmetric = 0;
   for (const auto& neighbour : olsr_->neighbours()) {
     symmetric += neighbour.status == routing::olsr::LinkStatus::symmetric ? 1 : 0;
   }
-  lines.push_back({"routing", fmt::format("olsr: {} symmetric neighbours, {} MPRs, {} MPR selectors, {} routes, {} "
-                                          "topology entries, {} forwarded, {} dropped",
-                                          symmetric, olsr_->mprs().size(), olsr_->mpr_selectors().size(),
-                                          olsr_->routes().size(), olsr_->topology().size(),
-                                          metrics_.total("transport_forwarded_total"),
-                                          metrics_.total("transport_dropped_total"))});
-  lines.push_back({"messenger", fmt::format("{} pending requests, {} retransmits, {} timeouts",
-                                            messenger_->pending_requests(), metrics_.total("request_retransmits_total"),
-                                            metrics_.total("request_timeouts_total"))});
+  lines.push_back(
+      {"routing", fmt::format("olsr: {} symmetric neighbours, {} MPRs, {} MPR selectors, {} routes, {} "
+                              "topology entries, {} forwarded, {} dropped",
+                              symmetric, olsr_->mprs().size(), olsr_->mpr_selectors().size(), olsr_->routes().size(),
+                              olsr_->topology().size(), metrics_.total("transport_forwarded_total"),
+                              metrics_.total("transport_dropped_total"))});
+  lines.push_back({"messenger",
+                   fmt::format("{} pending requests, {} retransmits, {} timeouts", messenger_->pending_requests(),
+                               metrics_.total("request_retransmits_total"), metrics_.total("request_timeouts_total"))});
+  const membership::Medley& medley = *medley_;
+  size_t suspect = 0;
+  const std::vector<membership::Member> live = medley.live_members();
+  for (const auto& member : live) suspect += member.state == membership::MemberState::suspect ? 1 : 0;
+  lines.push_back({"membership", fmt::format("medley: {} live members ({} suspect), incarnation {}, local health {}{}",
+                                             live.size(), suspect, medley.incarnation(), medley.local_health(),
+                                             medley.has_left() ? ", left" : "")});
+  size_t held = 0;
+  size_t waiting = 0;
+  const std::vector<mutex::Camera::ResourceStatus> resources = camera_->status();
+  for (const auto& resource : resources) {
+    held += resource.phase == mutex::Camera::Phase::held ? 1 : 0;
+    waiting += resource.phase == mutex::Camera::Phase::waiting ? 1 : 0;
+  }
+  lines.push_back({"mutex", fmt::format("camera: {} resources, {} held, {} waiting", resources.size(), held, waiting)});
   return lines;
 }
 

@@ -15,6 +15,9 @@
 #include "core/metrics.h"
 #include "core/packet_auth.h"
 #include "core/storage.h"
+#include "membership/medley.h"
+#include "membership/olsr_hop_distances.h"
+#include "mutex/camera.h"
 #include "routing/olsr_protocol.h"
 #include "routing/olsr_transport.h"
 
@@ -30,8 +33,8 @@ struct NodeContext {
 
 // One node with every layer wired, bottom up: OLSR on its own link,
 // authenticated agent link, multi-hop transport along OLSR's routes,
-// messenger (datagrams and reliable requests), services. The agent runtime and the simulator both run exactly this class.
-// Single-threaded: every call and callback on the Env's thread.
+// messenger (datagrams and reliable requests), services. The agent runtime and the simulator both run exactly this
+// class. Single-threaded: every call and callback on the Env's thread.
 class Node {
  public:
   // Reads and bumps the boot count in storage (the authentication counter
@@ -42,8 +45,13 @@ class Node {
   Node& operator=(const Node&) = delete;
   ~Node();
 
-  // Starts OLSR (HELLO, TC, MID, HNA emissions). Call once.
+  // Starts OLSR (HELLO, TC, MID, HNA emissions) and Medley, which joins
+  // through the symmetric one-hop neighbours as OLSR finds them. Call once.
   void start();
+  // Graceful shutdown, first half: Medley announces `left` (the node keeps
+  // answering pings with that record). Keep the Env running about a second
+  // afterwards so the announcement spreads, then destroy the Node.
+  void leave();
 
   core::NodeId id() const { return config_.id; }
   const std::string& name() const { return config_.name; }
@@ -57,6 +65,13 @@ class Node {
   core::Messenger& messenger() { return *messenger_; }
   const routing::OlsrTransport& transport() const { return *transport_; }
   const routing::olsr::OlsrProtocol& olsr() const { return *olsr_; }
+  membership::MemberView& members() { return *medley_; }
+  const membership::MemberView& members() const { return *medley_; }
+  membership::Medley& medley() { return *medley_; }
+  const membership::Medley& medley() const { return *medley_; }
+  // Mutual exclusion over named resources, on Medley's member list.
+  mutex::Camera& camera() { return *camera_; }
+  const mutex::Camera& camera() const { return *camera_; }
 
   using RoutesListener = std::function<void(const std::vector<routing::olsr::Route>& routes)>;
   // Called with the whole new table each time OLSR's routing table changes
@@ -76,6 +91,9 @@ class Node {
   void ping(core::NodeId destination, core::Duration timeout, EchoService::Callback callback);
 
  private:
+  // OLSR's symmetric one-hop neighbours (main addresses): Medley's contacts.
+  std::vector<core::NodeId> symmetric_neighbours() const;
+
   NodeConfig config_;
   NodeContext context_;
   core::TimePoint started_at_;
@@ -87,6 +105,10 @@ class Node {
   std::unique_ptr<routing::OlsrTransport> transport_;
   std::unique_ptr<core::Messenger> messenger_;
   std::unique_ptr<EchoService> echo_;
+  std::unique_ptr<membership::OlsrHopDistances> hop_distances_;
+  std::unique_ptr<membership::Medley> medley_;
+  // After the Medley it reads, so it is destroyed first.
+  std::unique_ptr<mutex::Camera> camera_;
   std::vector<RoutesListener> routes_listeners_;
 };
 

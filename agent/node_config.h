@@ -6,6 +6,8 @@
 #include "core/messenger.h"
 #include "core/node_id.h"
 #include "core/packet_auth.h"
+#include "membership/medley_options.h"
+#include "mutex/camera_options.h"
 #include "routing/olsr_protocol.h"
 #include "routing/olsr_transport.h"
 
@@ -15,14 +17,17 @@ namespace mesh::agent {
 // agent fills it from TOML (agent/config.h); the simulator from a scenario.
 struct NodeConfig {
   std::string name;
-  core::NodeId id;                          // main IPv4 address
-  std::array<double, 3> location{};         // x, y, z in metres
+  core::NodeId id;                   // main IPv4 address
+  std::array<double, 3> location{};  // x, y, z in metres
   core::MeshKey mesh_key;
-  unsigned replay_window = 256;             // per-sender counters remembered below the highest
+  unsigned replay_window = 256;  // per-sender counters remembered below the highest
   // OLSR (RFC 3626); the Node sets main_address to `id`.
   routing::olsr::OlsrOptions routing;
   routing::OlsrTransport::Options transport;
   core::Messenger::Options messaging;
+  // Medley; the Node sets name and location from the fields above.
+  membership::MedleyOptions membership;
+  mutex::CameraOptions mutex;
   core::Duration ping_timeout = std::chrono::seconds(5);
 };
 

@@ -302,5 +302,44 @@ TEST_F(AdminServerTest, UnusablePathGivesAClearError) {
   }
 }
 
+// The grant belongs to the connection: a meshctl killed while it holds a lock
+// closes its socket, and the next requester gets the resource.
+TEST_F(AdminServerTest, ClosingTheConnectionReleasesItsLock) {
+  start_server();
+  proto::AdminRequest lock;
+  lock.mutable_lock()->set_resource("pump");
+  lock.mutable_lock()->set_timeout_ms(30000);
+  // Camera needs the other node's OK, which travels on virtual time.
+  auto await_grant = [this](int fd) -> std::optional<proto::LockReply> {
+    for (int round = 0; round < kPollRounds; ++round) {
+      env_.advance(milliseconds(100));
+      const auto answers = receive(fd, 1);
+      if (!answers.empty()) {
+        EXPECT_TRUE(answers[0].has_lock()) << answers[0].error();
+        return answers[0].lock();
+      }
+    }
+    return std::nullopt;
+  };
+
+  const int holder = connect_to(path_);
+  ASSERT_GE(holder, 0);
+  send_all(holder, frame_of(lock));
+  const auto first = await_grant(holder);
+  ASSERT_TRUE(first.has_value());
+
+  const int waiter = connect_to(path_);
+  ASSERT_GE(waiter, 0);
+  send_all(waiter, frame_of(lock));
+  env_.advance(seconds(2));
+  EXPECT_TRUE(receive(waiter, 1).empty()) << "granted while the first connection still holds it";
+
+  ::close(holder);
+  const auto second = await_grant(waiter);
+  ASSERT_TRUE(second.has_value()) << "the closed connection's lock was never released";
+  EXPECT_GT(second->fencing_token(), first->fencing_token());
+  ::close(waiter);
+}
+
 }  // namespace
 }  // namespace mesh::agent

@@ -114,6 +114,110 @@ TEST_F(AdminServiceTest, NeighborsRoutesAndTopologyShowOlsrState) {
   EXPECT_EQ(response->topology().entries_size(), 0);
 }
 
+TEST_F(AdminServiceTest, MembersListsMedleysViewAndGoneMembersOnRequest) {
+  env_.advance(seconds(20));
+  proto::AdminRequest request;
+  request.mutable_members();
+  auto response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  ASSERT_TRUE(response->has_members()) << response->error();
+  const proto::MembersReply& reply = response->members();
+  ASSERT_EQ(reply.members_size(), 2);
+  EXPECT_EQ(reply.version(), nodes_[1]->medley().version());
+  const proto::MemberEntry& self = reply.members(0);
+  EXPECT_EQ(self.id(), "10.0.0.1");
+  EXPECT_EQ(self.name(), "node1");
+  EXPECT_EQ(self.state(), "alive");
+  EXPECT_EQ(self.incarnation(), nodes_[1]->medley().incarnation());
+  EXPECT_EQ(self.hops(), 0);
+  const proto::MemberEntry& other = reply.members(1);
+  EXPECT_EQ(other.id(), "10.0.0.2");
+  EXPECT_EQ(other.name(), "node2");
+  EXPECT_EQ(other.state(), "alive");
+  EXPECT_EQ(other.hops(), 1);
+  EXPECT_GE(other.last_heard_s_ago(), 0.0);
+  EXPECT_LE(other.last_heard_s_ago(), 20.0);
+
+  nodes_[2]->leave();
+  env_.advance(seconds(3));
+  response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value() && response->has_members()) << response->error();
+  ASSERT_EQ(response->members().members_size(), 1);
+  EXPECT_EQ(response->members().members(0).id(), "10.0.0.1");
+
+  request.mutable_members()->set_all(true);
+  response = ask(request, core::Duration::zero());
+  ASSERT_TRUE(response.has_value() && response->has_members()) << response->error();
+  ASSERT_EQ(response->members().members_size(), 2);
+  EXPECT_EQ(response->members().members(1).id(), "10.0.0.2");
+  EXPECT_EQ(response->members().members(1).state(), "left");
+}
+
+proto::AdminRequest lock_request(const std::string& resource, uint32_t timeout_ms = 0) {
+  proto::AdminRequest request;
+  request.mutable_lock()->set_resource(resource);
+  request.mutable_lock()->set_timeout_ms(timeout_ms);
+  return request;
+}
+
+TEST_F(AdminServiceTest, LocksBelongToTheirConnectionAndGoWhenItCloses) {
+  env_.advance(seconds(20));
+  std::map<int, std::vector<proto::AdminResponse>> answers;
+  const auto collect = [&](int connection) {
+    return [&answers, connection](proto::AdminResponse r) { answers[connection].push_back(std::move(r)); };
+  };
+  service_->handle(lock_request("pump"), collect(7), 7);
+  env_.advance(seconds(2));
+  ASSERT_EQ(answers[7].size(), 1u);
+  ASSERT_TRUE(answers[7][0].has_lock()) << answers[7][0].error();
+  EXPECT_EQ(answers[7][0].lock().resource(), "pump");
+  const uint64_t first_token = answers[7][0].lock().fencing_token();
+
+  // Connection 8 waits behind 7; 9 gives up after its timeout.
+  service_->handle(lock_request("pump"), collect(8), 8);
+  service_->handle(lock_request("pump", 500), collect(9), 9);
+  env_.advance(seconds(2));
+  EXPECT_TRUE(answers[8].empty());
+  ASSERT_EQ(answers[9].size(), 1u);
+  EXPECT_THAT(answers[9][0].error(), HasSubstr("not granted within the timeout"));
+
+  proto::AdminRequest locks;
+  locks.mutable_locks();
+  auto response = ask(locks, core::Duration::zero());
+  ASSERT_TRUE(response.has_value() && response->has_locks()) << response->error();
+  ASSERT_EQ(response->locks().locks_size(), 1);
+  EXPECT_EQ(response->locks().locks(0).resource(), "pump");
+  EXPECT_EQ(response->locks().locks(0).phase(), "held");
+  EXPECT_EQ(response->locks().locks(0).fencing_token(), first_token);
+  EXPECT_EQ(response->locks().locks(0).queued_locally(), 1u);
+
+  // Another connection cannot unlock it; closing the holder's hands it on.
+  proto::AdminRequest unlock;
+  unlock.mutable_unlock()->set_resource("pump");
+  std::optional<proto::AdminResponse> unlocked;
+  service_->handle(
+      unlock, [&](proto::AdminResponse r) { unlocked = std::move(r); }, 8);
+  ASSERT_TRUE(unlocked && unlocked->has_unlock());
+  EXPECT_FALSE(unlocked->unlock().released());
+  service_->connection_closed(7);
+  env_.advance(seconds(2));
+  ASSERT_EQ(answers[8].size(), 1u);
+  ASSERT_TRUE(answers[8][0].has_lock()) << answers[8][0].error();
+  EXPECT_GT(answers[8][0].lock().fencing_token(), first_token);
+
+  unlocked.reset();
+  service_->handle(
+      unlock, [&](proto::AdminResponse r) { unlocked = std::move(r); }, 8);
+  ASSERT_TRUE(unlocked && unlocked->has_unlock());
+  EXPECT_TRUE(unlocked->unlock().released());
+  EXPECT_FALSE(nodes_[1]->camera().held("pump").has_value());
+
+  response = ask(lock_request(""), core::Duration::zero());
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("cannot lock ''"));
+  EXPECT_EQ(answers[7].size(), 1u) << "the closed connection got a second answer";
+}
+
 TEST_F(AdminServiceTest, MetricsCarryCountersHistogramsAndLabels) {
   proto::AdminRequest ping;
   ping.mutable_ping()->set_node("10.0.0.2");

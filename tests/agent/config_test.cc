@@ -113,6 +113,8 @@ TEST_F(ConfigTest, DefaultsWhenKeysAreAbsent) {
   EXPECT_FALSE(config.node.routing.max_jitter.has_value());
   EXPECT_TRUE(config.node.routing.hna_networks.empty());
   EXPECT_EQ(config.link.olsr_port, 698);
+  EXPECT_FALSE(config.kernel_routes.install);
+  EXPECT_EQ(config.kernel_routes.protocol, 158);
   EXPECT_EQ(config.node.messaging.retry.first_timeout, 250ms);
   EXPECT_EQ(config.node.messaging.retry.backoff, 2.0);
   EXPECT_EQ(config.node.messaging.retry.max_interval, 2000ms);
@@ -271,8 +273,7 @@ TEST_F(ConfigTest, ErrorsInLoadedFileNameThePath) {
 }
 
 TEST_F(ConfigTest, UnknownKeySuggestsTheClosest) {
-  const auto message =
-      expect_error(kMinimal + "[routing]\nhello_intreval_ms = 500\n", 6, "routing.hello_intreval_ms");
+  const auto message = expect_error(kMinimal + "[routing]\nhello_intreval_ms = 500\n", 6, "routing.hello_intreval_ms");
   EXPECT_THAT(message, HasSubstr("did you mean \"hello_interval_ms\"?"));
 }
 
@@ -410,9 +411,9 @@ TEST_F(ConfigTest, OlsrPortDefaultsPerModeAndMustDifferFromTheAgentPort) {
   EXPECT_EQ(parse("[link]\ninterfaces = [\"eth0\"]\nolsr_port = 6990\n[security]\nmesh_key_file = \"mesh.key\"\n")
                 .link.olsr_port,
             6990);
-  auto message = expect_error(
-      "[link]\ninterfaces = [\"eth0\"]\nagent_port = 698\n[security]\nmesh_key_file = \"mesh.key\"\n", 3,
-      "link.agent_port");
+  auto message =
+      expect_error("[link]\ninterfaces = [\"eth0\"]\nagent_port = 698\n[security]\nmesh_key_file = \"mesh.key\"\n", 3,
+                   "link.agent_port");
   EXPECT_THAT(message, HasSubstr("both 698"));
   write_file(dir_ / "topo.txt", "127.0.0.1 127.0.0.2\n");
   const std::string loopback =
@@ -426,10 +427,89 @@ TEST_F(ConfigTest, OlsrPortDefaultsPerModeAndMustDifferFromTheAgentPort) {
   EXPECT_THAT(message, HasSubstr("agent_port + 1"));
 }
 
+TEST_F(ConfigTest, KernelRouteKeys) {
+  AgentConfig config = parse(kMinimal + "[routing]\ninstall_kernel_routes = true\nkernel_route_protocol = 5\n");
+  EXPECT_TRUE(config.kernel_routes.install);
+  EXPECT_EQ(config.kernel_routes.protocol, 5);
+  config = parse(kMinimal + "[routing]\ninstall_kernel_routes = false\nkernel_route_protocol = 255\n");
+  EXPECT_FALSE(config.kernel_routes.install);
+  EXPECT_EQ(config.kernel_routes.protocol, 255);
+  config = parse(kMinimal + "[routing]\ninstall_kernel_routes = true\n");
+  EXPECT_EQ(config.kernel_routes.protocol, 158);
+}
+
+TEST_F(ConfigTest, KernelRouteKeysAreValidated) {
+  auto message =
+      expect_error(kMinimal + "[routing]\ninstall_kernel_routes = \"yes\"\n", 6, "routing.install_kernel_routes");
+  EXPECT_THAT(message, HasSubstr("expected a boolean, got a string (\"yes\")"));
+  EXPECT_THAT(message, HasSubstr("Fix: set install_kernel_routes to true or false"));
+  expect_error(kMinimal + "[routing]\ninstall_kernel_routes = 1\n", 6, "routing.install_kernel_routes");
+  // The numbers of the kernel, boot scripts and the administrator, and beyond a byte.
+  for (const char* bad : {"0", "4", "256", "-1"}) {
+    SCOPED_TRACE(bad);
+    message = expect_error(kMinimal + "[routing]\n\nkernel_route_protocol = " + bad + "\n", 7,
+                           "routing.kernel_route_protocol");
+    EXPECT_THAT(message, HasSubstr("is out of range 5..255"));
+  }
+  message = expect_error(kMinimal + "[routing]\nkernel_route_protocol = \"158\"\n", 6, "routing.kernel_route_protocol");
+  EXPECT_THAT(message, HasSubstr("expected an integer"));
+  message = expect_error(kMinimal + "[routing]\ninstall_kernel_rotues = true\n", 6, "routing.install_kernel_rotues");
+  EXPECT_THAT(message, HasSubstr("did you mean \"install_kernel_routes\"?"));
+}
+
+TEST_F(ConfigTest, KernelRoutesAreRefusedInLoopbackMode) {
+  write_file(dir_ / "topo.txt", "127.0.0.1 127.0.0.2\n");
+  const std::string loopback =
+      "[node]\naddress = \"127.0.0.1\"\n[link]\nmode = \"loopback\"\ntopology_file = \"topo.txt\"\n"
+      "[security]\nmesh_key_file = \"mesh.key\"\n[routing]\n";
+  const auto message = expect_error(loopback + "install_kernel_routes = true\n", 9, "routing.install_kernel_routes");
+  EXPECT_THAT(message, HasSubstr("loopback mode"));
+  EXPECT_THAT(message, HasSubstr("Fix: set install_kernel_routes = false"));
+  // Off, or only a protocol number: fine.
+  EXPECT_FALSE(parse(loopback + "install_kernel_routes = false\nkernel_route_protocol = 200\n").kernel_routes.install);
+}
+
 TEST_F(ConfigTest, DedupeHoldMustExceedDeadline) {
   auto message = expect_error(kMinimal + "[requests]\ndedupe_hold_ms = 10000\n", 6, "requests.dedupe_hold_ms");
   EXPECT_THAT(message, HasSubstr("must exceed requests.deadline_ms (10000)"));
   expect_error(kMinimal + "[requests]\ndeadline_ms = 90000\n", 6, "requests.deadline_ms");
+}
+
+TEST_F(ConfigTest, MembershipKeysReachMedleyOptions) {
+  const AgentConfig config = parse(kMinimal +
+                                   "[membership]\nprobe_period_ms = 2000\nprobe_timeout_ms = 700\n"
+                                   "indirect_checks = 5\nalpha = 0\nsuspicion_mult = 3.5\nsuspicion_max_mult = 2\n"
+                                   "retransmit_mult = 6\njoin_retry_ms = 1500\npush_pull_interval_ms = 45000\n"
+                                   "reconnect_interval_ms = 7000\nfailed_retention_s = 120\n");
+  const auto& m = config.node.membership;
+  EXPECT_EQ(m.probe_period, 2000ms);
+  EXPECT_EQ(m.probe_timeout, 700ms);
+  EXPECT_EQ(m.indirect_checks, 5u);
+  EXPECT_EQ(m.alpha, 0.0);
+  EXPECT_EQ(m.suspicion_mult, 3.5);
+  EXPECT_EQ(m.suspicion_max_mult, 2.0);
+  EXPECT_EQ(m.retransmit_mult, 6u);
+  EXPECT_EQ(m.join_retry, 1500ms);
+  EXPECT_EQ(m.push_pull_interval, 45000ms);
+  EXPECT_EQ(m.reconnect_interval, 7000ms);
+  EXPECT_EQ(m.failed_retention, std::chrono::seconds(120));
+}
+
+TEST_F(ConfigTest, MembershipValuesAreValidated) {
+  auto message = expect_error(kMinimal + "[membership]\nindirect_checks = 17\n", 6, "membership.indirect_checks");
+  EXPECT_THAT(message, HasSubstr("17 is out of range 0..16"));
+  message = expect_error(kMinimal + "[membership]\nalpha = \"3\"\n", 6, "membership.alpha");
+  EXPECT_THAT(message, HasSubstr("expected a number"));
+  expect_error(kMinimal + "[membership]\nsuspicion_mult = 0.1\n", 6, "membership.suspicion_mult");
+  expect_error(kMinimal + "[membership]\nprobe_period_ms = 5\n", 6, "membership.probe_period_ms");
+  message = expect_error(kMinimal + "[membership]\nprobe_period_ms = 400\n", 6, "membership.probe_period_ms");
+  EXPECT_THAT(message, HasSubstr("must be below membership.probe_period_ms (400)"));
+  expect_error(kMinimal + "[membership]\nprobe_period_ms = 400\nprobe_timeout_ms = 400\n", 7,
+               "membership.probe_timeout_ms");
+  expect_error(kMinimal + "[membership]\nprobe_timeout_ms = 1\nprob_period_ms = 2\n", 7, "membership.prob_period_ms");
+  message =
+      expect_error(kMinimal + "[requests]\ndeadline_ms = 1000\ndedupe_hold_ms = 4000\n", 7, "requests.dedupe_hold_ms");
+  EXPECT_THAT(message, HasSubstr("list-sync deadline"));
 }
 
 TEST_F(ConfigTest, MaxIntervalBelowFirstTimeout) {
@@ -566,6 +646,8 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "routing.hna_hold_ms",
                           "routing.max_jitter_ms",
                           "routing.hna_networks",
+                          "routing.install_kernel_routes",
+                          "routing.kernel_route_protocol",
                           "transport.default_ttl",
                           "transport.flood_hold_ms",
                           "requests.first_timeout_ms",
@@ -574,6 +656,17 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "requests.jitter",
                           "requests.deadline_ms",
                           "requests.dedupe_hold_ms",
+                          "membership.probe_period_ms",
+                          "membership.probe_timeout_ms",
+                          "membership.indirect_checks",
+                          "membership.alpha",
+                          "membership.suspicion_mult",
+                          "membership.suspicion_max_mult",
+                          "membership.retransmit_mult",
+                          "membership.join_retry_ms",
+                          "membership.push_pull_interval_ms",
+                          "membership.reconnect_interval_ms",
+                          "membership.failed_retention_s",
                           "admin.socket",
                           "admin.ping_timeout_ms",
                           "storage.data_dir",
@@ -581,7 +674,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 35u);
+  EXPECT_EQ(keys.size(), 48u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
@@ -616,6 +709,8 @@ TEST_F(ConfigTest, ExampleFileParsesAndDocumentsEveryKey) {
   EXPECT_EQ(config.node.routing.hna_hold, defaults.node.routing.hna_hold);
   EXPECT_EQ(config.node.routing.max_jitter, defaults.node.routing.max_jitter);
   EXPECT_EQ(config.node.routing.hna_networks, defaults.node.routing.hna_networks);
+  EXPECT_EQ(config.kernel_routes.install, defaults.kernel_routes.install);
+  EXPECT_EQ(config.kernel_routes.protocol, defaults.kernel_routes.protocol);
   EXPECT_EQ(config.node.messaging.retry.first_timeout, defaults.node.messaging.retry.first_timeout);
   EXPECT_EQ(config.node.messaging.retry.backoff, defaults.node.messaging.retry.backoff);
   EXPECT_EQ(config.node.messaging.retry.max_interval, defaults.node.messaging.retry.max_interval);
@@ -623,6 +718,17 @@ TEST_F(ConfigTest, ExampleFileParsesAndDocumentsEveryKey) {
   EXPECT_EQ(config.node.messaging.retry.deadline, defaults.node.messaging.retry.deadline);
   EXPECT_EQ(config.node.messaging.dedupe_hold, defaults.node.messaging.dedupe_hold);
   EXPECT_EQ(config.node.ping_timeout, defaults.node.ping_timeout);
+  EXPECT_EQ(config.node.membership.probe_period, defaults.node.membership.probe_period);
+  EXPECT_EQ(config.node.membership.probe_timeout, defaults.node.membership.probe_timeout);
+  EXPECT_EQ(config.node.membership.indirect_checks, defaults.node.membership.indirect_checks);
+  EXPECT_EQ(config.node.membership.alpha, defaults.node.membership.alpha);
+  EXPECT_EQ(config.node.membership.suspicion_mult, defaults.node.membership.suspicion_mult);
+  EXPECT_EQ(config.node.membership.suspicion_max_mult, defaults.node.membership.suspicion_max_mult);
+  EXPECT_EQ(config.node.membership.retransmit_mult, defaults.node.membership.retransmit_mult);
+  EXPECT_EQ(config.node.membership.join_retry, defaults.node.membership.join_retry);
+  EXPECT_EQ(config.node.membership.push_pull_interval, defaults.node.membership.push_pull_interval);
+  EXPECT_EQ(config.node.membership.reconnect_interval, defaults.node.membership.reconnect_interval);
+  EXPECT_EQ(config.node.membership.failed_retention, defaults.node.membership.failed_retention);
   EXPECT_EQ(config.admin_socket, defaults.admin_socket);
   EXPECT_EQ(config.data_dir, defaults.data_dir);
   EXPECT_EQ(config.log_level, defaults.log_level);

@@ -184,6 +184,20 @@ struct SweepResult {
   double worst_s = 0;
 };
 
+// These tests are about routing: membership keeps running (the nodes are
+// whole agents) but probes and syncs only once an hour, so its traffic
+// neither slows the 100-node runs nor competes with OLSR for the lossy links.
+MeshSim::Options routing_only() {
+  MeshSim::Options options;
+  options.configure = [](agent::NodeConfig& config) {
+    config.membership.probe_period = std::chrono::hours(1);
+    config.membership.join_retry = std::chrono::hours(1);
+    config.membership.push_pull_interval = std::chrono::hours(1);
+    config.membership.reconnect_interval = std::chrono::hours(1);
+  };
+  return options;
+}
+
 void report(const std::string& what, const SweepResult& r, size_t seeds) {
   std::printf("%s: %zu seeds, worst %.2f s virtual, failing seeds: %s\n", what.c_str(), seeds, r.worst_s,
               r.failing.empty() ? "none" : fmt::format("{}", fmt::join(r.failing, ",")).c_str());
@@ -199,7 +213,7 @@ void sweep_convergence(const std::string& kind, int nodes, uint64_t seeds) {
   SweepResult result;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const Scenario s = make_scenario(kind, nodes, seed);
-    MeshSim sim(s, seed);
+    MeshSim sim(s, seed, routing_only());
     Oracle oracle(sim.topology());
     std::string why;
     const auto took = converge(sim, oracle, kInitialLimit, why);
@@ -224,7 +238,7 @@ void sweep_failure(const std::string& kind, int nodes, uint64_t seeds, bool cras
   SweepResult result;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const Scenario s = make_scenario(kind, nodes, seed);
-    MeshSim sim(s, seed);
+    MeshSim sim(s, seed, routing_only());
     Oracle oracle(sim.topology());
     std::string why;
     if (!converge(sim, oracle, kInitialLimit, why)) {
@@ -273,7 +287,7 @@ void sweep_traffic(const std::string& kind, int nodes, uint64_t seeds, int pings
   std::vector<uint64_t> failing;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const Scenario s = make_scenario(kind, nodes, seed);
-    MeshSim sim(s, seed);
+    MeshSim sim(s, seed, routing_only());
     Oracle oracle(sim.topology());
     std::string why;
     if (!converge(sim, oracle, kInitialLimit, why)) {
@@ -356,7 +370,7 @@ void sweep_lossy(const std::string& kind, int nodes, uint64_t seeds) {
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     Scenario s = make_scenario(kind, nodes, seed);
     s.link.loss = 0.1;
-    MeshSim sim(s, seed);
+    MeshSim sim(s, seed, routing_only());
     Oracle oracle(sim.topology());
     std::vector<std::vector<int>> dist(sim.size());
     size_t pairs = 0;

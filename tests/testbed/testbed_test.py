@@ -8,11 +8,23 @@ Checks that every agent finds its neighbours, that a ping between neighbours
 comes back over one hop, that OLSR routes n0 to n4 over 4 hops via n1 and a
 ping takes them, that killing n2 with SIGKILL takes n4 out of n0's routes
 within the hold times and restarting n2 brings the route back, and that an
-agent killed with SIGKILL and started again rejoins. netns mode needs root and working network namespaces; without
+agent killed with SIGKILL and started again rejoins. Membership (Medley): every
+agent's `meshctl members` lists all five alive (the restarted n2 included), n4
+killed with SIGKILL is declared failed by all the others, and n3 stopped with
+SIGTERM is listed as left by n0, n1 and n2. Mutual exclusion (Camera): all
+five run `meshctl lock pump -- CMD` at once; the CMD runs never overlap and
+their fencing tokens grow in the order they ran. netns mode needs root and working network namespaces; without
 them it prints why and exits 77, which ctest reports as skipped.
+
+netns mode runs the agents with routing.install_kernel_routes = true and also
+checks the kernel's tables: n0's holds n4 via n1 with metric 4, plain IP from
+n0 reaches n4, n0's route to n4 goes when OLSR's does, the restarted n2 removes
+the routes its killed predecessor left, and n0's routes are gone once n0 is
+stopped with SIGTERM.
 """
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -22,6 +34,8 @@ import tempfile
 import time
 
 SKIP = 77
+# routing.kernel_route_protocol's default: what marks the agents' kernel routes.
+KERNEL_PROTO = "158"
 # Unix socket paths are limited to 107 bytes; DIR/<name>/admin.sock must fit.
 MAX_DIR_LEN = 90
 
@@ -120,6 +134,137 @@ def wait_for_route(tb, src, dst, present, timeout):
         time.sleep(1)
 
 
+def member_states(tb, name, include_gone):
+    """`meshctl members --json` of name: {node name: state}, or None if meshctl failed."""
+    out = tb.ctl_json(name, "members", *(["--all"] if include_gone else []))
+    if out.returncode != 0:
+        return None
+    return {m.get("name", ""): m.get("state", "") for m in json.loads(out.stdout).get("members", [])}
+
+
+def wait_for_members(tb, observers, want, include_gone, timeout):
+    """Polls each observer's member list until it maps every name of want to its state (and, when want lists
+    every live node, holds nothing else alive)."""
+    deadline = time.monotonic() + timeout
+    pending = list(observers)
+    while pending:
+        name = pending[0]
+        states = member_states(tb, name, include_gone)
+        if states is not None and all(states.get(k) == v for k, v in want.items()):
+            log(f"{name}'s members: {states}")
+            pending.pop(0)
+            continue
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name}'s members are {states} after {timeout} s, want {want}")
+        time.sleep(1)
+
+
+def wait_all_alive(tb):
+    names = ["n0", "n1", "n2", "n3", "n4"]
+    wait_for_members(tb, names, {n: "alive" for n in names}, False, 60)
+
+
+def check_lock(tb):
+    """Five `meshctl lock pump -- sh -c ...` at once, one per node: the critical sections in the shared file
+    must be disjoint (start, end, start, end, ...) with rising timestamps and fencing tokens."""
+    path = os.path.join(tb.dir, "pump.log")
+    if os.path.exists(path):
+        os.remove(path)
+    script = (f"echo start $(date +%s.%N) $MESH_FENCING_TOKEN >> {path}; sleep 0.2; "
+              f"echo end $(date +%s.%N) $MESH_FENCING_TOKEN >> {path}")
+    names = ["n0", "n1", "n2", "n3", "n4"]
+    procs = {}
+    for name in names:
+        argv = [sys.executable, tb.args.testbed, "ctl", "--dir", tb.dir, name, "lock", "pump", "--timeout", "60",
+                "--", "sh", "-c", script]
+        procs[name] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=120)
+        log(f"{name}: meshctl lock pump -> exit {proc.returncode}: {out.strip()}")
+        if proc.returncode != 0:
+            raise AssertionError(f"meshctl lock on {name} exited {proc.returncode}")
+    with open(path, encoding="utf-8") as f:
+        lines = [line.split() for line in f if line.strip()]
+    log("critical sections: " + "; ".join(" ".join(words) for words in lines))
+    if len(lines) != 2 * len(names):
+        raise AssertionError(f"{len(lines)} lines in {path}, want {2 * len(names)}")
+    last_time = 0.0
+    last_token = -1
+    for i in range(0, len(lines), 2):
+        start, end = lines[i], lines[i + 1]
+        if start[0] != "start" or end[0] != "end" or start[2] != end[2]:
+            raise AssertionError(f"critical sections overlap: lines {i} and {i + 1} are {start} and {end}")
+        t0, t1, token = float(start[1]), float(end[1]), int(start[2])
+        if t0 < last_time or t1 < t0:
+            raise AssertionError(f"critical section {start} .. {end} overlaps the one before (ended {last_time})")
+        if token <= last_token:
+            raise AssertionError(f"fencing token {token} after {last_token}: tokens must grow")
+        last_time, last_token = t1, token
+    log("five meshctl lock runs: disjoint critical sections, rising fencing tokens")
+
+
+def check_membership(tb):
+    """(After wait_all_alive.) kill -9 n4 (an end of the chain, so the rest stay connected): the others
+    declare it failed; SIGTERM n3: n0..n2 list it as left."""
+    names = ["n0", "n1", "n2", "n3", "n4"]
+    tb.run("kill", "n4")
+    wait_for_members(tb, names[:4], {"n4": "failed"}, True, 60)
+    log("every other node declared the killed n4 failed")
+    alive = member_states(tb, "n0", False)
+    if alive is None or "n4" in alive:
+        raise AssertionError(f"n0 still lists the failed n4 without --all: {alive}")
+    tb.run("stop", "n3")
+    wait_for_members(tb, names[:3], {"n3": "left", "n4": "failed"}, True, 30)
+    log("n0, n1 and n2 list the stopped n3 as left")
+
+
+def kernel_routes(tb, name):
+    """The agent's routes in name's kernel table: {destination: {"via": ..., "dev": ..., "metric": ...}}."""
+    ns = tb.nodes()[name]["namespace"]
+    out = subprocess.run(["ip", "netns", "exec", ns, "ip", "-4", "route", "show", "proto", KERNEL_PROTO],
+                         capture_output=True, text=True, check=True)
+    routes = {}
+    for line in out.stdout.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        # "10.231.0.14 via 10.231.0.2 dev veth0 metric 4", "10.231.0.2 dev veth0 scope link metric 1"
+        fields = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w in ("via", "dev", "metric")}
+        routes[words[0]] = {k: fields.get(k) for k in ("via", "dev", "metric")}
+    return routes
+
+
+def wait_for_kernel_route(tb, name, dst, want, timeout):
+    """Polls name's kernel table until dst's route equals want (None: absent); the agent re-syncs every TC
+    interval (5 s), so this outlasts one failed sync."""
+    target = tb.nodes()[dst]["id"]
+    deadline = time.monotonic() + timeout
+    while True:
+        routes = kernel_routes(tb, name)
+        if routes.get(target) == want:
+            log(f"{name}'s kernel route to {dst} ({target}): {want}")
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name}'s kernel route to {dst} ({target}) is {routes.get(target)}, want {want}; "
+                                 f"proto {KERNEL_PROTO} table: {routes}")
+        time.sleep(0.5)
+
+
+def check_plain_ip(tb, src, dst):
+    """A TCP connect from src's namespace to a closed port of dst: a reset back (ECONNREFUSED) proves IP
+    crossed the mesh both ways on the kernel routes; no route or no forwarding gives another error."""
+    target = tb.nodes()[dst]["id"]
+    code = ("import socket, sys; s = socket.socket(); s.settimeout(5); "
+            f"sys.stdout.write(str(s.connect_ex(({target!r}, 9))))")
+    out = subprocess.run(["ip", "netns", "exec", tb.nodes()[src]["namespace"], sys.executable, "-c", code],
+                         capture_output=True, text=True, timeout=30)
+    result = out.stdout.strip()
+    if result != str(errno.ECONNREFUSED):
+        raise AssertionError(f"plain IP {src} -> {dst} ({target}): connect gave {result or out.stderr.strip()}, "
+                             f"want ECONNREFUSED ({errno.ECONNREFUSED}) from {dst}")
+    log(f"plain IP {src} -> {dst}: answered by {dst}'s kernel")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["loopback", "netns"])
@@ -146,8 +291,9 @@ def main():
     tb = Testbed(args, directory)
     up = ["up", "--nodes", "5", "--topology", "line", "--meshagent", args.meshagent,
           "--meshctl", args.meshctl, "--meshsim", args.meshsim, "--log-level", "debug"]
-    if args.mode == "netns":
-        up += ["--netns", "--ns-prefix", "mtt-"]
+    kernel = args.mode == "netns"
+    if kernel:
+        up += ["--netns", "--ns-prefix", "mtt-", "--kernel-routes"]
     else:
         up += ["--loopback-net", "91"]
     try:
@@ -164,19 +310,43 @@ def main():
         log(f"n0 -> n4: {route}")
         check_ping(tb, "n0", "n4", want_hops=4)
         check_ping(tb, "n4", "n0", want_hops=4)
+        if kernel:
+            wait_for_kernel_route(tb, "n0", "n4", {"via": route["next_hop"], "dev": "veth0", "metric": "4"}, 15)
+            wait_for_kernel_route(tb, "n0", "n1", {"via": None, "dev": "veth0", "metric": "1"}, 15)
+            check_plain_ip(tb, "n0", "n4")
 
         # kill -9 the middle: n0 loses n4 within the hold times (NEIGHB_HOLD 6 s,
         # then a TC or HELLO without n2); it comes back once n2 is restarted.
         tb.run("kill", "n2")
         wait_for_route(tb, "n0", "n4", False, 30)
         log("n0 lost its route to n4 after n2 was killed")
+        if kernel:
+            wait_for_kernel_route(tb, "n0", "n4", None, 15)
         tb.run("start", "n2")
         tb.run("wait", "--timeout", "30")
+        if kernel:
+            with open(os.path.join(directory, "n2", "agent.log"), encoding="utf-8", errors="replace") as f:
+                restarted = f.read().rsplit("--- testbed: starting", 1)[-1]
+            if "removing kernel routes left by an earlier run" not in restarted:
+                raise AssertionError("the restarted n2 did not remove the kernel routes its killed run left")
+            log("the restarted n2 removed the kernel routes the killed one left")
         wait_for_route(tb, "n0", "n4", True, 40)
         log("n0's route to n4 is back")
         check_ping(tb, "n0", "n4", want_hops=4)
         check_ping(tb, "n1", "n2")
         tb.run("status")
+        if kernel:
+            wait_for_kernel_route(tb, "n0", "n4", {"via": route["next_hop"], "dev": "veth0", "metric": "4"}, 15)
+        # Camera relies on the member lists (its Mutual Friend Property): lock only once they agree.
+        wait_all_alive(tb)
+        check_lock(tb)
+        check_membership(tb)
+        if kernel:
+            tb.run("stop", "n0")
+            left = kernel_routes(tb, "n0")
+            if left:
+                raise AssertionError(f"n0 stopped with SIGTERM but left kernel routes: {left}")
+            log("n0 withdrew its kernel routes when stopped")
     except (AssertionError, subprocess.TimeoutExpired, OSError, ValueError) as e:
         log(f"FAIL: {e}")
         for name in ("n0", "n1", "n2", "n3", "n4"):
