@@ -96,6 +96,18 @@ def field(obj, snake, camel):
     return obj.get(snake, obj.get(camel, 0))
 
 
+def wait_for_chain_routes(tb, ends, chain, timeout):
+    """Waits until every node of the chain routes to both ends. The first
+    end learning a route to the other (its TCs arrive first) does not mean
+    the reply path exists: an echo needs the reverse route at the far end
+    and at every forwarder, which TC flooding installs a few seconds apart."""
+    deadline = time.monotonic() + timeout
+    for node in chain:
+        for end in ends:
+            if node != end:
+                wait_for_route(tb, node, end, True, max(1.0, deadline - time.monotonic()))
+
+
 def check_ping(tb, src, dst, want_hops=1):
     target = tb.nodes()[dst]["id"]
     out = tb.ctl_json(src, "ping", target, "--count", "1")
@@ -308,6 +320,8 @@ def main():
         if int(route.get("hops", 0)) != 4 or route.get("next_hop") != via:
             raise AssertionError(f"n0's route to n4 is {route}, want 4 hops via n1 ({via})")
         log(f"n0 -> n4: {route}")
+        chain = ["n0", "n1", "n2", "n3", "n4"]
+        wait_for_chain_routes(tb, ["n0", "n4"], chain, 40)
         check_ping(tb, "n0", "n4", want_hops=4)
         check_ping(tb, "n4", "n0", want_hops=4)
         if kernel:
@@ -332,6 +346,7 @@ def main():
             log("the restarted n2 removed the kernel routes the killed one left")
         wait_for_route(tb, "n0", "n4", True, 40)
         log("n0's route to n4 is back")
+        wait_for_chain_routes(tb, ["n0", "n4"], chain, 40)
         check_ping(tb, "n0", "n4", want_hops=4)
         check_ping(tb, "n1", "n2")
         tb.run("status")
