@@ -12,7 +12,7 @@ namespace mesh::test_support {
 // Virtual time that moves only when a test says so: unit tests of sans-IO
 // code drive timers deterministically with advance(), without the
 // simulator's network.
-class ManualEnv final : public core::Env {
+class ManualEnv : public core::Env {
  public:
   explicit ManualEnv(uint64_t seed = 1) : rng_(seed) {}
 
