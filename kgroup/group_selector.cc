@@ -97,7 +97,8 @@ std::vector<core::NodeId> GroupSelector::members(const GroupTarget& target, uint
 std::string GroupSelector::to_json(const Selected& selected) const {
   std::string out = fmt::format(R"({{"target": "{}", "epoch": {}, "leader": )",
                                 json_escape(selected.target.to_string()), selected.epoch);
-  out += selected.members.empty() ? "null" : "\"" + selected.members.front().id.to_string() + "\"";
+  out += selected.members.empty() ? std::string("null")
+                                  : fmt::format(R"("{}")", selected.members.front().id.to_string());
   out += R"(, "members": [)";
   for (size_t i = 0; i < selected.members.size(); ++i) {
     const ScoredMember& m = selected.members[i];

@@ -451,7 +451,10 @@ void OlsrProtocol::recompute_mprs() {
   std::set<core::NodeId> mprs = select_mprs(options_.main_address, candidates);
   if (mprs == mprs_) return;
   std::string list;
-  for (core::NodeId id : mprs) list += (list.empty() ? "" : ",") + id.to_string();
+  for (core::NodeId id : mprs) {
+    if (!list.empty()) list += ',';
+    list += id.to_string();
+  }
   core::log("routing").info("olsr mpr set changed mprs=[{}]", list);
   mprs_ = std::move(mprs);
 }
