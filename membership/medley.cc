@@ -105,6 +105,9 @@ void Medley::remove_listener(ListenerHandle handle) { listeners_.erase(handle); 
 
 void Medley::emit(MemberEventKind kind, const Member& member) {
   ++version_;
+  // A list still gaining members (joining, a concurrent boot, a healed
+  // partition) is the one anti-entropy repairs: exchange at the base rate.
+  if (kind == MemberEventKind::joined) fast_push_pulls_ = options_.push_pull_fast_rounds;
   // A copy: a listener may add or remove listeners.
   const std::map<ListenerHandle, Listener> listeners = listeners_;
   const MemberEvent event{kind, member};
@@ -122,7 +125,7 @@ void Medley::start(std::vector<core::NodeId> contacts) {
   const auto phase = core::Duration(static_cast<core::Duration::rep>(
       env_.rng().below(static_cast<uint64_t>(std::max<core::Duration::rep>(1, options_.probe_period.count())))));
   tick_timer_.start(phase, [this] { tick(); });
-  push_pull_timer_.start_periodic(options_.push_pull_interval, [this] { push_pull(); });
+  push_pull_timer_.start(push_pull_interval(), [this] { push_pull(); });
   reconnect_timer_.start_periodic(options_.reconnect_interval, [this] { reconnect(); });
   set_contacts(contacts);
 }
@@ -299,6 +302,7 @@ void Medley::finish_probe() {
   indirect_timer_.cancel();
   if (probe.acked) {
     health_.apply(-1);
+    silent_probes_.erase(probe.target);
     return;
   }
   // Lifeguard: a nack from a helper ("no ack from the target") shows we can
@@ -306,11 +310,32 @@ void Medley::finish_probe() {
   // memberlist we count at most one per probe: over several lossy hops a
   // missed nack is common and says little about this node.
   health_.apply(probe.helpers > 0 && probe.nacks > 0 ? 0 : 1);
+  const MemberEntry* e = table_.find(probe.target);
+  if (e == nullptr || !is_live(e->member.state)) {
+    silent_probes_.erase(probe.target);
+    return;
+  }
+  // Silence from the target and from every helper is weak evidence over a
+  // multi-hop path: at 5 % loss per hop a 12-hop round trip fails half the
+  // time, so Medley's completeness probes of far members would otherwise
+  // raise most false suspicions. Probe the member again next period and
+  // suspect it only after several silent probes in a row; a helper's nack
+  // (it is near the target and heard nothing) is strong evidence and counts
+  // at once. Without helpers (a tiny mesh) there is nothing to wait for.
+  const bool silent = probe.helpers > 0 && probe.nacks == 0;
+  if (silent && e->member.state == MemberState::alive &&
+      ++silent_probes_[probe.target] < options_.silent_probes_to_suspect) {
+    verify_.insert(probe.target);
+    return;
+  }
+  silent_probes_.erase(probe.target);
   // Probing a suspect again and failing is an independent confirmation
   // (Lifeguard), which shortens the suspicion everywhere it spreads.
-  const MemberEntry* e = table_.find(probe.target);
-  if (e == nullptr || !is_live(e->member.state)) return;
-  if (e->member.state == MemberState::alive) suspicions_.add();
+  if (e->member.state == MemberState::alive) {
+    suspicions_.add();
+    const auto hops = distances_.hops_to(probe.target);
+    metrics_.counter("membership_suspicions_by_hops_total", {{"hops", hops ? std::to_string(*hops) : "unknown"}}).add();
+  }
   declare(probe.target, MemberState::suspect);
 }
 
@@ -342,10 +367,47 @@ void Medley::send_reconnect_ping(core::NodeId target) {
   send(target, body, "ping");
 }
 
+core::Duration Medley::push_pull_interval() const {
+  // memberlist's pushPullScale: a full-list exchange costs O(N) bytes, so
+  // beyond the threshold the interval grows with log2(N) to keep the
+  // mesh-wide sync load near O(N log N) instead of O(N^2). Not while the
+  // list is still gaining members (see push_pull()).
+  const double n = static_cast<double>(table_.live_count());
+  const double threshold = static_cast<double>(options_.push_pull_scale_threshold);
+  if (fast_push_pulls_ > 0 || options_.push_pull_scale_threshold == 0 || n <= threshold) {
+    return options_.push_pull_interval;
+  }
+  const double mult = std::ceil(std::log2(n) - std::log2(threshold)) + 1.0;
+  return core::Duration(static_cast<core::Duration::rep>(static_cast<double>(options_.push_pull_interval.count()) * mult));
+}
+
 void Medley::push_pull() {
   const std::vector<core::NodeId> others = table_.live_others();
-  if (others.empty()) return;
-  sync_from(others[env_.rng().below(others.size())], true, core::NodeId());
+  size_t pick = 0;
+  if (fast_push_pulls_ > 0) {
+    // The list is still gaining members (joining, a concurrent boot, a
+    // healed partition): piggy-backed news of a join can die out before
+    // every node has joined, and an exchange with a random member, usually
+    // one that heard it, repairs that.
+    --fast_push_pulls_;
+    if (!others.empty()) pick = env_.rng().below(others.size());
+  } else if (!others.empty()) {
+    // Steady state: a partner drawn like a probe target (hops^-alpha). The
+    // exchange is two full lists, and a near partner carries them over few
+    // hops; a missed update still diffuses between neighbourhoods.
+    const std::vector<double> weights = distance_weights(others, distances_, options_.alpha);
+    double draw = env_.rng().unit();  // the weights are normalised
+    pick = others.size() - 1;
+    for (size_t i = 0; i < others.size(); ++i) {
+      if (draw < weights[i]) {
+        pick = i;
+        break;
+      }
+      draw -= weights[i];
+    }
+  }
+  push_pull_timer_.start(push_pull_interval(), [this] { push_pull(); });
+  if (!others.empty()) sync_from(others[pick], true, core::NodeId());
 }
 
 void Medley::reap() {
@@ -358,6 +420,10 @@ void Medley::reap() {
     table_.erase(id);
     last_heard_.erase(id);
   }
+  std::erase_if(silent_probes_, [this](const auto& entry) {
+    const MemberEntry* e = table_.find(entry.first);
+    return e == nullptr || e->member.state != MemberState::alive;
+  });
 }
 
 // ---- Suspicion ------------------------------------------------------------------
@@ -503,17 +569,29 @@ void Medley::fill_updates(core::NodeId to, google::protobuf::RepeatedPtrField<pr
     if (r.member.id == self() && left_) continue;
     to_wire(r, out->Add());
   }
+  // Where the piggy-back bytes go, by the state each record announces.
+  for (const proto::MemberRecord& r : *out) {
+    const char* state = r.state() == proto::MEMBER_ALIVE     ? "alive"
+                        : r.state() == proto::MEMBER_SUSPECT ? "suspect"
+                        : r.state() == proto::MEMBER_FAILED  ? "failed"
+                                                             : "left";
+    metrics_.counter("membership_piggyback_records_total", {{"state", state}}).add();
+    metrics_.counter("membership_piggyback_bytes_total", {{"state", state}}).add(r.ByteSizeLong() + 2);
+  }
 }
 
-void Medley::count_sent(const char* type, size_t bytes) {
+void Medley::count_sent(core::NodeId to, const char* type, size_t bytes) {
   metrics_.counter("membership_sent_total", {{"type", type}}).add();
   metrics_.counter("membership_sent_bytes_total", {{"type", type}}).add(bytes);
+  // Body bytes times the hops they cross: what the mesh carries, by type.
+  const uint32_t hops = distances_.hops_to(to).value_or(1);
+  metrics_.counter("membership_sent_hop_bytes_total", {{"type", type}}).add(bytes * hops);
   message_bytes_.record(static_cast<double>(bytes));
 }
 
 void Medley::send(core::NodeId to, const proto::MembershipBody& body, const char* type) {
   std::string bytes = body.SerializeAsString();
-  count_sent(type, bytes.size());
+  count_sent(to, type, bytes.size());
   messenger_.send(to, kBodyType, std::move(bytes));
 }
 
@@ -633,7 +711,7 @@ void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after) {
   core::RetryPolicy retry;
   retry.deadline = options_.sync_request_deadline;
   std::string bytes = body.SerializeAsString();
-  count_sent("sync_request", bytes.size());
+  count_sent(peer, "sync_request", bytes.size());
   auto id = std::make_shared<uint64_t>(0);
   *id = messenger_.request(
       peer, kBodyType, std::move(bytes),
@@ -695,7 +773,7 @@ void Medley::on_sync_request(const core::Message& request, core::Responder respo
     to_wire(record, resp->add_members());
   }
   std::string bytes = reply.SerializeAsString();
-  count_sent("sync_response", bytes.size());
+  count_sent(request.src, "sync_response", bytes.size());
   responder.respond(std::move(bytes));
   if (req.reverse() && after.is_unspecified() && running_) sync_from(request.src, false, core::NodeId());
 }

@@ -28,7 +28,9 @@ namespace mesh::membership {
 // with hop distance (hops^-alpha; alpha = 0 is plain SWIM) in Medley's
 // time-bounded bag order; without an ack after the probe timeout it asks K
 // helpers near the target to ping it; without any ack by the end of the
-// period it suspects the target. A suspect that does not refute (by raising
+// period it suspects the target if a helper reported it silent (a nack), or
+// after a few such probes in a row if nobody answered at all (over many
+// lossy hops that is mostly path loss). A suspect that does not refute (by raising
 // its incarnation) within the suspicion timeout is declared failed. Updates
 // travel piggy-backed on pings and acks. Lifeguard's local health, dynamic
 // suspicion timeouts and buddy refutation keep a struggling node from
@@ -119,6 +121,7 @@ class Medley final : public MemberView {
   void reconnect();
   void send_reconnect_ping(core::NodeId target);
   void push_pull();
+  core::Duration push_pull_interval() const;
   void reap();
   void join_attempt();
 
@@ -138,7 +141,7 @@ class Medley final : public MemberView {
   // not alive (so it can refute at once), then the queue's.
   void fill_updates(core::NodeId to, google::protobuf::RepeatedPtrField<proto::MemberRecord>* out);
   void send(core::NodeId to, const proto::MembershipBody& body, const char* type);
-  void count_sent(const char* type, size_t bytes);
+  void count_sent(core::NodeId to, const char* type, size_t bytes);
   void heard(core::NodeId id) { last_heard_[id] = env_.now(); }
   void emit(MemberEventKind kind, const Member& member);
   void set_self(const Member& self);
@@ -163,8 +166,10 @@ class Medley final : public MemberView {
   std::vector<core::NodeId> contacts_;
   size_t next_contact_ = 0;
   std::set<core::NodeId> syncing_;       // peers being pulled from
-  std::set<core::NodeId> verify_;        // live members to probe next (stale accusations)
+  std::set<core::NodeId> verify_;  // live members to probe next (stale accusations, silent probes)
   std::set<core::NodeId> reconnect_soon_;  // failed members to ping soon (refused revivals)
+  std::map<core::NodeId, uint32_t> silent_probes_;  // alive members: silent probes in a row
+  uint32_t fast_push_pulls_ = 0;  // push-pulls left at the unscaled interval
   std::set<uint64_t> pending_requests_;  // messenger msg_ids, cancelled on destruction
 
   std::map<ListenerHandle, Listener> listeners_;

@@ -25,7 +25,11 @@ enum class ProbeOrder {
 // Every period, timeout and bound of Medley. Defaults follow the anchors:
 // Medley's exponent 3, RTT-sized probe timeout and 3 indirect helpers;
 // memberlist's LAN suspicion (4 and 6 times the log-scaled period),
-// retransmission (4 * ceil(log10(N+1))) and push-pull interval.
+// retransmission (4 * ceil(log10(N+1))) and push-pull interval with its
+// log2(N) scaling. Beyond both: a member is suspected after 3 probes in a
+// row that nobody answered: over lossy multi-hop paths single silent probes
+// of far members caused most false suspicions and most membership traffic
+// (medley_bench BM_TrafficBreakdown prints where the bytes go).
 struct MedleyOptions {
   // Who this node is, as it tells the others.
   std::string name;
@@ -45,6 +49,10 @@ struct MedleyOptions {
   size_t bag_limit_factor = 10;
   // A helper waits this fraction of its probe timeout before sending a nack.
   double nack_fraction = 0.8;
+  // Probes in a row answered by nobody (no ack, no helper's nack) before an
+  // alive member is suspected; 1 = classic SWIM. A nack-confirmed failure
+  // suspects at once.
+  uint32_t silent_probes_to_suspect = 3;
 
   // Suspicion (Lifeguard): starts at max = suspicion_max_mult * min and
   // shrinks toward min = suspicion_mult * max(1, log10 N) * probe_period as
@@ -67,6 +75,13 @@ struct MedleyOptions {
   // Join and anti-entropy.
   core::Duration join_retry = std::chrono::seconds(2);     // retry with the next contact
   core::Duration push_pull_interval = std::chrono::seconds(30);
+  // Above this many live members the push-pull interval is multiplied by
+  // ceil(log2(N) - log2(threshold)) + 1 (memberlist's pushPullScale: x3 at
+  // N = 100, x5 at 400); 0 keeps it fixed.
+  size_t push_pull_scale_threshold = 32;
+  // After this node learns of a joined member, this many push-pulls run at
+  // the unscaled interval.
+  uint32_t push_pull_fast_rounds = 2;
   // Serf-style reconnect: every interval, probe one failed member so lists
   // merge after a partition heals (the probe carries the member's failed
   // record; a live member refutes it).

@@ -84,6 +84,15 @@ void ProbeTargetSelector::set_members(const std::vector<core::NodeId>& members, 
   members_ = std::move(sorted);
   member_set_ = std::set<core::NodeId>(members_.begin(), members_.end());
   if (order_ != ProbeOrder::bag || bag_.empty() || added.empty()) return;
+  // A round built over far fewer members (a node joining learns the list a
+  // few at a time) flattened the skew for that small list: far members got
+  // many copies, and inserting newcomers keeps them. Once the list has grown
+  // by more than a quarter the round is rebuilt; that happens O(log N) times
+  // while joining, so the completeness bound holds once the list settles.
+  if (4 * members_.size() > 5 * round_members_) {
+    bag_.clear();
+    return;
+  }
   // Newcomers join the current round at random places, with as many copies
   // as a refill would give them.
   const std::vector<double> weights = distance_weights(members_, distances, alpha_);
@@ -104,6 +113,7 @@ void ProbeTargetSelector::refill(const HopDistances& distances, core::Rng& rng) 
   for (size_t i = 0; i < members_.size(); ++i) bag_.insert(bag_.end(), copies[i], members_[i]);
   std::shuffle(bag_.begin(), bag_.end(), rng);
   round_size_ = bag_.size();
+  round_members_ = members_.size();
 }
 
 std::optional<core::NodeId> ProbeTargetSelector::next(const HopDistances& distances, core::Rng& rng) {

@@ -34,7 +34,8 @@ class ProbeTargetSelector {
 
   // The candidates (live members other than self). Members that disappear
   // are skipped when drawn; new ones are inserted at random places in the
-  // current round.
+  // current round, unless the list has grown by more than a quarter since
+  // the round was built: then a new round starts.
   void set_members(const std::vector<core::NodeId>& members, const HopDistances& distances, core::Rng& rng);
   std::optional<core::NodeId> next(const HopDistances& distances, core::Rng& rng);
 
@@ -52,6 +53,7 @@ class ProbeTargetSelector {
   std::set<core::NodeId> member_set_;
   std::vector<core::NodeId> bag_;      // drawn from the back
   size_t round_size_ = 0;
+  size_t round_members_ = 0;  // members when the round was built
 };
 
 // Up to `count` ping-req helpers for `target`, drawn without replacement

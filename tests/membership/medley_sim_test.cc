@@ -138,29 +138,6 @@ std::optional<core::TimePoint> run_until_converged(MedleyWorld& world, core::Dur
   return std::nullopt;
 }
 
-// Whether the topology minus `gone` and `also` is connected.
-bool still_connected_without(const sim::Topology& topology, const std::set<size_t>& gone, size_t also) {
-  std::vector<bool> seen(topology.size(), false);
-  auto excluded = [&](size_t i) { return i == also || gone.contains(i); };
-  size_t start = 0;
-  while (excluded(start)) ++start;
-  std::vector<size_t> stack{start};
-  seen[start] = true;
-  size_t reached = 1;
-  while (!stack.empty()) {
-    const size_t a = stack.back();
-    stack.pop_back();
-    for (int nb : topology.neighbours(static_cast<int>(a))) {
-      const auto b = static_cast<size_t>(nb);
-      if (seen[b] || excluded(b)) continue;
-      seen[b] = true;
-      ++reached;
-      stack.push_back(b);
-    }
-  }
-  return reached == topology.size() - gone.size() - 1;
-}
-
 WorldOptions lossy(double loss) {
   WorldOptions o;
   o.hop_loss = loss;
@@ -172,7 +149,7 @@ constexpr int kNodes = 100;
 TEST(MedleySim, ListsConvergeToFullMembership) {
   std::vector<double> times;
   uint64_t false_failures = 0;
-  for (uint64_t seed : seeds(6)) {
+  for (uint64_t seed : seeds(5)) {
     SCOPED_TRACE("seed=" + std::to_string(seed));
     MedleyWorld world(sim::random_geometric(kNodes, seed), seed, lossy(0.05));
     std::vector<Event> log;

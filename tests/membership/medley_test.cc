@@ -125,6 +125,46 @@ TEST(Medley, LocalHealthRisesWhenProbesFailAndRecovers) {
   }
 }
 
+// Silence from the target and from every helper is weak evidence: an
+// isolated node suspects a member only after silent_probes_to_suspect
+// probes in a row (1 = classic SWIM, which the same check tells apart).
+TEST(Medley, SilentProbesSuspectOnlyAfterSeveralInARow) {
+  for (uint32_t needed : {1u, 3u}) {
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      WorldOptions options;
+      options.medley.silent_probes_to_suspect = needed;
+      MedleyWorld world(sim::line(3), seed, options);
+      std::optional<uint64_t> probes_at_first_suspicion;
+      for (size_t i = 0; i < world.size(); ++i) {
+        world.boot(i, 0, [&world, &probes_at_first_suspicion](size_t index, Medley& m) {
+          if (index != 1) return;
+          m.add_listener([&world, &probes_at_first_suspicion](const MemberEvent& e) {
+            if (e.kind == MemberEventKind::suspected && !probes_at_first_suspicion) {
+              probes_at_first_suspicion = world.metrics(1)->total("membership_probes_total");
+            }
+          });
+        });
+      }
+      world.run_for(seconds(10));
+      ASSERT_TRUE(everyone_sees_everyone(world)) << "seed=" << seed;
+      ASSERT_FALSE(probes_at_first_suspicion.has_value()) << "seed=" << seed;
+      // Node 1 hears nobody: no ack, no nack, only its own accusations.
+      const uint64_t before = world.metrics(1)->total("membership_probes_total");
+      world.network().set_link_up(world.id(0), world.id(1), false);
+      world.network().set_link_up(world.id(1), world.id(2), false);
+      world.run_for(seconds(60));
+      ASSERT_TRUE(probes_at_first_suspicion.has_value()) << "seed=" << seed << " needed=" << needed;
+      // At most one probe was already under way at the cut.
+      const uint64_t probes = *probes_at_first_suspicion - before;
+      if (needed == 1) {
+        EXPECT_LE(probes, 1u) << "seed=" << seed;
+      } else {
+        EXPECT_GE(probes, needed - 1) << "seed=" << seed;
+      }
+    }
+  }
+}
+
 TEST(Medley, LargeListIsPulledInChunks) {
   // Names and metadata make each record large, so 60 members need several
   // sync chunks; the last node joins late and must learn all of them.

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -122,7 +124,11 @@ class MedleyWorld {
     s.messenger = std::make_unique<core::Messenger>(*s.env, routing_.transport(ids_[i]), *s.metrics, mo);
     s.hops = std::make_unique<TopologyHops>(matrix_, index_, static_cast<int>(i));
     MedleyOptions medley = options_.medley;
-    medley.name = "n" + std::to_string(i);
+    // Formatted, not "n" + to_string(i): GCC 12 at -O3 flags string
+    // concatenation here with a false -Wrestrict.
+    char name[24];
+    std::snprintf(name, sizeof name, "n%zu", i);
+    medley.name = name;
     medley.location = topology_.positions[i];
     medley.initial_incarnation = initial_incarnation;
     s.medley = std::make_unique<Medley>(*s.env, *s.messenger, *s.metrics, *s.hops, medley);
@@ -162,6 +168,29 @@ class MedleyWorld {
   std::vector<std::vector<int>> matrix_;
   std::vector<Slot> slots_;
 };
+
+// Whether the topology minus `gone` and `also` is connected.
+inline bool still_connected_without(const sim::Topology& topology, const std::set<size_t>& gone, size_t also) {
+  std::vector<bool> seen(topology.size(), false);
+  auto excluded = [&](size_t i) { return i == also || gone.contains(i); };
+  size_t start = 0;
+  while (excluded(start)) ++start;
+  std::vector<size_t> stack{start};
+  seen[start] = true;
+  size_t reached = 1;
+  while (!stack.empty()) {
+    const size_t a = stack.back();
+    stack.pop_back();
+    for (int nb : topology.neighbours(static_cast<int>(a))) {
+      const auto b = static_cast<size_t>(nb);
+      if (seen[b] || excluded(b)) continue;
+      seen[b] = true;
+      ++reached;
+      stack.push_back(b);
+    }
+  }
+  return reached == topology.size() - gone.size() - 1;
+}
 
 // Nearest-rank quantile of a non-empty sample.
 inline double quantile(std::vector<double> v, double q) {

@@ -197,6 +197,49 @@ TEST(ProbeTargetSelector, EveryMemberProbedWithinCompletenessBound) {
   }
 }
 
+// A joining node learns its list a few members at a time, usually near ones
+// first (their gossip arrives first). A round built over those holds few
+// copies of each neighbour (the exact bag is ceil(w / w_min) and w_min is
+// only a 2-hop member's weight); far members learnt later each add at least
+// one copy, so unless the round is rebuilt as the list grows, far members
+// are probed many times more often than hops^-alpha says.
+TEST(ProbeTargetSelector, ListLearntInPiecesKeepsTheSkew) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    FixedHops d;
+    std::vector<uint32_t> hops;
+    for (uint32_t i = 0; i < 90; ++i) hops.push_back(i < 8 ? 1 : i < 12 ? 2 : 3 + i % 11);  // 8 neighbours
+    const auto all = members_at(hops, d);
+    core::Rng rng(seed);
+    const size_t factor = 10;
+    ProbeTargetSelector selector(3.0, ProbeOrder::bag, factor);
+    // The neighbours and the 2-hop members first, then the rest in pieces of
+    // five, one draw between.
+    std::vector<core::NodeId> known(all.begin(), all.begin() + 12);
+    selector.set_members(known, d, rng);
+    ASSERT_TRUE(selector.next(d, rng).has_value());
+    for (size_t i = 12; i < all.size(); i += 5) {
+      for (size_t k = i; k < std::min(all.size(), i + 5); ++k) known.push_back(all[k]);
+      selector.set_members(known, d, rng);
+      ASSERT_TRUE(selector.next(d, rng).has_value());
+    }
+    ASSERT_EQ(known.size(), all.size());
+    // The next 100 draws, against the share of neighbours a fresh round holds.
+    const std::vector<uint64_t> copies = bag_copies(distance_weights(all, d, 3.0), factor * all.size());
+    uint64_t near_copies = 0;
+    uint64_t total_copies = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      total_copies += copies[i];
+      near_copies += hops[i] == 1 ? copies[i] : 0;
+    }
+    const uint64_t draws = 100;
+    uint64_t near = 0;
+    for (uint64_t i = 0; i < draws; ++i) near += d.to[*selector.next(d, rng)] == 1 ? 1 : 0;
+    const double expected = static_cast<double>(near_copies) / static_cast<double>(total_copies);
+    EXPECT_GT(static_cast<double>(near) / static_cast<double>(draws), expected - 0.15)
+        << "seed=" << seed << ": neighbours drawn " << near << " of " << draws << ", expected share " << expected;
+  }
+}
+
 TEST(PickHelpers, PrefersNodesNearTheTargetAndNeverTheTarget) {
   FixedHops d;
   const core::NodeId target = node(50);
