@@ -76,7 +76,8 @@ Node::Node(const NodeConfig& config, NodeContext context)
   medley_options.location = config_.location;
   medley_ = std::make_unique<membership::Medley>(context_.env, *messenger_, metrics_, *hop_distances_,
                                                  std::move(medley_options));
-  camera_ = std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, config_.mutex);
+  camera_ =
+      std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, context_.storage, config_.mutex);
   core::log("agent").info("node created id={} name={} boot={}", config_.id.to_string(), config_.name, boot_count_);
 }
 

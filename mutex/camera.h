@@ -15,8 +15,10 @@
 #include "core/expected.h"
 #include "core/messenger.h"
 #include "core/metrics.h"
+#include "core/storage.h"
 #include "membership/member_view.h"
 #include "mutex/camera_options.h"
+#include "mutex/camera_store.h"
 #include "mutex/network_size_estimator.h"
 #include "mutex/request_id.h"
 #include "mutex/slow_path.h"
@@ -56,9 +58,11 @@ using AcquireHandle = uint64_t;
 // the list holds at most N.upper / 2 nodes, the request travels down a
 // spanning tree of the whole mesh and the OKs come back up it.
 //
-// Failures: a node membership declares failed (or one outside the member
-// list that stops answering) is no longer waited for, its requests and
-// deferred OKs are dropped, and tree nodes adopt a failed child's children.
+// Failures: a node membership declares failed (once a probe confirms it:
+// the verdict may be about an earlier life of a node that has restarted),
+// or one outside the member list that stops answering, is no longer waited
+// for, its requests and deferred OKs are dropped, and tree nodes adopt a
+// failed child's children.
 //
 // Fencing tokens: each node keeps a per-resource high-water mark, raised by
 // the marks carried in REQUEST, OK and subtree OK and by the token in
@@ -66,13 +70,28 @@ using AcquireHandle = uint64_t;
 // two holders in turn, the later one either got a deferred OK from the
 // earlier, or asked it directly, or heard of it through a common friend's
 // recently-OKed set (and then asked it) or from a friend that got its
-// RELEASE: in every case it collected a mark at least the earlier token, so
-// tokens strictly increase while no node loses its memory. A crash can
-// break the chain (the holder that crashed, or the only common friend that
-// restarted empty, was the one node that knew the last token); nodes that
-// lose a node they OKed or were waiting for raise their mark by
-// `failed_holder_token_gap`, which restores the order whenever marks across
-// the mesh differ by less than the gap. Nothing of Camera is persisted.
+// RELEASE: in every case it collected a mark at least the earlier token.
+// Marks are persisted (CameraStore: a reservation block above the mark), so
+// a restarted node never falls below a mark it used or showed. A holder
+// that crashes may take the only copy of its token with it; nodes that lose
+// a node they OKed or were waiting for raise their mark by
+// `failed_holder_token_gap`.
+//
+// Restarts: a restarted node's member list is empty or partial until
+// membership has joined it again, and the rest of the mesh may already have
+// declared its previous life failed, so nobody would ask it. It therefore
+// also asks every node it remembers (persisted ids, treated like nodes
+// learned from OK sets: asked, probed, forgotten when silent and unlisted),
+// and its N.upper estimate starts from those ids. For `boot_grace` after it
+// starts, a node whose list holds nobody else, or not more than half of
+// N.upper, lets its requests wait for membership to grow rather than grant
+// unasked or build a spanning tree over a membership graph that may still be
+// in pieces (Theorem 1); after the grace it proceeds as Algorithms 2 and 3 say.
+//
+// One datagram per OK: when the recently-OKed set would not fit in
+// `max_ok_bytes`, the node asks the set's nodes on the requester's behalf
+// and sends the OK without the set once they have all OKed the request
+// (camera_ok_relay.cc).
 //
 // Requests for the same resource from this node are served one at a time in
 // arrival order. Sans-IO: everything goes through Env, Messenger and the
@@ -81,8 +100,10 @@ class Camera {
  public:
   static constexpr core::Duration kNoTimeout = core::Duration::max();
 
+  // `storage` keeps the fencing reservations and remembered node ids across
+  // restarts (the agent's file storage; memory in the simulator).
   Camera(core::Env& env, core::Messenger& messenger, membership::MemberView& members, core::Metrics& metrics,
-         CameraOptions options = {});
+         core::Storage& storage, CameraOptions options = {});
   Camera(const Camera&) = delete;
   Camera& operator=(const Camera&) = delete;
   ~Camera();
@@ -135,6 +156,7 @@ class Camera {
     RequestId id;
     AcquireHandle handle = 0;
     bool slow = false;
+    bool parked = false;                         // waiting in boot_grace (dispatch)
     std::set<core::NodeId> asked;                // sent our REQUEST
     std::set<core::NodeId> pending;              // OK still missing
     std::map<core::NodeId, uint32_t> ok_nonce;   // which life of each peer OKed us
@@ -145,6 +167,18 @@ class Camera {
     RequestId id;
     std::optional<core::Responder> responder;  // fast path: the OK goes here
     bool slow = false;                         // slow path: the OK goes into the tree
+    // The same request relayed to us by friends (camera_ok_relay.cc), by
+    // relaying node: their OKs go there too, without our set.
+    std::map<core::NodeId, core::Responder> relay_responders;
+  };
+  // Our OK to `id` whose recently-OKed set does not fit one datagram: we
+  // ask that set's nodes (and those their OKs name) for `id` ourselves.
+  struct Relay {
+    RequestId id;
+    std::optional<core::Responder> responder;  // the requester's REQUEST
+    std::set<core::NodeId> asked;
+    std::set<core::NodeId> pending;  // OK for id still missing
+    std::map<core::NodeId, uint64_t> in_flight;
   };
   struct Resource {
     std::string name;
@@ -154,6 +188,7 @@ class Camera {
     std::optional<Own> own;
     std::optional<Grant> grant;
     std::map<core::NodeId, Deferred> deferred;        // at most one per requester
+    std::map<core::NodeId, Relay> relays;             // by requester
     std::map<core::NodeId, RequestId> recently_oked;  // at most one per requester
     std::map<core::NodeId, SlowTree> trees;           // by root: our part in its tree
     std::deque<Waiter> queue;                         // local acquires, the current one first
@@ -166,12 +201,18 @@ class Camera {
   uint64_t send(core::NodeId dst, const proto::MutexBody& body, std::string_view type,
                 std::function<void(const core::RequestResult&)> callback);
   void later(std::function<void()> action);
+  void flood(const proto::MutexBody& body, std::string_view type);
   Resource& resource(const std::string& name);
   Resource* find(const std::string& name);
   std::vector<core::NodeId> member_list();  // live members and learned nodes, self included
   bool is_live_member(core::NodeId id) const;
   bool is_failed(core::NodeId id) const;
   void observe(core::NodeId id);
+  // Raises r's high-water mark to at least `mark`, persisted before any
+  // message or grant can show it.
+  void raise_high_water(Resource& r, uint64_t mark);
+  // After a node that may have held r with an unseen token is lost.
+  void jump_high_water(Resource& r) { raise_high_water(r, r.high_water + options_.failed_holder_token_gap); }
   uint32_t tree_depth() const { return options_.tolerated_failures + 1; }
   bool camera_mode() const { return options_.algorithm == Algorithm::camera; }
 
@@ -182,6 +223,12 @@ class Camera {
 
   // Algorithm 2.
   void enter(Resource& r);
+  // Asks the list (fast) or starts the tree (slow) for the request enter()
+  // made, unless it must wait for membership (boot_grace).
+  void dispatch(Resource& r);
+  // Resumes requests parked by dispatch() once someone is known or the
+  // grace is over.
+  void resume_parked();
   void ask(Resource& r, core::NodeId peer);
   void on_request_result(const std::string& name, const RequestId& id, core::NodeId peer,
                          const core::RequestResult& result);
@@ -189,7 +236,20 @@ class Camera {
   void check_enter(Resource& r);
   void exit(Resource& r, uint64_t token);
   void abandon(Resource& r);
-  proto::MutexBody make_ok(Resource& r, const RequestId& id);
+  proto::MutexBody make_ok(Resource& r, const RequestId& id, bool with_set = true);
+  // OKs `id` (already in r.recently_oked): the OK with the set if it fits
+  // max_ok_bytes, else through a relay; a relayed request's OK has no set.
+  void answer(Resource& r, const RequestId& id, bool relayed, core::Responder responder);
+  void send_ok(core::Responder& responder, const std::string& bytes);
+
+  // camera_ok_relay.cc.
+  void start_relay(Resource& r, const RequestId& id, core::Responder responder);
+  void relay_ask(Resource& r, Relay& relay, core::NodeId peer);
+  void on_relay_result(const std::string& name, const RequestId& id, core::NodeId peer,
+                       const core::RequestResult& result);
+  void finish_relay_if_done(Resource& r, core::NodeId requester);
+  // A node is gone: its own relay ends, and no relay waits for it.
+  void drop_from_relays(Resource& r, core::NodeId id);
   // An incoming request (fast REQUEST or slow JOIN): learns the requester,
   // updates the sequence number. Returns false if the request is obsolete.
   bool admit(Resource& r, const RequestId& id, uint64_t high_water);
@@ -198,9 +258,21 @@ class Camera {
   // The deferred entry for `id`, created (replacing an older request of the
   // same node) if needed.
   Deferred& defer(Resource& r, const RequestId& id);
-  void handle_request(Resource& r, const proto::MutexRequest& req, core::Responder responder);
+  // `from` is the requester, or a friend relaying its request.
+  void handle_request(Resource& r, const proto::MutexRequest& req, core::NodeId from, core::Responder responder);
   void handle_release(Resource& r, const proto::MutexRelease& release);
   void answer_deferred(Resource& r);
+  void switch_if_list_shrank(Resource& r);
+  // Probes a node membership declares failed or left; forgets it if silent.
+  void confirm_gone(core::NodeId id);
+  // Whether forgetting `id` would drop anything but its learned entry.
+  bool has_state_with(core::NodeId id) const;
+  // A message from `id` itself arrived (request, datagram, answer).
+  void heard(core::NodeId id) { last_heard_[id] = env_.now(); }
+  // forget(id) after a message sent at `since` went unanswered, unless `id`
+  // (a new life of it, or the same one) has spoken since: silence that
+  // began before a restart says nothing about the new life.
+  void forget_if_silent(core::NodeId id, core::TimePoint since);
   // Stops waiting for, and forgets everything of, a node that is gone.
   void forget(core::NodeId id);
   // A message showed `node` living its life `nonce`: what an earlier life
@@ -238,12 +310,15 @@ class Camera {
   core::NodeId self_;
   uint32_t nonce_;
   NetworkSizeEstimator estimator_;
+  CameraStore store_;
+  core::TimePoint booted_at_;
   membership::MemberView::ListenerHandle listener_ = 0;
   std::shared_ptr<bool> alive_;
 
   std::map<std::string, Resource> resources_;
   std::set<core::NodeId> learned_;
   std::unordered_map<core::NodeId, uint32_t> lives_;  // latest nonce seen per node
+  std::unordered_map<core::NodeId, core::TimePoint> last_heard_;
   std::unordered_map<AcquireHandle, std::string> handles_;
   AcquireHandle next_handle_ = 1;
 
@@ -253,6 +328,8 @@ class Camera {
   core::Counter& learned_total_;
   core::Counter& rebuilds_total_;
   core::Counter& bad_messages_total_;
+  core::Counter& relays_total_;
+  core::Histogram& ok_bytes_;
   core::Histogram& wait_ms_;
 };
 

@@ -49,6 +49,26 @@ struct CameraOptions {
   // never saw released, that node may hold a token nobody else saw; later
   // grants start this far above the local high-water mark.
   uint64_t failed_holder_token_gap = uint64_t{1} << 20;
+  // The persisted token reservation runs this far ahead of the high-water
+  // mark: one storage write per this many tokens, and a restarted node's
+  // tokens skip at most this many values.
+  uint64_t token_block = 1024;
+  // Node ids remembered across restarts (whom a restarted node asks while
+  // its member list is partial); ids beyond this many are not remembered.
+  size_t max_known_nodes = 1024;
+  // For this long after start, a request whose member list (remembered
+  // nodes included) holds no other node, or no more than N.upper / 2 nodes,
+  // waits for membership to grow (a joined member, a requester heard of)
+  // instead of granting unasked or taking the slow path over a membership
+  // graph that may still be in pieces. After it, a node really alone grants
+  // at once and a small list takes the slow path. 0 turns the wait off.
+  core::Duration boot_grace = std::chrono::seconds(15);
+  // An OK (the MutexBody bytes) is kept within this many bytes so that with
+  // the envelope and authentication it stays one datagram; when the
+  // recently-OKed set would not fit, the OKing node relays the request to
+  // the set's nodes instead (camera_ok_relay.cc). Must exceed an OK without
+  // a set (about 40 bytes plus the resource name).
+  size_t max_ok_bytes = 1000;
 };
 
 }  // namespace mesh::mutex

@@ -47,12 +47,14 @@ struct Scenario {
   int crashes = 0;       // nodes crashed while requests run
   bool restart = false;  // crashed nodes come back as new incarnations
   bool slow_path = true;
-  double margin = 0.0;  // N.upper margin: above 0 some majority lists go slow too
+  double margin = 0.0;                                 // N.upper margin: above 0 some majority lists go slow too
+  size_t max_ok_bytes = CameraOptions{}.max_ok_bytes;  // small: OKs relay their sets
 };
 
 struct Outcome {
   std::vector<std::string> violations;
   std::vector<std::string> unfinished;
+  uint64_t relays = 0;
   uint64_t grants = 0;
   uint64_t slow_grants = 0;
   uint64_t token_repeats = 0;
@@ -139,6 +141,10 @@ Outcome run(const Scenario& sc, uint64_t seed) {
   wo.camera.network_size.floor = wo.nodes;
   wo.camera.network_size.margin = sc.margin;
   wo.camera.slow_path_enabled = sc.slow_path;
+  wo.camera.max_ok_bytes = sc.max_ok_bytes;
+  // The injected lists are final from t=0: requests use them at once, as
+  // the scenario (slow path under churn) intends.
+  wo.camera.boot_grace = core::Duration::zero();
   CameraWorld world(seed, wo);
   const size_t n = world.size();
 
@@ -228,10 +234,14 @@ Outcome run(const Scenario& sc, uint64_t seed) {
   out.grants = world.grants();
   out.slow_grants = world.slow_grants();
   out.token_repeats = world.token_repeats_after_crash();
+  for (size_t i = 0; i < n; ++i) {
+    if (world.up(i)) out.relays += world.metrics(i).total("mutex_ok_relays_total");
+  }
   return out;
 }
 
 struct Totals {
+  uint64_t relays = 0;
   uint64_t grants = 0;
   uint64_t slow_grants = 0;
   uint64_t token_repeats = 0;
@@ -252,6 +262,7 @@ void sweep(const Scenario& sc, uint64_t first_seed, int seeds, Totals* totals = 
       totals->grants += o.grants;
       totals->slow_grants += o.slow_grants;
       totals->token_repeats += o.token_repeats;
+      totals->relays += o.relays;
     }
     if (!o.violations.empty() || !o.unfinished.empty()) {
       std::string msg = "FAILING SEED " + std::to_string(seed) + "\n";
@@ -264,9 +275,9 @@ void sweep(const Scenario& sc, uint64_t first_seed, int seeds, Totals* totals = 
 }
 
 void print(const Totals& t) {
-  std::printf("grants=%llu slow_path_grants=%llu token_repeats_after_crashes=%llu\n",
+  std::printf("grants=%llu slow_path_grants=%llu token_repeats_after_crashes=%llu ok_relays=%llu\n",
               static_cast<unsigned long long>(t.grants), static_cast<unsigned long long>(t.slow_grants),
-              static_cast<unsigned long long>(t.token_repeats));
+              static_cast<unsigned long long>(t.token_repeats), static_cast<unsigned long long>(t.relays));
 }
 
 TEST(CameraSim, FullListsManyRequestersSeveralResources) {
@@ -392,6 +403,26 @@ TEST(CameraSim, SixtyFourConcurrentRequesters) {
   Totals t;
   sweep(sc, 60000, 20, &t);
   print(t);
+}
+
+// OKs limited to a handful of recently-OKed entries: large sets go through
+// relays (camera_ok_relay.cc) under loss, crashes and restarts.
+TEST(CameraSim, SmallOkBudgetRelaysUnderChurn) {
+  Scenario sc;
+  sc.lists = Lists::quorum;
+  sc.min_nodes = 6;
+  sc.max_nodes = 12;
+  sc.max_requesters = 12;
+  sc.resources = 2;
+  sc.crashes = 2;
+  sc.restart = true;
+  sc.loss = 0.02;
+  sc.jitter_ms = 10;
+  sc.max_ok_bytes = 70;
+  Totals t;
+  sweep(sc, 90000, 300, &t);
+  print(t);
+  EXPECT_GT(t.relays, 0u) << "no OK needed a relay: the budget proves nothing";
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ void CameraWorld::boot(size_t i) {
   n.metrics = std::make_unique<core::Metrics>();
   n.view = std::make_unique<membership::StaticMemberView>(ids_[i]);
   n.messenger = std::make_unique<core::Messenger>(*n.env, routing_.transport(ids_[i]), *n.metrics, options_.messenger);
-  n.camera = std::make_unique<Camera>(*n.env, *n.messenger, *n.view, *n.metrics, options_.camera);
+  n.camera = std::make_unique<Camera>(*n.env, *n.messenger, *n.view, *n.metrics, *n.storage, options_.camera);
 }
 
 void CameraWorld::set_list(size_t i, const std::vector<size_t>& members) {
@@ -107,13 +107,11 @@ void CameraWorld::on_grant(uint64_t section_id, const Section& section, uint32_t
         " granted to node " + std::to_string(section.node) + " while node " + std::to_string(h->second.node) +
         " holds it since t=" + std::to_string(core::to_millis(h->second.since.time_since_epoch())) + "ms");
   }
-  // Tokens must grow past every holder that left by release. Once a node has
-  // crashed, the token it knew may be lost with it (Camera keeps no durable
-  // state; see its class comment): repeats are counted, not failed.
+  // Tokens must grow past every holder that left by release, crashes or
+  // not: marks are persisted and a lost holder makes the others jump.
   const uint64_t last = last_token_[section.resource];
-  if (grant.fencing_token <= last && crashes_ > 0) {
-    ++token_repeats_after_crash_;
-  } else if (grant.fencing_token <= last) {
+  if (grant.fencing_token <= last) {
+    if (crashes_ > 0) ++token_repeats_after_crash_;
     violations_.push_back("resource=" + section.resource + " token " + std::to_string(grant.fencing_token) +
                           " at node " + std::to_string(section.node) + " not above the released " +
                           std::to_string(last));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory_storage.h"
 #include "core/messenger.h"
 #include "core/metrics.h"
 #include "membership/static_member_view.h"
@@ -49,6 +50,7 @@ class CameraWorld {
   Camera& camera(size_t i) { return *nodes_[i].camera; }
   membership::StaticMemberView& view(size_t i) { return *nodes_[i].view; }
   core::Metrics& metrics(size_t i) { return *nodes_[i].metrics; }
+  core::MemoryStorage& storage(size_t i) { return *nodes_[i].storage; }
   sim::Simulator& simulator() { return simulator_; }
   sim::Network& network() { return network_; }
   sim::IdealRouting& routing() { return routing_; }
@@ -77,7 +79,9 @@ class CameraWorld {
   const std::vector<std::string>& violations() const { return violations_; }
   uint64_t grants() const { return grants_; }
   uint64_t slow_grants() const { return slow_grants_; }
-  // Grants whose token did not exceed a released one, after some crash.
+  // Grants whose token did not exceed a released one, after some crash
+  // (a violation too: persisted marks must prevent them; kept apart to say
+  // which invariant broke).
   uint64_t token_repeats_after_crash() const { return token_repeats_after_crash_; }
   // Sections started on nodes that are still up and not yet finished.
   size_t unfinished() const;
@@ -88,6 +92,8 @@ class CameraWorld {
  private:
   struct Node {
     uint32_t incarnation = 0;
+    // Survives crashes, like the agent's file storage.
+    std::unique_ptr<core::MemoryStorage> storage = std::make_unique<core::MemoryStorage>();
     std::unique_ptr<sim::SimEnv> env;
     std::unique_ptr<core::Metrics> metrics;
     std::unique_ptr<membership::StaticMemberView> view;

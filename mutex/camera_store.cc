@@ -1,0 +1,102 @@
+#include "mutex/camera_store.h"
+
+#include <charconv>
+#include <limits>
+
+#include "core/log.h"
+#include "core/sha256.h"
+
+namespace mesh::mutex {
+namespace {
+
+std::optional<uint64_t> parse_u64(std::string_view text) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+CameraStore::CameraStore(core::Storage& storage, core::Metrics& metrics, uint64_t token_block, size_t max_nodes)
+    : storage_(storage),
+      write_failures_(metrics.counter("mutex_storage_write_failures_total")),
+      unreadable_(metrics.counter("mutex_storage_unreadable_total")),
+      token_block_(std::max<uint64_t>(token_block, 1)),
+      max_nodes_(max_nodes) {
+  const std::optional<std::string> text = storage_.get(kNodesKey);
+  if (!text) return;
+  size_t start = 0;
+  while (start < text->size() && nodes_.size() < max_nodes_) {
+    size_t comma = text->find(',', start);
+    if (comma == std::string::npos) comma = text->size();
+    const auto id = core::NodeId::parse(std::string_view(*text).substr(start, comma - start));
+    if (id && !id->is_unspecified()) {
+      nodes_.insert(*id);
+    } else {
+      unreadable_.add();
+      core::log("mutex").warn("storage key {} holds a malformed node id; ignored", kNodesKey);
+    }
+    start = comma + 1;
+  }
+}
+
+std::string CameraStore::token_key(const std::string& resource) {
+  // Resource names are free text; a hash makes any of them a valid key.
+  const core::Sha256Digest digest = core::sha256(resource);
+  return "mutex/token/" + core::to_hex(std::span<const uint8_t>(digest.data(), 16));
+}
+
+uint64_t CameraStore::restore_high_water(const std::string& resource, uint64_t unreadable_fallback) {
+  const std::string key = token_key(resource);
+  uint64_t value = 0;
+  if (const std::optional<std::string> text = storage_.get(key)) {
+    if (auto parsed = parse_u64(*text)) {
+      value = *parsed;
+    } else {
+      unreadable_.add();
+      core::log("mutex").error("storage key {} (resource {}) holds '{}', not a token reservation; resuming at {}", key,
+                               resource, *text, unreadable_fallback);
+      value = unreadable_fallback;
+    }
+  }
+  reserved_[resource] = value;
+  return value;
+}
+
+void CameraStore::cover(const std::string& resource, uint64_t mark) {
+  uint64_t& reserved = reserved_[resource];
+  if (mark <= reserved) return;
+  const uint64_t next = mark > std::numeric_limits<uint64_t>::max() - token_block_ ? mark : mark + token_block_;
+  if (!storage_.put(token_key(resource), std::to_string(next))) {
+    write_failures_.add();
+    core::log("mutex").error("cannot persist the token reservation of resource {}; a restart may reuse tokens",
+                             resource);
+    return;
+  }
+  reserved = next;
+}
+
+void CameraStore::remember(core::NodeId id) {
+  if (id.is_unspecified() || nodes_.size() >= max_nodes_ || !nodes_.insert(id).second) return;
+  write_nodes();
+}
+
+void CameraStore::forget(core::NodeId id) {
+  if (nodes_.erase(id)) write_nodes();
+}
+
+void CameraStore::write_nodes() {
+  std::string text;
+  for (core::NodeId id : nodes_) {
+    if (!text.empty()) text += ',';
+    text += id.to_string();
+  }
+  if (!storage_.put(kNodesKey, text)) {
+    write_failures_.add();
+    core::log("mutex").error("cannot persist the node ids Camera knows");
+  }
+}
+
+}  // namespace mesh::mutex
