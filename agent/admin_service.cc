@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "agent/text_log.h"
 #include "core/log.h"
 #include "core/version.h"
 
@@ -19,7 +20,8 @@ namespace {
 // spdlog's level names, as core::set_log_level accepts them.
 constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 constexpr std::string_view kCommands =
-    "status, metrics, log_level, ping, neighbors, routes, topology, members, lock, unlock, locks";
+    "status, metrics, log_level, ping, neighbors, routes, topology, members, lock, unlock, locks, kgroups, kgroup, "
+    "kgroup_write";
 
 proto::AdminResponse error_response(std::string text) {
   proto::AdminResponse response;
@@ -54,6 +56,7 @@ std::string_view phase_name(mutex::Camera::Phase phase) {
 AdminService::AdminService(Node& node) : node_(node) {}
 
 AdminService::~AdminService() {
+  *alive_ = false;
   for (const auto& [handle, claim] : claims_) node_.camera().cancel(handle);
 }
 
@@ -91,6 +94,15 @@ void AdminService::handle(const proto::AdminRequest& request, Reply reply, Conne
       return;
     case proto::AdminRequest::kLocks:
       reply(locks());
+      return;
+    case proto::AdminRequest::kKgroups:
+      reply(kgroups());
+      return;
+    case proto::AdminRequest::kKgroup:
+      reply(kgroup(request.kgroup()));
+      return;
+    case proto::AdminRequest::kKgroupWrite:
+      kgroup_write(request.kgroup_write(), std::move(reply));
       return;
     case proto::AdminRequest::COMMAND_NOT_SET:
       break;
@@ -375,6 +387,115 @@ void AdminService::ping(const proto::PingRequest& request, Reply reply) {
     ping.set_attempts(result.attempts);
     reply(std::move(response));
   });
+}
+
+namespace {
+
+void fill_member(const membership::MemberView& view, core::NodeId id, proto::KgroupMember& out) {
+  out.set_id(id.to_string());
+  if (const auto member = view.member(id)) out.set_name(member->name);
+}
+
+std::string_view role_name(kgroup::Role role) { return kgroup::to_string(role); }
+
+constexpr std::string_view kTargetForm = "device:ID, cluster:ID or routine:ID (e.g. device:lamp)";
+
+}  // namespace
+
+proto::AdminResponse AdminService::kgroups() const {
+  proto::AdminResponse response;
+  proto::KgroupsReply& reply = *response.mutable_kgroups();
+  const membership::MemberView& view = node_.members();
+  // GroupHost lists its groups sorted by (target, epoch, generation).
+  for (kgroup::GroupReplica* replica : node_.kgroups().host().replicas()) {
+    const kgroup::GroupConfig& config = replica->config();
+    proto::KgroupEntryStatus& entry = *reply.add_groups();
+    entry.set_target(config.target.to_string());
+    entry.set_epoch(config.epoch);
+    entry.set_generation(config.generation);
+    entry.set_role(std::string(role_name(replica->role())));
+    entry.set_term(replica->term());
+    if (!replica->leader().is_unspecified()) entry.set_leader(replica->leader().to_string());
+    for (const core::NodeId id : config.members) fill_member(view, id, *entry.add_members());
+    entry.set_commit(replica->commit());
+    entry.set_sealed(replica->sealed());
+    if (const auto* log = dynamic_cast<const TextLog*>(&replica->state_machine())) {
+      entry.set_log_entries(log->records().size());
+    }
+  }
+  return response;
+}
+
+proto::AdminResponse AdminService::kgroup(const proto::KgroupRequest& request) {
+  const auto target = kgroup::GroupTarget::parse(request.target());
+  if (!target) {
+    return error_response(fmt::format("'{}' is not a k-group target: write {}", request.target(), kTargetForm));
+  }
+  proto::AdminResponse response;
+  proto::KgroupReply& reply = *response.mutable_kgroup();
+  const KgroupService& kgroups = node_.kgroups();
+  const kgroup::GroupSelector::Selected selected = kgroups.select(*target);
+  reply.set_target(target->to_string());
+  reply.set_epoch(selected.epoch);
+  if (!selected.members.empty()) reply.set_leader(selected.members.front().id.to_string());
+  for (const kgroup::ScoredMember& member : selected.members) {
+    proto::KgroupMember& out = *reply.add_members();
+    fill_member(node_.members(), member.id, out);
+    out.set_score(fmt::format("{:016x}", member.score));
+  }
+  reply.set_selection_json(kgroups.selector().to_json(selected));
+  if (!request.log()) return response;
+  kgroup::GroupReplica* replica = node_.kgroups().host().latest(target->to_string());
+  if (replica == nullptr) {
+    return error_response(
+        fmt::format("this node ({}) serves in no group of {}, so it holds no log of it; ask one of "
+                    "its members (meshctl kgroup {} lists them)",
+                    node_.id().to_string(), target->to_string(), target->to_string()));
+  }
+  reply.set_log_epoch(replica->config().epoch);
+  reply.set_log_generation(replica->config().generation);
+  reply.set_log_role(std::string(role_name(replica->role())));
+  reply.set_log_sealed(replica->sealed());
+  if (const auto* log = dynamic_cast<const TextLog*>(&replica->state_machine())) {
+    for (const TextLog::Record& record : log->records()) {
+      proto::TextLogRecord& out = *reply.add_records();
+      out.set_seq(record.seq);
+      out.set_text(record.text);
+    }
+  }
+  return response;
+}
+
+void AdminService::kgroup_write(const proto::KgroupWriteRequest& request, Reply reply) {
+  const auto target = kgroup::GroupTarget::parse(request.target());
+  if (!target) {
+    reply(error_response(fmt::format("'{}' is not a k-group target: write {}", request.target(), kTargetForm)));
+    return;
+  }
+  const size_t limit = node_.kgroups().config().max_text_bytes;
+  if (request.text().size() > limit) {
+    reply(error_response(
+        fmt::format("the text is {} bytes; a log entry holds at most {}", request.text().size(), limit)));
+    return;
+  }
+  node_.kgroups().write(
+      *target, request.text(), std::chrono::milliseconds(request.timeout_ms()),
+      [alive = alive_, reply = std::move(reply),
+       target_text = target->to_string()](const core::Expected<KgroupService::WriteResult, std::string>& result) {
+        if (!*alive) return;
+        if (!result) {
+          reply(error_response(fmt::format("write to {} not acknowledged: {}", target_text, result.error())));
+          return;
+        }
+        proto::AdminResponse response;
+        proto::KgroupWriteReply& out = *response.mutable_kgroup_write();
+        out.set_seq(result->seq);
+        out.set_leader(result->leader.to_string());
+        out.set_epoch(result->epoch);
+        out.set_generation(result->generation);
+        out.set_attempts(result->attempts);
+        reply(std::move(response));
+      });
 }
 
 }  // namespace mesh::agent

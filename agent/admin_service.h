@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "agent/node.h"
@@ -12,8 +13,8 @@ namespace mesh::agent {
 // What meshctl can ask the agent, independent of how the request arrived
 // (agent/admin_server.h carries it over the Unix socket). Runs on the Node's
 // thread. `reply` is called exactly once, synchronously for most commands
-// and later for ping, which waits for the echo, and lock, which waits for
-// the grant.
+// and later for ping, which waits for the echo, lock, which waits for the
+// grant, and kgroup_write, which waits for the commit.
 //
 // A lock belongs to the connection that asked for it: UnlockRequest from
 // that connection or connection_closed() releases it (or withdraws it while
@@ -48,6 +49,9 @@ class AdminService {
   void lock(const proto::LockRequest& request, Reply reply, ConnectionId connection);
   proto::AdminResponse unlock(const proto::UnlockRequest& request, ConnectionId connection);
   proto::AdminResponse locks() const;
+  proto::AdminResponse kgroups() const;
+  proto::AdminResponse kgroup(const proto::KgroupRequest& request);
+  void kgroup_write(const proto::KgroupWriteRequest& request, Reply reply);
 
   struct LockClaim {
     ConnectionId connection = 0;
@@ -57,6 +61,8 @@ class AdminService {
 
   Node& node_;
   std::map<mutex::AcquireHandle, LockClaim> claims_;
+  // Replies to client writes still running go nowhere once this is gone.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace mesh::agent

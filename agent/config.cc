@@ -43,7 +43,16 @@ const std::vector<TableSpec>& table_specs() {
       {"requests", {"first_timeout_ms", "backoff", "max_interval_ms", "jitter", "deadline_ms", "dedupe_hold_ms"}},
       {"membership",
        {"probe_period_ms", "probe_timeout_ms", "indirect_checks", "alpha", "suspicion_mult", "suspicion_max_mult",
-        "retransmit_mult", "join_retry_ms", "push_pull_interval_ms", "reconnect_interval_ms", "failed_retention_s"}},
+        "retransmit_mult", "join_retry_ms", "push_pull_interval_ms", "reconnect_interval_ms", "failed_retention_s",
+        "silent_probes_to_suspect", "push_pull_scale_threshold", "push_pull_fast_rounds"}},
+      {"kgroup",
+       {"k", "selection", "lsh_m", "lsh_l", "lsh_r", "devices_per_cluster", "epoch_length_s", "heartbeat_interval_ms",
+        "lease_ms", "lease_margin_ms", "append_timeout_ms", "answer_timeout_ms", "victory_timeout_ms",
+        "prepare_deadline_ms", "election_backoff_ms", "migration_retry_ms", "write_timeout_ms", "write_retry_ms",
+        "write_attempt_timeout_ms"}},
+      {"mutex",
+       {"expected_nodes", "boot_grace_s", "retry_first_timeout_ms", "retry_backoff", "retry_max_interval_ms",
+        "retry_deadline_s", "tolerated_failures", "size_window_s", "size_margin", "slow_path", "max_ok_bytes"}},
       {"admin", {"socket", "ping_timeout_ms"}},
       {"storage", {"data_dir"}},
       {"log", {"level", "layers"}},
@@ -180,6 +189,8 @@ class Parser {
     read_transport(config);
     read_requests(config);
     read_membership(config);
+    read_kgroup(config);
+    read_mutex(config);
     read_admin(config);
     read_storage(config);
     read_log(config);
@@ -752,6 +763,185 @@ class Parser {
                          "seconds failed and left members stay listed (meshctl members --all)")) {
       medley.failed_retention = std::chrono::seconds(*v);
     }
+    if (auto v = integer("membership", "silent_probes_to_suspect", 1, 10,
+                         "probes in a row that nobody answers (no ack, no helper's nack) before the member is "
+                         "suspected; 1 is classic SWIM")) {
+      medley.silent_probes_to_suspect = static_cast<uint32_t>(*v);
+    }
+    if (auto v = integer("membership", "push_pull_scale_threshold", 0, 100000,
+                         "above this many members the full-list exchange interval grows with log2 N "
+                         "(memberlist's pushPullScale); 0 keeps it fixed")) {
+      medley.push_pull_scale_threshold = static_cast<size_t>(*v);
+    }
+    if (auto v = integer("membership", "push_pull_fast_rounds", 0, 100,
+                         "full-list exchanges at the unscaled interval after a member joins")) {
+      medley.push_pull_fast_rounds = static_cast<uint32_t>(*v);
+    }
+  }
+
+  void read_mutex(AgentConfig& config) {
+    mutex::CameraOptions& camera = config.node.mutex;
+    if (auto v = integer("mutex", "expected_nodes", 0, 100000,
+                         "smart nodes the mesh is expected to have, the floor of Camera's N.upper estimate; "
+                         "set it on every deployment, it keeps locks taken while the mesh boots safe")) {
+      camera.network_size.floor = static_cast<size_t>(*v);
+    }
+    if (auto v = integer("mutex", "boot_grace_s", 0, 3600,
+                         "seconds after start during which a lock request on a small member list waits for "
+                         "membership to grow; 0 turns the wait off")) {
+      camera.boot_grace = std::chrono::seconds(*v);
+    }
+    if (auto v = millis("mutex", "retry_first_timeout_ms", 1, 600000,
+                        "milliseconds before a lock REQUEST, JOIN or tree message is sent again")) {
+      camera.retry.first_timeout = *v;
+    }
+    if (auto v = number("mutex", "retry_backoff", 1.0, 16.0, "multiplier of that wait per retransmission")) {
+      camera.retry.backoff = *v;
+    }
+    if (auto v = millis("mutex", "retry_max_interval_ms", 1, 3600000, "longest wait between two retransmissions")) {
+      camera.retry.max_interval = *v;
+    }
+    if (auto v = integer("mutex", "retry_deadline_s", 1, 86400,
+                         "seconds one lock message is retried; a peer still listed live is then asked again")) {
+      camera.retry.deadline = std::chrono::seconds(*v);
+    }
+    if (auto v = integer("mutex", "tolerated_failures", 0, 16,
+                         "f: failed slow-path tree nodes repaired by adoption (subtrees kept f + 1 levels deep)")) {
+      camera.tolerated_failures = static_cast<uint32_t>(*v);
+    }
+    if (auto v = integer("mutex", "size_window_s", 1, 604800,
+                         "seconds a node id heard of counts towards Camera's N.upper estimate")) {
+      camera.network_size.window = std::chrono::seconds(*v);
+    }
+    if (auto v = number("mutex", "size_margin", 0.0, 10.0, "N.upper = ceil(ids heard of * (1 + size_margin))")) {
+      camera.network_size.margin = *v;
+    }
+    if (auto v = boolean("mutex", "slow_path",
+                         "take Camera's slow path (spanning tree) when the member list is at most N.upper / 2")) {
+      camera.slow_path_enabled = *v;
+    }
+    if (auto v = integer("mutex", "max_ok_bytes", 200, 1200,
+                         "bytes an OK may take before its recently-OKed set is relayed instead of carried")) {
+      camera.max_ok_bytes = static_cast<size_t>(*v);
+    }
+  }
+
+  void read_kgroup(AgentConfig& config) {
+    KgroupConfig& kgroup = config.node.kgroup;
+    if (auto v = integer("kgroup", "k", 1, 15, "members per group, k = 2f + 1 (odd); f crashes are tolerated")) {
+      if (*v % 2 == 0) {
+        mark_invalid("kgroup", "k");
+        fail(key_line("kgroup", "k"), "kgroup.k",
+             fmt::format("{} is even, but a group of k = 2f + 1 members tolerates f crashes, so an even k buys "
+                         "nothing over k - 1",
+                         *v),
+             fmt::format("set k to {} or {}", *v - 1, *v + 1));
+      } else {
+        kgroup.selection.k = static_cast<size_t>(*v);
+      }
+    }
+    if (auto mode = choice("kgroup", "selection", {"hash", "lsh"},
+                           "set selection = \"hash\" (consistent hashing across the mesh) or \"lsh\" (locality: "
+                           "f + 1 members near the target, CoMesh 3.6)")) {
+      kgroup.selection.mode = *mode == "lsh" ? kgroup::SelectionMode::lsh : kgroup::SelectionMode::hash;
+    }
+    if (auto v = integer("kgroup", "lsh_m", 1, 16, "LSH: hash functions per table (m)")) {
+      kgroup.selection.lsh.m = static_cast<uint32_t>(*v);
+    }
+    if (auto v = integer("kgroup", "lsh_l", 1, 16, "LSH: hash tables (l)")) {
+      kgroup.selection.lsh.l = static_cast<uint32_t>(*v);
+    }
+    if (auto v = number("kgroup", "lsh_r", 0.01, 1000.0, "LSH: bucket width (r), in units of 10 m")) {
+      kgroup.selection.lsh.r = *v;
+    }
+    if (auto v = integer("kgroup", "devices_per_cluster", 1, 10000,
+                         "devices per cluster when devices are grouped by location (k-means)")) {
+      kgroup.selection.clusters.devices_per_cluster = static_cast<size_t>(*v);
+    }
+    if (auto v = integer("kgroup", "epoch_length_s", 1, 31536000,
+                         "seconds between two migrations of a group (each group at its own offset)")) {
+      kgroup.epoch_length = std::chrono::seconds(*v);
+    }
+    constexpr int64_t kMaxMs = 600000;
+    auto& replica = kgroup.replica;
+    if (auto v = millis("kgroup", "heartbeat_interval_ms", 1, kMaxMs,
+                        "milliseconds between a leader's appends, each renewing its followers' lease")) {
+      replica.heartbeat_interval = *v;
+    }
+    if (auto v = millis("kgroup", "lease_ms", 1, kMaxMs,
+                        "milliseconds a follower trusts its leader after an append; more than heartbeat_interval_ms")) {
+      replica.lease = *v;
+    }
+    if (auto v = millis("kgroup", "lease_margin_ms", 0, kMaxMs,
+                        "milliseconds a leader stops trusting its lease early, for clock drift; below lease_ms")) {
+      replica.lease_margin = *v;
+    }
+    if (auto v = millis("kgroup", "append_timeout_ms", 1, kMaxMs, "milliseconds one append waits for its answer")) {
+      replica.append_timeout = *v;
+    }
+    if (auto v = millis("kgroup", "answer_timeout_ms", 1, kMaxMs,
+                        "Bully: milliseconds to wait for higher-priority members to answer")) {
+      replica.answer_timeout = *v;
+    }
+    if (auto v = millis("kgroup", "victory_timeout_ms", 1, kMaxMs,
+                        "Bully: milliseconds to wait for a standing higher-priority member to win")) {
+      replica.victory_timeout = *v;
+    }
+    if (auto v = millis("kgroup", "prepare_deadline_ms", 1, kMaxMs,
+                        "milliseconds a leadership claim (or one page of state) may take")) {
+      replica.prepare_deadline = *v;
+    }
+    if (auto v = millis("kgroup", "election_backoff_ms", 1, kMaxMs,
+                        "after a failed claim, wait between this and twice this before the next")) {
+      replica.election_backoff = *v;
+    }
+    if (auto v = millis("kgroup", "migration_retry_ms", 1, kMaxMs,
+                        "milliseconds between retries of unanswered migration steps")) {
+      replica.migration_retry = *v;
+    }
+    if (auto v = millis("kgroup", "write_timeout_ms", 1, 3600000,
+                        "milliseconds a client write may take before it is reported unacknowledged")) {
+      kgroup.write_timeout = *v;
+    }
+    if (auto v = millis("kgroup", "write_retry_ms", 1, kMaxMs,
+                        "milliseconds before a client write asks again while a group elects or is created")) {
+      kgroup.write_retry = *v;
+    }
+    if (auto v = millis("kgroup", "write_attempt_timeout_ms", 1, kMaxMs,
+                        "milliseconds one forwarded write waits for its answer before the next member is tried")) {
+      kgroup.write_attempt_timeout = *v;
+    }
+  }
+
+  void check_kgroup(const NodeConfig& node) {
+    const auto& replica = node.kgroup.replica;
+    if (valid("kgroup", "heartbeat_interval_ms") && valid("kgroup", "lease_ms") &&
+        replica.lease <= replica.heartbeat_interval) {
+      const auto [line, key] = blame("kgroup", "heartbeat_interval_ms", "lease_ms");
+      fail(line, key,
+           fmt::format("kgroup.lease_ms ({}) must exceed kgroup.heartbeat_interval_ms ({}), or every follower's "
+                       "lease lapses between two heartbeats and the group keeps re-electing",
+                       to_ms(replica.lease), to_ms(replica.heartbeat_interval)),
+           "set lease_ms to about six heartbeat intervals (600 for 100)");
+    }
+    if (valid("kgroup", "lease_margin_ms") && valid("kgroup", "lease_ms") && replica.lease_margin >= replica.lease) {
+      const auto [line, key] = blame("kgroup", "lease_ms", "lease_margin_ms");
+      fail(line, key,
+           fmt::format("kgroup.lease_margin_ms ({}) must be below kgroup.lease_ms ({}), or a leader never trusts "
+                       "its lease",
+                       to_ms(replica.lease_margin), to_ms(replica.lease)),
+           "set lease_margin_ms to a small fraction of lease_ms (50 for 600)");
+    }
+    if (valid("kgroup", "write_attempt_timeout_ms") && valid("requests", "dedupe_hold_ms") &&
+        node.messaging.dedupe_hold <= node.kgroup.write_attempt_timeout) {
+      const bool timeout_written = present("kgroup", "write_attempt_timeout_ms");
+      fail(timeout_written ? key_line("kgroup", "write_attempt_timeout_ms") : key_line("requests", "dedupe_hold_ms"),
+           timeout_written ? "kgroup.write_attempt_timeout_ms" : "requests.dedupe_hold_ms",
+           fmt::format("kgroup.write_attempt_timeout_ms ({}) must be below requests.dedupe_hold_ms ({}), or a late "
+                       "retransmitted write request is handled twice",
+                       to_ms(node.kgroup.write_attempt_timeout), to_ms(node.messaging.dedupe_hold)),
+           "set write_attempt_timeout_ms to a few seconds (3000, the default)");
+    }
   }
 
   void read_admin(AgentConfig& config) {
@@ -842,6 +1032,7 @@ class Parser {
                        to_ms(retry.max_interval), to_ms(retry.first_timeout)),
            "set max_interval_ms at least as large as first_timeout_ms; it caps the growing retransmission wait");
     }
+    check_kgroup(node);
     const auto& medley = node.membership;
     if (valid("membership", "probe_period_ms") && valid("membership", "probe_timeout_ms") &&
         medley.probe_timeout >= medley.probe_period) {

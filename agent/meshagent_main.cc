@@ -376,6 +376,11 @@ int run(const std::string& path) {
     }
   }
   auto& log = core::log("agent");
+  if (config.node.mutex.network_size.floor == 0) {
+    log.warn("mutex.expected_nodes is not set: locks taken while the mesh boots may overlap until every node "
+             "has heard of most others fix=\"set [mutex] expected_nodes to the number of smart nodes\" config={}",
+             config.source);
+  }
 
   NodeConfig node_config = config.node;
   if (node_config.id.is_unspecified()) {
@@ -411,6 +416,10 @@ int run(const std::string& path) {
     add_interface_aliases(*olsr_link, node_config);
     storage = std::make_unique<FileStorage>(config.data_dir);
     if (config.kernel_routes.install) kernel_routes = make_kernel_route_installer(env, config, node_config);
+    // Epoch 0 of every k-group began at the Unix epoch: the one time base
+    // all nodes share (through NTP), read here and nowhere in protocol code.
+    node_config.kgroup.epoch_origin =
+        env.now() - std::chrono::duration_cast<core::Duration>(std::chrono::system_clock::now().time_since_epoch());
     node = std::make_unique<Node>(node_config, NodeContext{env, *link, *olsr_link, *storage});
     if (kernel_routes) {
       node->add_routes_listener([installer = kernel_routes.get()](const std::vector<routing::olsr::Route>& routes) {

@@ -78,6 +78,9 @@ Node::Node(const NodeConfig& config, NodeContext context)
                                                  std::move(medley_options));
   camera_ =
       std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, context_.storage, config_.mutex);
+  // Rejoins the groups persisted in storage (after a restart) right away.
+  kgroups_ =
+      std::make_unique<KgroupService>(context_.env, *messenger_, context_.storage, *medley_, metrics_, config_.kgroup);
   core::log("agent").info("node created id={} name={} boot={}", config_.id.to_string(), config_.name, boot_count_);
 }
 
@@ -137,6 +140,12 @@ std::vector<Node::LayerLine> Node::status() const {
     waiting += resource.phase == mutex::Camera::Phase::waiting ? 1 : 0;
   }
   lines.push_back({"mutex", fmt::format("camera: {} resources, {} held, {} waiting", resources.size(), held, waiting)});
+  size_t leading = 0;
+  const std::vector<kgroup::GroupReplica*> groups = kgroups_->host().replicas();
+  for (const kgroup::GroupReplica* replica : groups) leading += replica->role() == kgroup::Role::leader ? 1 : 0;
+  lines.push_back(
+      {"kgroup", fmt::format("k={}: serving in {} groups, leading {}; {} client writes in flight",
+                             kgroups_->config().selection.k, groups.size(), leading, kgroups_->writes_in_flight())});
   return lines;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "agent/echo_service.h"
+#include "agent/kgroup_service.h"
 #include "agent/node_config.h"
 #include "core/authenticated_link.h"
 #include "core/env.h"
@@ -72,6 +73,9 @@ class Node {
   // Mutual exclusion over named resources, on Medley's member list.
   mutex::Camera& camera() { return *camera_; }
   const mutex::Camera& camera() const { return *camera_; }
+  // k-groups: selection, the groups this node serves in, client writes.
+  KgroupService& kgroups() { return *kgroups_; }
+  const KgroupService& kgroups() const { return *kgroups_; }
 
   using RoutesListener = std::function<void(const std::vector<routing::olsr::Route>& routes)>;
   // Called with the whole new table each time OLSR's routing table changes
@@ -109,6 +113,8 @@ class Node {
   std::unique_ptr<membership::Medley> medley_;
   // After the Medley it reads, so it is destroyed first.
   std::unique_ptr<mutex::Camera> camera_;
+  // After the Medley and Messenger it uses, so it is destroyed first.
+  std::unique_ptr<KgroupService> kgroups_;
   std::vector<RoutesListener> routes_listeners_;
 };
 

@@ -3,6 +3,7 @@
 #include <array>
 #include <string>
 
+#include "agent/kgroup_service.h"
 #include "core/messenger.h"
 #include "core/node_id.h"
 #include "core/packet_auth.h"
@@ -28,6 +29,8 @@ struct NodeConfig {
   // Medley; the Node sets name and location from the fields above.
   membership::MedleyOptions membership;
   mutex::CameraOptions mutex;
+  // k-groups; the agent runtime sets kgroup.epoch_origin from the system clock.
+  KgroupConfig kgroup;
   core::Duration ping_timeout = std::chrono::seconds(5);
 };
 

@@ -339,5 +339,110 @@ TEST_F(AdminServiceTest, EmptyCommandExplainsVersionSkew) {
   EXPECT_THAT(response->error(), HasSubstr(kVersion));
 }
 
+TEST_F(AdminServiceTest, KgroupComputesTheGroupFromThisNodesViewAlone) {
+  proto::AdminRequest request;
+  request.mutable_kgroup()->set_target("device:lamp");
+  const auto response = ask(request, milliseconds(1));
+  ASSERT_TRUE(response.has_value() && response->has_kgroup()) << (response ? response->error() : "no answer");
+  const proto::KgroupReply& reply = response->kgroup();
+  EXPECT_EQ(reply.target(), "device:lamp");
+  // k = 5 by default, but only two nodes are alive.
+  ASSERT_EQ(reply.members_size(), 2);
+  EXPECT_EQ(reply.leader(), reply.members(0).id());
+  EXPECT_NE(reply.members(0).id(), reply.members(1).id());
+  EXPECT_EQ(reply.members(0).score().size(), 16u);
+  EXPECT_LT(reply.members(0).score(), reply.members(1).score());
+  EXPECT_THAT(reply.selection_json(), HasSubstr("{\"target\": \"device:lamp\", \"epoch\": "));
+  EXPECT_THAT(reply.selection_json(), HasSubstr("\"leader\": \"" + reply.leader() + "\""));
+  EXPECT_EQ(reply.records_size(), 0);
+}
+
+TEST_F(AdminServiceTest, KgroupRejectsWhatIsNoTarget) {
+  for (const char* bad : {"lamp", "sensor:x", "device:", ""}) {
+    proto::AdminRequest request;
+    request.mutable_kgroup()->set_target(bad);
+    auto response = ask(request, milliseconds(1));
+    ASSERT_TRUE(response.has_value());
+    EXPECT_THAT(response->error(), HasSubstr("device:ID, cluster:ID or routine:ID")) << bad;
+    proto::AdminRequest write;
+    write.mutable_kgroup_write()->set_target(bad);
+    write.mutable_kgroup_write()->set_text("x");
+    response = ask(write, milliseconds(1));
+    ASSERT_TRUE(response.has_value());
+    EXPECT_THAT(response->error(), HasSubstr("is not a k-group target")) << bad;
+  }
+}
+
+TEST_F(AdminServiceTest, KgroupLogOfATargetThisNodeServesNoGroupOf) {
+  proto::AdminRequest request;
+  request.mutable_kgroup()->set_target("routine:night");
+  request.mutable_kgroup()->set_log(true);
+  const auto response = ask(request, milliseconds(1));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("serves in no group of routine:night"));
+}
+
+TEST_F(AdminServiceTest, KgroupWriteCreatesTheGroupCommitsAndTheLogsShowIt) {
+  std::vector<uint64_t> seqs;
+  for (const char* text : {"on", "off", "on at 18:00"}) {
+    proto::AdminRequest request;
+    request.mutable_kgroup_write()->set_target("device:lamp");
+    request.mutable_kgroup_write()->set_text(text);
+    const auto response = ask(request);
+    ASSERT_TRUE(response.has_value() && response->has_kgroup_write()) << (response ? response->error() : "none");
+    seqs.push_back(response->kgroup_write().seq());
+    EXPECT_GE(response->kgroup_write().attempts(), 1u);
+  }
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, 3}));
+
+  proto::AdminRequest groups;
+  groups.mutable_kgroups();
+  auto response = ask(groups, milliseconds(1));
+  ASSERT_TRUE(response.has_value() && response->has_kgroups()) << response->error();
+  ASSERT_EQ(response->kgroups().groups_size(), 1);
+  const proto::KgroupEntryStatus& group = response->kgroups().groups(0);
+  EXPECT_EQ(group.target(), "device:lamp");
+  EXPECT_EQ(group.members_size(), 2);
+  EXPECT_GE(group.term(), 1u);
+  EXPECT_FALSE(group.leader().empty());
+  EXPECT_TRUE(group.role() == "leader" || group.role() == "follower") << group.role();
+  EXPECT_EQ(group.log_entries(), 3u);
+
+  // Both members hold the same log (node 2's through its own service).
+  for (uint8_t node : {1, 2}) {
+    AdminService service(*nodes_[node]);
+    proto::AdminRequest log;
+    log.mutable_kgroup()->set_target("device:lamp");
+    log.mutable_kgroup()->set_log(true);
+    std::optional<proto::AdminResponse> answer;
+    service.handle(log, [&](proto::AdminResponse r) { answer = std::move(r); });
+    ASSERT_TRUE(answer.has_value() && answer->has_kgroup()) << (answer ? answer->error() : "none");
+    const proto::KgroupReply& reply = answer->kgroup();
+    ASSERT_EQ(reply.records_size(), 3) << "node " << int{node};
+    EXPECT_EQ(reply.records(0).seq(), 1u);
+    EXPECT_EQ(reply.records(0).text(), "on");
+    EXPECT_EQ(reply.records(2).seq(), 3u);
+    EXPECT_EQ(reply.records(2).text(), "on at 18:00");
+    EXPECT_FALSE(reply.log_sealed());
+  }
+}
+
+TEST_F(AdminServiceTest, KgroupWriteRefusesTextOverTheLimitAndReportsATimeout) {
+  proto::AdminRequest request;
+  request.mutable_kgroup_write()->set_target("device:lamp");
+  request.mutable_kgroup_write()->set_text(std::string(nodes_[1]->kgroups().config().max_text_bytes + 1, 'x'));
+  auto response = ask(request, milliseconds(1));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("a log entry holds at most"));
+
+  // Node 2 gone silent: the group (both nodes) cannot commit.
+  graph_.disconnect(ip(1), ip(2));
+  request.mutable_kgroup_write()->set_text("unreachable");
+  request.mutable_kgroup_write()->set_timeout_ms(3000);
+  response = ask(request, seconds(5));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("not acknowledged"));
+}
+
 }  // namespace
 }  // namespace mesh::agent

@@ -512,6 +512,42 @@ TEST_F(ConfigTest, MembershipValuesAreValidated) {
   EXPECT_THAT(message, HasSubstr("list-sync deadline"));
 }
 
+TEST_F(ConfigTest, MutexKeysReachCameraOptions) {
+  const AgentConfig config = parse(kMinimal +
+                                   "[mutex]\nexpected_nodes = 40\nboot_grace_s = 0\nretry_first_timeout_ms = 100\n"
+                                   "retry_backoff = 1.0\nretry_max_interval_ms = 900\nretry_deadline_s = 30\n"
+                                   "tolerated_failures = 2\nsize_window_s = 120\nsize_margin = 0.5\n"
+                                   "slow_path = false\nmax_ok_bytes = 600\n"
+                                   "[membership]\nsilent_probes_to_suspect = 1\npush_pull_scale_threshold = 0\n"
+                                   "push_pull_fast_rounds = 5\n");
+  const mutex::CameraOptions& c = config.node.mutex;
+  EXPECT_EQ(c.network_size.floor, 40u);
+  EXPECT_EQ(c.boot_grace, std::chrono::seconds(0));
+  EXPECT_EQ(c.retry.first_timeout, 100ms);
+  EXPECT_EQ(c.retry.backoff, 1.0);
+  EXPECT_EQ(c.retry.max_interval, 900ms);
+  EXPECT_EQ(c.retry.deadline, std::chrono::seconds(30));
+  EXPECT_EQ(c.tolerated_failures, 2u);
+  EXPECT_EQ(c.network_size.window, std::chrono::seconds(120));
+  EXPECT_EQ(c.network_size.margin, 0.5);
+  EXPECT_FALSE(c.slow_path_enabled);
+  EXPECT_EQ(c.max_ok_bytes, 600u);
+  const auto& m = config.node.membership;
+  EXPECT_EQ(m.silent_probes_to_suspect, 1u);
+  EXPECT_EQ(m.push_pull_scale_threshold, 0u);
+  EXPECT_EQ(m.push_pull_fast_rounds, 5u);
+}
+
+TEST_F(ConfigTest, MutexValuesAreValidated) {
+  auto message = expect_error(kMinimal + "[mutex]\nexpected_nodes = -1\n", 6, "mutex.expected_nodes");
+  EXPECT_THAT(message, HasSubstr("out of range"));
+  expect_error(kMinimal + "[mutex]\nmax_ok_bytes = 100\n", 6, "mutex.max_ok_bytes");
+  expect_error(kMinimal + "[mutex]\nretry_backoff = 0.5\n", 6, "mutex.retry_backoff");
+  message = expect_error(kMinimal + "[mutex]\nslow_path = 1\n", 6, "mutex.slow_path");
+  EXPECT_THAT(message, HasSubstr("boolean"));
+  expect_error(kMinimal + "[membership]\nsilent_probes_to_suspect = 0\n", 6, "membership.silent_probes_to_suspect");
+}
+
 TEST_F(ConfigTest, MaxIntervalBelowFirstTimeout) {
   expect_error(kMinimal + "[requests]\nfirst_timeout_ms = 500\nmax_interval_ms = 400\n", 7, "requests.max_interval_ms");
 }
@@ -667,6 +703,20 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "membership.push_pull_interval_ms",
                           "membership.reconnect_interval_ms",
                           "membership.failed_retention_s",
+                          "membership.silent_probes_to_suspect",
+                          "membership.push_pull_scale_threshold",
+                          "membership.push_pull_fast_rounds",
+                          "mutex.expected_nodes",
+                          "mutex.boot_grace_s",
+                          "mutex.retry_first_timeout_ms",
+                          "mutex.retry_backoff",
+                          "mutex.retry_max_interval_ms",
+                          "mutex.retry_deadline_s",
+                          "mutex.tolerated_failures",
+                          "mutex.size_window_s",
+                          "mutex.size_margin",
+                          "mutex.slow_path",
+                          "mutex.max_ok_bytes",
                           "admin.socket",
                           "admin.ping_timeout_ms",
                           "storage.data_dir",
@@ -674,7 +724,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 48u);
+  EXPECT_EQ(keys.size(), 81u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
@@ -729,10 +779,47 @@ TEST_F(ConfigTest, ExampleFileParsesAndDocumentsEveryKey) {
   EXPECT_EQ(config.node.membership.push_pull_interval, defaults.node.membership.push_pull_interval);
   EXPECT_EQ(config.node.membership.reconnect_interval, defaults.node.membership.reconnect_interval);
   EXPECT_EQ(config.node.membership.failed_retention, defaults.node.membership.failed_retention);
+  EXPECT_EQ(config.node.membership.silent_probes_to_suspect, defaults.node.membership.silent_probes_to_suspect);
+  EXPECT_EQ(config.node.membership.push_pull_scale_threshold, defaults.node.membership.push_pull_scale_threshold);
+  EXPECT_EQ(config.node.membership.push_pull_fast_rounds, defaults.node.membership.push_pull_fast_rounds);
+  const mutex::CameraOptions& cm = config.node.mutex;
+  const mutex::CameraOptions& cd = defaults.node.mutex;
+  EXPECT_EQ(cm.network_size.floor, cd.network_size.floor);
+  EXPECT_EQ(cm.boot_grace, cd.boot_grace);
+  EXPECT_EQ(cm.retry.first_timeout, cd.retry.first_timeout);
+  EXPECT_EQ(cm.retry.backoff, cd.retry.backoff);
+  EXPECT_EQ(cm.retry.max_interval, cd.retry.max_interval);
+  EXPECT_EQ(cm.retry.deadline, cd.retry.deadline);
+  EXPECT_EQ(cm.tolerated_failures, cd.tolerated_failures);
+  EXPECT_EQ(cm.network_size.window, cd.network_size.window);
+  EXPECT_EQ(cm.network_size.margin, cd.network_size.margin);
+  EXPECT_EQ(cm.slow_path_enabled, cd.slow_path_enabled);
+  EXPECT_EQ(cm.max_ok_bytes, cd.max_ok_bytes);
   EXPECT_EQ(config.admin_socket, defaults.admin_socket);
   EXPECT_EQ(config.data_dir, defaults.data_dir);
   EXPECT_EQ(config.log_level, defaults.log_level);
   EXPECT_TRUE(config.layer_log_levels.empty());
+  const KgroupConfig& kg = config.node.kgroup;
+  const KgroupConfig& kd = defaults.node.kgroup;
+  EXPECT_EQ(kg.selection.k, kd.selection.k);
+  EXPECT_EQ(kg.selection.mode, kd.selection.mode);
+  EXPECT_EQ(kg.selection.lsh.m, kd.selection.lsh.m);
+  EXPECT_EQ(kg.selection.lsh.l, kd.selection.lsh.l);
+  EXPECT_EQ(kg.selection.lsh.r, kd.selection.lsh.r);
+  EXPECT_EQ(kg.selection.clusters.devices_per_cluster, kd.selection.clusters.devices_per_cluster);
+  EXPECT_EQ(kg.epoch_length, kd.epoch_length);
+  EXPECT_EQ(kg.replica.heartbeat_interval, kd.replica.heartbeat_interval);
+  EXPECT_EQ(kg.replica.lease, kd.replica.lease);
+  EXPECT_EQ(kg.replica.lease_margin, kd.replica.lease_margin);
+  EXPECT_EQ(kg.replica.append_timeout, kd.replica.append_timeout);
+  EXPECT_EQ(kg.replica.answer_timeout, kd.replica.answer_timeout);
+  EXPECT_EQ(kg.replica.victory_timeout, kd.replica.victory_timeout);
+  EXPECT_EQ(kg.replica.prepare_deadline, kd.replica.prepare_deadline);
+  EXPECT_EQ(kg.replica.election_backoff, kd.replica.election_backoff);
+  EXPECT_EQ(kg.replica.migration_retry, kd.replica.migration_retry);
+  EXPECT_EQ(kg.write_timeout, kd.write_timeout);
+  EXPECT_EQ(kg.write_retry, kd.write_retry);
+  EXPECT_EQ(kg.write_attempt_timeout, kd.write_attempt_timeout);
 
   // Collect "table.key" for every `key = ...` line, commented out or not,
   // under the [table] header (also commented or not) it follows.
@@ -768,6 +855,61 @@ TEST_F(ConfigTest, ExampleLoopbackTopologyIsALine) {
              "/deploy/examples/loopback-topology.txt\"\n[security]\nmesh_key_file = \"mesh.key\"\n");
   const AgentConfig config = load_config((dir_ / "agent.toml").string());
   EXPECT_EQ(config.link.topology_file, MESH_SOURCE_DIR "/deploy/examples/loopback-topology.txt");
+}
+
+TEST_F(ConfigTest, KgroupKeysMapOntoKgroupConfig) {
+  const AgentConfig config = parse(kMinimal +
+                                   "[kgroup]\nk = 3\nselection = \"lsh\"\nlsh_m = 3\nlsh_l = 4\nlsh_r = 2.5\n"
+                                   "devices_per_cluster = 10\nepoch_length_s = 600\nheartbeat_interval_ms = 50\n"
+                                   "lease_ms = 400\nlease_margin_ms = 20\nappend_timeout_ms = 80\n"
+                                   "answer_timeout_ms = 200\nvictory_timeout_ms = 900\nprepare_deadline_ms = 700\n"
+                                   "election_backoff_ms = 60\nmigration_retry_ms = 300\nwrite_timeout_ms = 5000\n"
+                                   "write_retry_ms = 100\nwrite_attempt_timeout_ms = 2000\n");
+  const KgroupConfig& k = config.node.kgroup;
+  EXPECT_EQ(k.selection.k, 3u);
+  EXPECT_EQ(k.selection.mode, kgroup::SelectionMode::lsh);
+  EXPECT_EQ(k.selection.lsh.m, 3u);
+  EXPECT_EQ(k.selection.lsh.l, 4u);
+  EXPECT_EQ(k.selection.lsh.r, 2.5);
+  EXPECT_EQ(k.selection.clusters.devices_per_cluster, 10u);
+  EXPECT_EQ(k.epoch_length, 600s);
+  EXPECT_EQ(k.replica.heartbeat_interval, 50ms);
+  EXPECT_EQ(k.replica.lease, 400ms);
+  EXPECT_EQ(k.replica.lease_margin, 20ms);
+  EXPECT_EQ(k.replica.append_timeout, 80ms);
+  EXPECT_EQ(k.replica.answer_timeout, 200ms);
+  EXPECT_EQ(k.replica.victory_timeout, 900ms);
+  EXPECT_EQ(k.replica.prepare_deadline, 700ms);
+  EXPECT_EQ(k.replica.election_backoff, 60ms);
+  EXPECT_EQ(k.replica.migration_retry, 300ms);
+  EXPECT_EQ(k.write_timeout, 5000ms);
+  EXPECT_EQ(k.write_retry, 100ms);
+  EXPECT_EQ(k.write_attempt_timeout, 2000ms);
+  // The runtime sets the origin from the system clock, never the file.
+  EXPECT_EQ(k.epoch_origin, core::TimePoint{});
+}
+
+TEST_F(ConfigTest, KgroupBadValuesNameLineAndKey) {
+  auto message = expect_error(kMinimal + "[kgroup]\nk = 4\n", 6, "kgroup.k");
+  EXPECT_THAT(message, HasSubstr("4 is even"));
+  EXPECT_THAT(message, HasSubstr("set k to 3 or 5"));
+  message = expect_error(kMinimal + "[kgroup]\nk = 17\n", 6, "kgroup.k");
+  EXPECT_THAT(message, HasSubstr("out of range 1..15"));
+  message = expect_error(kMinimal + "[kgroup]\nselection = \"random\"\n", 6, "kgroup.selection");
+  EXPECT_THAT(message, HasSubstr("expected \"hash\" or \"lsh\""));
+  expect_error(kMinimal + "[kgroup]\nlsh_r = 0\n", 6, "kgroup.lsh_r");
+  expect_error(kMinimal + "[kgroup]\nlsh_m = \"2\"\n", 6, "kgroup.lsh_m");
+  expect_error(kMinimal + "[kgroup]\nepoch_length_s = 0\n", 6, "kgroup.epoch_length_s");
+  message = expect_error(kMinimal + "[kgroup]\nheartbeat_interval_ms = 500\nlease_ms = 400\n", 7, "kgroup.lease_ms");
+  EXPECT_THAT(message, HasSubstr("must exceed kgroup.heartbeat_interval_ms (500)"));
+  // Only the interval was written: blame it, since the lease default cannot be fixed in place.
+  expect_error(kMinimal + "[kgroup]\nheartbeat_interval_ms = 600\n", 6, "kgroup.heartbeat_interval_ms");
+  message = expect_error(kMinimal + "[kgroup]\nlease_margin_ms = 600\n", 6, "kgroup.lease_margin_ms");
+  EXPECT_THAT(message, HasSubstr("must be below kgroup.lease_ms (600)"));
+  message =
+      expect_error(kMinimal + "[kgroup]\nwrite_attempt_timeout_ms = 60000\n", 6, "kgroup.write_attempt_timeout_ms");
+  EXPECT_THAT(message, HasSubstr("requests.dedupe_hold_ms (60000)"));
+  expect_error(kMinimal + "[kgroup]\nleader_lease_ms = 600\n", 6, "kgroup.leader_lease_ms");
 }
 
 }  // namespace

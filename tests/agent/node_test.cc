@@ -335,7 +335,7 @@ TEST_F(NodeTest, StatusHasOneLinePerLayerBottomUpAndUptime) {
   add(2);
   env_.advance(seconds(3));
   const auto lines = a.status();
-  ASSERT_EQ(lines.size(), 5u);
+  ASSERT_EQ(lines.size(), 6u);
   EXPECT_EQ(lines[0].layer, "core");
   EXPECT_EQ(lines[1].layer, "routing");
   EXPECT_THAT(lines[1].summary, HasSubstr("olsr: 1 symmetric neighbours"));
@@ -346,6 +346,8 @@ TEST_F(NodeTest, StatusHasOneLinePerLayerBottomUpAndUptime) {
   EXPECT_THAT(lines[3].summary, HasSubstr("incarnation 0"));
   EXPECT_EQ(lines[4].layer, "mutex");
   EXPECT_EQ(lines[4].summary, "camera: 0 resources, 0 held, 0 waiting");
+  EXPECT_EQ(lines[5].layer, "kgroup");
+  EXPECT_EQ(lines[5].summary, "k=5: serving in 0 groups, leading 0; 0 client writes in flight");
   EXPECT_EQ(a.uptime(), seconds(3));
 }
 

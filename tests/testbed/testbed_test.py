@@ -352,9 +352,10 @@ def main():
         tb.run("status")
         if kernel:
             wait_for_kernel_route(tb, "n0", "n4", {"via": route["next_hop"], "dev": "veth0", "metric": "4"}, 15)
-        # Camera relies on the member lists (its Mutual Friend Property): lock only once they agree.
-        wait_all_alive(tb)
+        # Lock while the restarted n2's member list may still be partial: Camera must stay safe then too
+        # (it persists the node ids it knew and the fencing high-water mark; mutex.expected_nodes is set).
         check_lock(tb)
+        wait_all_alive(tb)
         check_membership(tb)
         if kernel:
             tb.run("stop", "n0")

@@ -1,0 +1,486 @@
+#include "agent/kgroup_service.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "agent/text_log.h"
+#include "core/log.h"
+
+namespace mesh::agent {
+namespace {
+
+using kgroup::GroupReplica;
+using kgroup::GroupTarget;
+
+std::optional<proto::KgroupClientBody> decode(const std::string& bytes) {
+  proto::KgroupClientBody body;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !body.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) ||
+      body.kind_case() == proto::KgroupClientBody::KIND_NOT_SET) {
+    return std::nullopt;
+  }
+  return body;
+}
+
+proto::KgroupClientReply make_reply(proto::KgroupClientStatus status, core::NodeId leader = {},
+                                    std::string detail = {}) {
+  proto::KgroupClientReply reply;
+  reply.set_status(status);
+  reply.set_leader(leader.value());
+  reply.set_detail(std::move(detail));
+  return reply;
+}
+
+std::string encode_reply(const proto::KgroupClientReply& reply) {
+  proto::KgroupClientBody body;
+  *body.mutable_reply() = reply;
+  return body.SerializeAsString();
+}
+
+core::RetryPolicy attempt_policy(const core::Duration deadline) {
+  core::RetryPolicy policy;
+  policy.first_timeout = std::min(policy.first_timeout, deadline);
+  policy.deadline = std::max(deadline, core::Duration(1));
+  return policy;
+}
+
+}  // namespace
+
+struct KgroupService::Write {
+  explicit Write(core::Env& env) : retry_timer(env), deadline_timer(env) {}
+  GroupTarget target;
+  uint64_t write_id = 0;
+  std::string text;
+  core::TimePoint deadline;
+  core::Duration timeout{};
+  WriteCallback callback;
+  std::optional<core::NodeId> next;  // named by a redirect
+  size_t candidate = 0;              // round robin over the computed members
+  uint32_t attempts = 0;
+  uint32_t redirects = 0;  // in a row, without a pause
+  std::string problem;     // the latest reason it is not done yet
+  uint64_t msg_id = 0;     // the outstanding forwarded request, if any
+  core::ScopedTimer retry_timer;
+  core::ScopedTimer deadline_timer;
+};
+
+KgroupService::KgroupService(core::Env& env, core::Messenger& messenger, core::Storage& storage,
+                             membership::MemberView& view, core::Metrics& metrics, KgroupConfig config)
+    : env_(env),
+      messenger_(messenger),
+      view_(view),
+      config_(std::move(config)),
+      selector_(view, config_.selection),
+      schedule_(config_.epoch_length, config_.epoch_origin),
+      writes_committed_(metrics.counter("kgroup_client_writes_total", {{"result", "committed"}})),
+      writes_failed_(metrics.counter("kgroup_client_writes_total", {{"result", "failed"}})),
+      groups_created_(metrics.counter("kgroup_genesis_total")) {
+  host_ = std::make_unique<kgroup::GroupHost>(
+      env_, messenger_, storage, view_, metrics, config_.replica,
+      [](const GroupTarget&) -> std::unique_ptr<kgroup::StateMachine> { return std::make_unique<TextLog>(); },
+      [this](const GroupTarget& target, uint64_t epoch) { return selector_.members(target, epoch); }, &schedule_);
+  messenger_.serve(kKgroupClientBodyType, [this](const core::Message& request, core::Responder responder) {
+    on_request(request, std::move(responder));
+  });
+  const size_t restored = host_->restore();
+  if (restored > 0) core::log("kgroup").info("rejoined persisted groups count={}", restored);
+}
+
+KgroupService::~KgroupService() {
+  messenger_.serve(kKgroupClientBodyType,
+                   [](const core::Message&, core::Responder responder) { responder.reject("shutting_down"); });
+  for (const auto& [id, write] : writes_) {
+    if (write->msg_id != 0) messenger_.cancel(write->msg_id);
+  }
+}
+
+uint64_t KgroupService::current_epoch(const GroupTarget& target) const {
+  return schedule_.epoch_at(target, env_.now());
+}
+
+kgroup::GroupSelector::Selected KgroupService::select(const GroupTarget& target) const {
+  return selector_.select(target, current_epoch(target));
+}
+
+// ---- the agent that accepted the write --------------------------------------
+
+void KgroupService::write(const GroupTarget& target, std::string text, core::Duration timeout, WriteCallback callback) {
+  if (text.size() > config_.max_text_bytes) {
+    callback(core::Unexpected(
+        fmt::format("the text is {} bytes; at most {} are accepted", text.size(), config_.max_text_bytes)));
+    return;
+  }
+  if (timeout <= core::Duration::zero()) timeout = config_.write_timeout;
+  const uint64_t id = next_write_++;
+  auto write = std::make_unique<Write>(env_);
+  write->target = target;
+  // Unique across the mesh with overwhelming probability; it only needs to
+  // tell two writes of one target apart.
+  write->write_id = env_.rng().next_u64() | 1;
+  write->text = std::move(text);
+  write->deadline = env_.now() + timeout;
+  write->timeout = timeout;
+  write->callback = std::move(callback);
+  write->deadline_timer.start(timeout, [this, id] {
+    const auto it = writes_.find(id);
+    if (it == writes_.end()) return;
+    finish(id, core::Unexpected(fmt::format(
+                   "not acknowledged within {} ms after {} attempts (last: {}); the write may or may not be "
+                   "applied later",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(it->second->timeout).count(),
+                   it->second->attempts, it->second->problem.empty() ? "no answer" : it->second->problem)));
+  });
+  writes_[id] = std::move(write);
+  attempt(id);
+}
+
+void KgroupService::attempt(uint64_t id) {
+  const auto it = writes_.find(id);
+  if (it == writes_.end()) return;
+  Write& write = *it->second;
+  core::NodeId destination = messenger_.self();
+  if (write.next) {
+    destination = *write.next;
+    write.next.reset();
+  } else {
+    const auto members = selector_.members(write.target, current_epoch(write.target));
+    if (!members.empty()) destination = members[write.candidate++ % members.size()];
+  }
+  ++write.attempts;
+  if (destination == messenger_.self()) {
+    serve_write(write.target, write.write_id, write.text,
+                [this, id, destination](const proto::KgroupClientReply& reply) { on_reply(id, destination, reply); });
+    return;
+  }
+  proto::KgroupClientBody body;
+  proto::KgroupClientWrite& request = *body.mutable_write();
+  request.set_target(write.target.to_string());
+  request.set_write_id(write.write_id);
+  request.set_text(write.text);
+  const core::Duration left = write.deadline - env_.now();
+  write.msg_id = messenger_.request(
+      destination, kKgroupClientBodyType, body.SerializeAsString(),
+      [this, id, destination](const core::RequestResult& result) {
+        const auto found = writes_.find(id);
+        if (found == writes_.end()) return;
+        found->second->msg_id = 0;
+        if (result.status != core::RequestStatus::ok) {
+          // Down, unreachable or refusing: ask the next member.
+          retry_later(id, fmt::format("{} from {}{}", core::to_string(result.status), destination.to_string(),
+                                      result.status == core::RequestStatus::rejected ? " (" + result.response.body + ")"
+                                                                                     : std::string()));
+          return;
+        }
+        const auto reply = decode(result.response.body);
+        if (!reply || !reply->has_reply()) {
+          retry_later(id, fmt::format("malformed answer from {}", destination.to_string()));
+          return;
+        }
+        on_reply(id, destination, reply->reply());
+      },
+      attempt_policy(std::min(left, config_.write_attempt_timeout)));
+}
+
+void KgroupService::retry_later(uint64_t id, std::string problem) {
+  const auto it = writes_.find(id);
+  if (it == writes_.end()) return;
+  it->second->problem = std::move(problem);
+  it->second->redirects = 0;
+  it->second->retry_timer.start(config_.write_retry, [this, id] { attempt(id); });
+}
+
+void KgroupService::on_reply(uint64_t id, core::NodeId from, const proto::KgroupClientReply& reply) {
+  const auto it = writes_.find(id);
+  if (it == writes_.end()) return;
+  Write& write = *it->second;
+  switch (reply.status()) {
+    case proto::KGROUP_CLIENT_COMMITTED: {
+      WriteResult result;
+      result.seq = reply.seq();
+      result.leader = core::NodeId(reply.leader());
+      result.epoch = reply.epoch();
+      result.generation = reply.generation();
+      result.attempts = write.attempts;
+      finish(id, result);
+      return;
+    }
+    case proto::KGROUP_CLIENT_REDIRECT: {
+      const core::NodeId leader(reply.leader());
+      // Follow a redirect at once, unless redirects go round in circles
+      // (views still disagreeing): then pause like any retry.
+      if (!leader.is_unspecified() && leader != from && ++write.redirects <= 4) {
+        write.problem = fmt::format("{} redirected to {}", from.to_string(), leader.to_string());
+        write.next = leader;
+        attempt(id);
+        return;
+      }
+      if (!leader.is_unspecified()) write.next = leader;
+      retry_later(id, fmt::format("{} redirected to {}", from.to_string(), leader.to_string()));
+      return;
+    }
+    case proto::KGROUP_CLIENT_RETRY:
+      // Same member again: it is electing, taking over or creating the group.
+      write.next = from;
+      retry_later(id, fmt::format("{}: {}", from.to_string(), reply.detail().empty() ? "busy" : reply.detail()));
+      return;
+    case proto::KGROUP_CLIENT_FAILED:
+    default:
+      finish(id, core::Unexpected(fmt::format("refused by {}: {}", from.to_string(), reply.detail())));
+      return;
+  }
+}
+
+void KgroupService::finish(uint64_t id, const core::Expected<WriteResult, std::string>& result) {
+  const auto it = writes_.find(id);
+  if (it == writes_.end()) return;
+  std::unique_ptr<Write> write = std::move(it->second);
+  writes_.erase(it);
+  if (write->msg_id != 0) messenger_.cancel(write->msg_id);
+  (result ? writes_committed_ : writes_failed_).add();
+  write->callback(result);
+}
+
+// ---- the agent a write was addressed to -------------------------------------
+
+void KgroupService::on_request(const core::Message& request, core::Responder responder) {
+  const auto body = decode(request.body);
+  if (!body) {
+    responder.reject("malformed");
+    return;
+  }
+  switch (body->kind_case()) {
+    case proto::KgroupClientBody::kWrite: {
+      const auto target = GroupTarget::parse(body->write().target());
+      if (!target || body->write().text().size() > config_.max_text_bytes) {
+        responder.reject("bad_write");
+        return;
+      }
+      serve_write(
+          *target, body->write().write_id(), body->write().text(),
+          [responder](const proto::KgroupClientReply& reply) mutable { responder.respond(encode_reply(reply)); });
+      return;
+    }
+    case proto::KgroupClientBody::kProbe: {
+      GroupReplica* replica = host_->latest(body->probe().target());
+      proto::KgroupClientReply reply = make_reply(proto::KGROUP_CLIENT_RETRY);
+      reply.set_hosted(replica != nullptr);
+      if (replica != nullptr) {
+        reply.set_leader(replica->leader().value());
+        reply.set_epoch(replica->config().epoch);
+        reply.set_generation(replica->config().generation);
+      }
+      responder.respond(encode_reply(reply));
+      return;
+    }
+    case proto::KgroupClientBody::kCreate:
+      serve_create(request, body->create(), std::move(responder));
+      return;
+    default:
+      responder.reject("malformed");
+      return;
+  }
+}
+
+void KgroupService::serve_write(const GroupTarget& target, uint64_t write_id, std::string text, Reply reply) {
+  const std::string key = target.to_string();
+  GroupReplica* replica = host_->latest(key);
+  if (replica == nullptr) {
+    if (const auto hint = hints_.find(key); hint != hints_.end()) {
+      if (hint->second.until > env_.now() && hint->second.node != messenger_.self()) {
+        reply(make_reply(proto::KGROUP_CLIENT_REDIRECT, hint->second.node));
+        return;
+      }
+      hints_.erase(hint);
+    }
+    const auto selected = select(target);
+    if (selected.members.empty()) {
+      reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "no live members to select from yet"));
+      return;
+    }
+    if (selected.members.front().id != messenger_.self()) {
+      reply(make_reply(proto::KGROUP_CLIENT_REDIRECT, selected.members.front().id));
+      return;
+    }
+    start_genesis(target, selected);
+    reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "creating the group"));
+    return;
+  }
+  if (replica->sealed()) {
+    const auto& successor = replica->successor();
+    const core::NodeId next = successor.members().empty() ? core::NodeId() : core::NodeId(successor.members(0));
+    reply(next.is_unspecified() || next == messenger_.self()
+              ? make_reply(proto::KGROUP_CLIENT_RETRY, {}, "migrating to the next group")
+              : make_reply(proto::KGROUP_CLIENT_REDIRECT, next));
+    return;
+  }
+  if (replica->role() != kgroup::Role::leader) {
+    const core::NodeId leader = replica->leader();
+    reply(!leader.is_unspecified() && leader != messenger_.self()
+              ? make_reply(proto::KGROUP_CLIENT_REDIRECT, leader)
+              : make_reply(proto::KGROUP_CLIENT_RETRY, {}, "electing a leader"));
+    return;
+  }
+  const auto ref = std::make_pair(replica->config().epoch, replica->config().generation);
+  replica->submit(TextLog::encode_update(write_id, text), [this, key, ref, reply = std::move(reply)](
+                                                              const kgroup::SubmitResult& result) {
+    GroupReplica* current = host_->find(key, ref.first, ref.second);
+    switch (result.status) {
+      case kgroup::SubmitStatus::committed: {
+        const auto* log = current == nullptr ? nullptr : dynamic_cast<const TextLog*>(&current->state_machine());
+        const auto position = log == nullptr ? std::nullopt : log->position_of(result.seq);
+        if (!position) {
+          // Committed, but its position is no longer known
+          // here: asking again finds it (same write id).
+          reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "committed; looking up its position"));
+          return;
+        }
+        proto::KgroupClientReply answer = make_reply(proto::KGROUP_CLIENT_COMMITTED, messenger_.self());
+        answer.set_seq(*position);
+        answer.set_epoch(ref.first);
+        answer.set_generation(ref.second);
+        reply(answer);
+        return;
+      }
+      case kgroup::SubmitStatus::not_leader:
+        reply(!result.leader.is_unspecified() && result.leader != messenger_.self()
+                  ? make_reply(proto::KGROUP_CLIENT_REDIRECT, result.leader)
+                  : make_reply(proto::KGROUP_CLIENT_RETRY, {}, "electing a leader"));
+        return;
+      case kgroup::SubmitStatus::migrated:
+        reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "migrating to the next group"));
+        return;
+      case kgroup::SubmitStatus::unknown:
+      case kgroup::SubmitStatus::overloaded:
+        reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, std::string(kgroup::to_string(result.status))));
+        return;
+      case kgroup::SubmitStatus::too_large:
+      case kgroup::SubmitStatus::storage_error:
+        reply(make_reply(proto::KGROUP_CLIENT_FAILED, {}, std::string(kgroup::to_string(result.status))));
+        return;
+    }
+    reply(make_reply(proto::KGROUP_CLIENT_RETRY));
+  });
+}
+
+// ---- genesis ----------------------------------------------------------------
+
+void KgroupService::start_genesis(const GroupTarget& target, const kgroup::GroupSelector::Selected& selected) {
+  const std::string key = target.to_string();
+  if (genesis_.count(key) != 0) return;
+  Genesis& genesis = genesis_[key];
+  genesis.epoch = selected.epoch;
+  for (const auto& member : selected.members) genesis.members.push_back(member.id);
+  // Every live node is asked, not only the computed members: a group of the
+  // target may live on other nodes (an earlier epoch's group that has not
+  // migrated yet, or one selected from a different view). Genesis is rare
+  // (once per target), so one probe per node is cheap.
+  std::vector<core::NodeId> probed;
+  for (const membership::Member& member : view_.live_members()) {
+    if (member.id != messenger_.self()) probed.push_back(member.id);
+  }
+  proto::KgroupClientBody body;
+  body.mutable_probe()->set_target(key);
+  const std::string bytes = body.SerializeAsString();
+  genesis.awaiting = probed.size();
+  for (const core::NodeId node : probed) {
+    messenger_.request(
+        node, kKgroupClientBodyType, bytes,
+        [this, key, node](const core::RequestResult& result) {
+          const auto it = genesis_.find(key);
+          if (it == genesis_.end()) return;
+          Genesis& g = it->second;
+          --g.awaiting;
+          const auto reply = result.status == core::RequestStatus::ok ? decode(result.response.body) : std::nullopt;
+          if (!reply || !reply->has_reply()) {
+            ++g.silent;
+          } else if (reply->reply().hosted()) {
+            const core::NodeId leader(reply->reply().leader());
+            g.hosted_at = leader.is_unspecified() || leader == messenger_.self() ? node : leader;
+          }
+          if (g.awaiting == 0) finish_genesis(key);
+        },
+        attempt_policy(config_.write_attempt_timeout));
+  }
+  if (genesis.awaiting == 0) finish_genesis(key);
+}
+
+void KgroupService::finish_genesis(const std::string& key) {
+  const auto it = genesis_.find(key);
+  if (it == genesis_.end()) return;
+  const Genesis genesis = std::move(it->second);
+  genesis_.erase(it);
+  const auto target = GroupTarget::parse(key);
+  if (!target || host_->latest(key) != nullptr) return;
+  if (genesis.hosted_at) {
+    // A group of the target exists already: send writes to it.
+    hints_[key] = Hint{*genesis.hosted_at, env_.now() + config_.write_attempt_timeout};
+    core::log("kgroup").info("genesis not needed target={} hosted_at={}", key, genesis.hosted_at->to_string());
+    return;
+  }
+  if (genesis.silent > 0) {
+    // A node that did not answer may host the target's group: creating
+    // another could fork the target's state. Wait until it answers or
+    // membership declares it failed.
+    core::log("kgroup").info("genesis postponed target={} unanswered_probes={}", key, genesis.silent);
+    return;
+  }
+  kgroup::GroupConfig config;
+  config.target = *target;
+  config.epoch = genesis.epoch;
+  config.generation = 0;
+  config.members = genesis.members;
+  host_->join(config);
+  groups_created_.add();
+  core::log("kgroup").info("created group target={} epoch={} members={}", key, genesis.epoch, genesis.members.size());
+  proto::KgroupClientBody body;
+  proto::KgroupClientCreate& create = *body.mutable_create();
+  create.set_target(key);
+  create.set_epoch(genesis.epoch);
+  for (const core::NodeId member : genesis.members) create.add_members(member.value());
+  const std::string bytes = body.SerializeAsString();
+  for (const core::NodeId member : genesis.members) {
+    if (member == messenger_.self()) continue;
+    messenger_.request(member, kKgroupClientBodyType, bytes, [key, member](const core::RequestResult& result) {
+      if (result.status != core::RequestStatus::ok) {
+        // The group runs with a quorum; a member that never joined refuses
+        // its appends until a later create or migration reaches it.
+        core::log("kgroup").info("create not acknowledged target={} member={} result={}", key, member.to_string(),
+                                 core::to_string(result.status));
+      }
+    });
+  }
+}
+
+void KgroupService::serve_create(const core::Message& request, const proto::KgroupClientCreate& create,
+                                 core::Responder responder) {
+  const auto target = GroupTarget::parse(create.target());
+  std::vector<core::NodeId> members;
+  for (const uint32_t member : create.members()) members.emplace_back(member);
+  const std::set<core::NodeId> distinct(members.begin(), members.end());
+  if (!target || members.empty() || distinct.size() != members.size() || distinct.count(messenger_.self()) == 0 ||
+      target->to_string() != create.target()) {
+    responder.reject("not_a_member");
+    return;
+  }
+  proto::KgroupClientReply reply = make_reply(proto::KGROUP_CLIENT_RETRY);
+  if (GroupReplica* existing = host_->latest(create.target()); existing != nullptr) {
+    // Never a second group of one target here.
+    reply.set_hosted(true);
+    reply.set_leader(existing->leader().value());
+    responder.respond(encode_reply(reply));
+    return;
+  }
+  kgroup::GroupConfig config;
+  config.target = *target;
+  config.epoch = create.epoch();
+  config.generation = 0;
+  config.members = std::move(members);
+  core::log("kgroup").info("joining new group target={} epoch={} from={}", create.target(), create.epoch(),
+                           request.src.to_string());
+  host_->join(std::move(config));
+  responder.respond(encode_reply(reply));
+}
+
+}  // namespace mesh::agent

@@ -1,0 +1,154 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/env.h"
+#include "core/expected.h"
+#include "core/messenger.h"
+#include "core/metrics.h"
+#include "core/storage.h"
+#include "kgroup/epoch_schedule.h"
+#include "kgroup/group_host.h"
+#include "kgroup/group_selector.h"
+#include "membership/member_view.h"
+#include "proto/kgroup_client.pb.h"
+#include "proto/wire.pb.h"
+
+namespace mesh::agent {
+
+// The k-group settings of one node (TOML [kgroup], agent/config.h).
+struct KgroupConfig {
+  kgroup::SelectionOptions selection;
+  kgroup::ReplicaOptions replica;
+  // Every group migrates once per epoch, each at its own offset.
+  core::Duration epoch_length = std::chrono::hours(1);
+  // Env time at which epoch 0 began. Nodes must agree on it: the agent
+  // runtime puts it at the Unix epoch on the system clock (so it is as good
+  // as the nodes' clock synchronisation); the simulator leaves it at 0.
+  core::TimePoint epoch_origin{};
+  // A client write gives up (unacknowledged) after this.
+  core::Duration write_timeout = std::chrono::seconds(10);
+  // Wait before asking again while a group elects, takes over or is created.
+  core::Duration write_retry = std::chrono::milliseconds(200);
+  // One forwarded write (or genesis probe) waits this long for its answer
+  // before the next member is tried.
+  core::Duration write_attempt_timeout = std::chrono::seconds(3);
+  // Longest text meshctl kgroup-write accepts (bytes).
+  size_t max_text_bytes = 512;
+};
+
+// Body type of the agent-to-agent client messages: Envelope.kgroup_client.
+inline constexpr uint32_t kKgroupClientBodyType = proto::Envelope::kKgroupClientFieldNumber;
+
+// The agent's k-groups: zero-message selection over the node's membership
+// view, the GroupHost holding this node's replicas (each hosting a TextLog),
+// the epoch schedule, and client writes.
+//
+// A client write is accepted by any agent, which drives it to the target's
+// leader: it asks the preferred leader of the group it computes (or the
+// leader a member named), follows redirects, waits and asks again while an
+// election, take-over or creation is in progress, and tries the next member
+// after a timeout, all until write_timeout. It reports success only once
+// the leader committed the write at f + 1 members. A write carries an id,
+// so asking again after an unknown outcome does not append it twice.
+//
+// Genesis: a target's first group comes into existence on its first write.
+// The node that receives a write for a target it hosts no group of, and
+// that is the preferred leader of the group its own view computes, first
+// asks every live node of its view whether it hosts a group of the target
+// (one may exist from an earlier epoch that has not migrated yet, or from a
+// different view: then the write goes to that group's leader). Only if
+// every one of them answers "none" does it join the new group (epoch from
+// the schedule, generation 0, no predecessor) and tell the other members to
+// join it too; a node that does not answer postpones genesis until it does
+// or membership declares it failed. From then on the group elects,
+// replicates and migrates on its own (GroupReplica). What remains possible:
+// two preferred leaders whose views disagree probing at the same instant,
+// or a group whose every member is down or cut off, are not seen, and a
+// second group of the target is created.
+class KgroupService {
+ public:
+  struct WriteResult {
+    uint64_t seq = 0;  // position in the target's text log
+    core::NodeId leader;
+    uint64_t epoch = 0;
+    uint32_t generation = 0;
+    uint32_t attempts = 0;
+  };
+  using WriteCallback = std::function<void(const core::Expected<WriteResult, std::string>& result)>;
+
+  KgroupService(core::Env& env, core::Messenger& messenger, core::Storage& storage, membership::MemberView& view,
+                core::Metrics& metrics, KgroupConfig config);
+  KgroupService(const KgroupService&) = delete;
+  KgroupService& operator=(const KgroupService&) = delete;
+  ~KgroupService();
+
+  // Appends `text` to `target`'s log; the callback runs once. A timeout of
+  // zero means config().write_timeout.
+  void write(const kgroup::GroupTarget& target, std::string text, core::Duration timeout, WriteCallback callback);
+
+  // The group of `target` in the current epoch, from this node's view alone.
+  kgroup::GroupSelector::Selected select(const kgroup::GroupTarget& target) const;
+  uint64_t current_epoch(const kgroup::GroupTarget& target) const;
+
+  const kgroup::GroupSelector& selector() const { return selector_; }
+  kgroup::GroupHost& host() { return *host_; }
+  const kgroup::GroupHost& host() const { return *host_; }
+  const KgroupConfig& config() const { return config_; }
+  size_t writes_in_flight() const { return writes_.size(); }
+
+ private:
+  struct Write;
+  using Reply = std::function<void(const proto::KgroupClientReply& reply)>;
+
+  void on_request(const core::Message& request, core::Responder responder);
+  // A write addressed to this node, from a client here or another agent.
+  void serve_write(const kgroup::GroupTarget& target, uint64_t write_id, std::string text, Reply reply);
+  void serve_create(const core::Message& request, const proto::KgroupClientCreate& create, core::Responder responder);
+  void start_genesis(const kgroup::GroupTarget& target, const kgroup::GroupSelector::Selected& selected);
+  void finish_genesis(const std::string& target);
+
+  void attempt(uint64_t id);
+  void retry_later(uint64_t id, std::string problem);
+  void on_reply(uint64_t id, core::NodeId from, const proto::KgroupClientReply& reply);
+  void finish(uint64_t id, const core::Expected<WriteResult, std::string>& result);
+
+  core::Env& env_;
+  core::Messenger& messenger_;
+  membership::MemberView& view_;
+  KgroupConfig config_;
+  kgroup::GroupSelector selector_;
+  kgroup::EpochSchedule schedule_;
+  std::unique_ptr<kgroup::GroupHost> host_;
+
+  std::map<uint64_t, std::unique_ptr<Write>> writes_;
+  uint64_t next_write_ = 1;
+
+  struct Genesis {
+    uint64_t epoch = 0;
+    std::vector<core::NodeId> members;
+    size_t awaiting = 0;  // probes not answered yet
+    size_t silent = 0;    // probes that got no usable answer
+    std::optional<core::NodeId> hosted_at;
+  };
+  std::map<std::string, Genesis> genesis_;
+  // A probe found the target's group elsewhere: send writes there for a while.
+  struct Hint {
+    core::NodeId node;
+    core::TimePoint until;
+  };
+  std::map<std::string, Hint> hints_;
+
+  core::Counter& writes_committed_;
+  core::Counter& writes_failed_;
+  core::Counter& groups_created_;
+};
+
+}  // namespace mesh::agent
