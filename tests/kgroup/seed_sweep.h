@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "sim/kgroup_world.h"
+#include "tests/support/seed_range.h"
 
 namespace mesh::kgroup::testing {
 
@@ -39,37 +40,33 @@ struct SeedOutcome {
 };
 
 // Runs `run` for `count` seeds from `first_seed` and prints the totals.
-// KGROUP_SEED=n replays one seed; KGROUP_SEEDS=n sweeps n seeds instead (soak
-// runs outside CI); KGROUP_LOG=level shows the kgroup log. The sweep stops
-// after five failing seeds. `check` adds a scenario's own per-seed checks.
+// KGROUP_SEED / KGROUP_SEED_SCALE: see tests/support/seed_range.h;
+// KGROUP_LOG=level shows the kgroup log. The sweep stops after five failing
+// seeds. `check` adds a scenario's own per-seed checks.
 inline void sweep_seeds(const SimScenario& scenario, uint64_t first_seed, uint64_t count,
                         const std::function<SeedOutcome(uint64_t seed)>& run,
                         const std::function<void(uint64_t seed, const SeedOutcome&)>& check = {}) {
-  if (const char* many = std::getenv("KGROUP_SEEDS")) count = std::strtoull(many, nullptr, 10);
-  if (const char* one = std::getenv("KGROUP_SEED")) {
-    first_seed = std::strtoull(one, nullptr, 10);
-    count = 1;
-  }
+  const test_support::SeedRange range = test_support::seed_range("KGROUP", first_seed, count);
   core::set_log_level(std::getenv("KGROUP_LOG") ? std::getenv("KGROUP_LOG") : "warn", "kgroup");
   size_t acked = 0;
   size_t migrations = 0;
   size_t failed = 0;
-  for (uint64_t seed = first_seed; seed < first_seed + count; ++seed) {
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
     const SeedOutcome outcome = run(seed);
     acked += outcome.acked;
     migrations += outcome.migrations;
     if (!outcome.failures.empty()) {
       std::string all;
       for (const auto& f : outcome.failures) all += "\n  " + f;
-      ADD_FAILURE() << "seed " << seed << " (replay: KGROUP_SEED=" << seed << "):" << all;
+      ADD_FAILURE() << test_support::failing_seed("KGROUP", seed) << all;
       if (++failed >= 5) return;
     }
     if (check) check(seed, outcome);
     if (outcome.acked == 0) ADD_FAILURE() << "seed " << seed << ": no update was ever acknowledged";
   }
   std::printf("k=%zu nodes=%zu loss=%.2f partitions=%d seeds=%llu acknowledged=%zu migrations=%zu\n", scenario.k,
-              scenario.nodes, scenario.loss, scenario.partitions ? 1 : 0, static_cast<unsigned long long>(count), acked,
-              migrations);
+              scenario.nodes, scenario.loss, scenario.partitions ? 1 : 0, static_cast<unsigned long long>(range.count),
+              acked, migrations);
 }
 
 }  // namespace mesh::kgroup::testing

@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "tests/mutex/camera_world.h"
+#include "tests/support/seed_range.h"
 
 namespace mesh::mutex::testing {
 namespace {
@@ -247,16 +248,11 @@ struct Totals {
   uint64_t token_repeats = 0;
 };
 
-// CAMERA_SEED=<seed> replays one seed of the selected test with debug logs;
-// CAMERA_SEED_SCALE=<k> runs k times as many seeds (a longer soak).
+// CAMERA_SEED / CAMERA_SEED_SCALE: see tests/support/seed_range.h.
 void sweep(const Scenario& sc, uint64_t first_seed, int seeds, Totals* totals = nullptr) {
-  if (const char* scale = std::getenv("CAMERA_SEED_SCALE")) seeds *= std::max(1, std::atoi(scale));
-  if (const char* replay = std::getenv("CAMERA_SEED")) {
-    first_seed = std::strtoull(replay, nullptr, 10);
-    seeds = 1;
-    core::set_log_level("debug", "mutex");
-  }
-  for (uint64_t seed = first_seed; seed < first_seed + static_cast<uint64_t>(seeds); ++seed) {
+  const test_support::SeedRange range = test_support::seed_range("CAMERA", first_seed, static_cast<uint64_t>(seeds));
+  if (range.replaying) core::set_log_level("debug", "mutex");
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
     Outcome o = run(sc, seed);
     if (totals) {
       totals->grants += o.grants;
@@ -265,7 +261,7 @@ void sweep(const Scenario& sc, uint64_t first_seed, int seeds, Totals* totals = 
       totals->relays += o.relays;
     }
     if (!o.violations.empty() || !o.unfinished.empty()) {
-      std::string msg = "FAILING SEED " + std::to_string(seed) + "\n";
+      std::string msg = test_support::failing_seed("CAMERA", seed);
       for (const auto& v : o.violations) msg += "  safety: " + v + "\n";
       for (const auto& u : o.unfinished) msg += "  not granted: " + u + "\n";
       ADD_FAILURE() << msg;

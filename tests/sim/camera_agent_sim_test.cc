@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "sim/mesh_sim.h"
+#include "tests/support/seed_range.h"
 
 namespace mesh::sim {
 namespace {
@@ -252,27 +253,26 @@ struct Totals {
 };
 
 void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
-  if (const char* scale = std::getenv("CAMERA_AGENT_SEED_SCALE")) seeds *= std::max(1, std::atoi(scale));
-  if (const char* replay = std::getenv("CAMERA_AGENT_SEED")) {
-    first_seed = std::strtoull(replay, nullptr, 10);
-    seeds = 1;
+  const test_support::SeedRange range =
+      test_support::seed_range("CAMERA_AGENT", first_seed, static_cast<uint64_t>(seeds));
+  if (range.replaying) {
     core::set_log_level("warn");
     core::set_log_level("debug", "mutex");
   }
-  for (uint64_t seed = first_seed; seed < first_seed + static_cast<uint64_t>(seeds); ++seed) {
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
     const Outcome o = run(plan, seed);
     ++totals.seeds;
     totals.grants += o.grants;
     totals.slow_grants += o.slow_grants;
     if (o.violations.empty() && o.unfinished.empty()) continue;
-    std::string msg = fmt::format("FAILING SEED {} (replay: CAMERA_AGENT_SEED={})\n", seed, seed);
+    std::string msg = test_support::failing_seed("CAMERA_AGENT", seed);
     for (const auto& v : o.violations) msg += "  safety: " + v + "\n";
     for (const auto& u : o.unfinished) msg += "  not granted: " + u + "\n";
     ADD_FAILURE() << msg;
     if (!std::getenv("CAMERA_AGENT_ALL")) return;
   }
-  std::printf("seeds=%d grants=%llu slow_path_grants=%llu\n", seeds, static_cast<unsigned long long>(totals.grants),
-              static_cast<unsigned long long>(totals.slow_grants));
+  std::printf("seeds=%llu grants=%llu slow_path_grants=%llu\n", static_cast<unsigned long long>(range.count),
+              static_cast<unsigned long long>(totals.grants), static_cast<unsigned long long>(totals.slow_grants));
 }
 
 TEST(CameraAgentSim, ChainRestartThenEveryoneLocks) {

@@ -30,6 +30,7 @@
 #include "core/rng.h"
 #include "kgroup/group_target.h"
 #include "sim/mesh_sim.h"
+#include "tests/support/seed_range.h"
 
 namespace mesh::sim {
 namespace {
@@ -277,14 +278,13 @@ struct Totals {
 };
 
 void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
-  if (const char* scale = std::getenv("KGROUP_AGENT_SEED_SCALE")) seeds *= std::max(1, std::atoi(scale));
-  if (const char* replay = std::getenv("KGROUP_AGENT_SEED")) {
-    first_seed = std::strtoull(replay, nullptr, 10);
-    seeds = 1;
+  const test_support::SeedRange range =
+      test_support::seed_range("KGROUP_AGENT", first_seed, static_cast<uint64_t>(seeds));
+  if (range.replaying) {
     core::set_log_level("warn");
     core::set_log_level(std::getenv("KGROUP_AGENT_DEBUG") ? "debug" : "info", "kgroup");
   }
-  for (uint64_t seed = first_seed; seed < first_seed + static_cast<uint64_t>(seeds); ++seed) {
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
     const Outcome o = run(plan, seed);
     ++totals.seeds;
     totals.acked += o.acked;
@@ -292,7 +292,7 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.acked_after_crash += o.acked_after_crash;
     totals.partitioned += o.partitioned ? 1 : 0;
     if (o.violations.empty()) continue;
-    std::string msg = fmt::format("FAILING SEED {} (replay: KGROUP_AGENT_SEED={})\n", seed, seed);
+    std::string msg = test_support::failing_seed("KGROUP_AGENT", seed);
     for (const auto& v : o.violations) msg += "  " + v + "\n";
     ADD_FAILURE() << msg;
     if (!std::getenv("KGROUP_AGENT_ALL")) return;

@@ -21,20 +21,18 @@ netns mode needs root and working network namespaces; without them it prints
 why and exits 77, which ctest reports as skipped.
 """
 
-import argparse
 import json
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 # No __pycache__ in the source tree.
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testbed_test import MAX_DIR_LEN, SKIP, Testbed, log, netns_unavailable, wait_for_members  # noqa: E402
+from testbed_test import SKIP, Testbed, log, testbed_arguments, wait_for_members  # noqa: E402
 
 TARGET = "device:lamp"
 NAMES = [f"n{i}" for i in range(7)]
@@ -161,25 +159,9 @@ def check_logs(tb, survivors, acked, timeout):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["loopback", "netns"])
-    p.add_argument("--testbed", required=True)
-    p.add_argument("--meshagent", required=True)
-    p.add_argument("--meshctl", required=True)
-    p.add_argument("--meshsim", required=True)
-    p.add_argument("--dir", required=True)
-    args = p.parse_args()
-
-    if args.mode == "netns":
-        why = netns_unavailable()
-        if why:
-            print(f"SKIP: {why}", flush=True)
-            return SKIP
-
-    directory = args.dir
-    if len(directory) > MAX_DIR_LEN:
-        directory = os.path.join(tempfile.gettempdir(), f"meshkg-{args.mode}-{os.getpid()}")
-        log(f"build directory path too long for Unix sockets; using {directory}")
+    args, directory = testbed_arguments("meshkg")
+    if args is None:
+        return SKIP
     os.makedirs(os.path.dirname(os.path.abspath(directory)), exist_ok=True)
     topology = os.path.abspath(directory) + ".topology"
     with open(topology, "w", encoding="utf-8") as f:

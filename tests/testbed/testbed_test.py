@@ -277,7 +277,9 @@ def check_plain_ip(tb, src, dst):
     log(f"plain IP {src} -> {dst}: answered by {dst}'s kernel")
 
 
-def main():
+def testbed_arguments(prefix):
+    """The command line every testbed driver takes. Returns (args, directory), or (None, None) when netns
+    mode cannot run here (the reason is printed, and the caller exits SKIP)."""
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["loopback", "netns"])
     p.add_argument("--testbed", required=True)
@@ -291,12 +293,19 @@ def main():
         why = netns_unavailable()
         if why:
             print(f"SKIP: {why}", flush=True)
-            return SKIP
+            return None, None
 
     directory = args.dir
     if len(directory) > MAX_DIR_LEN:
-        directory = os.path.join(tempfile.gettempdir(), f"meshtb-{args.mode}-{os.getpid()}")
+        directory = os.path.join(tempfile.gettempdir(), f"{prefix}-{args.mode}-{os.getpid()}")
         log(f"build directory path too long for Unix sockets; using {directory}")
+    return args, directory
+
+
+def main():
+    args, directory = testbed_arguments("meshtb")
+    if args is None:
+        return SKIP
 
     # ctest ends a test that runs over its TIMEOUT with SIGTERM: still tear down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))

@@ -1,0 +1,35 @@
+// The seeds a simulation sweep runs, and the line that reports a failing
+// one. Each sweep reads its own pair of environment variables, so a failure
+// printed by CI replays alone:
+//   <PREFIX>_SEED=n        run seed n only (sweeps turn their layer's debug log on)
+//   <PREFIX>_SEED_SCALE=n  run n times as many seeds (soaks outside CI)
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace mesh::test_support {
+
+struct SeedRange {
+  uint64_t first = 0;
+  uint64_t count = 0;
+  bool replaying = false;  // one seed named by <PREFIX>_SEED
+  uint64_t end() const { return first + count; }
+};
+
+inline SeedRange seed_range(const std::string& prefix, uint64_t first, uint64_t count) {
+  if (const char* one = std::getenv((prefix + "_SEED").c_str())) return {std::strtoull(one, nullptr, 10), 1, true};
+  if (const char* scale = std::getenv((prefix + "_SEED_SCALE").c_str())) {
+    count *= static_cast<uint64_t>(std::max(1, std::atoi(scale)));
+  }
+  return {first, count, false};
+}
+
+// Opens a failing seed's report with the command line that replays it.
+inline std::string failing_seed(const std::string& prefix, uint64_t seed) {
+  return "FAILING SEED " + std::to_string(seed) + " (replay: " + prefix + "_SEED=" + std::to_string(seed) + ")\n";
+}
+
+}  // namespace mesh::test_support
