@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "agent/text_log.h"
+#include "kgroup/client_state_machine.h"
 #include "core/log.h"
 
 namespace mesh::agent {
@@ -53,6 +54,9 @@ struct KgroupService::Write {
   GroupTarget target;
   uint64_t write_id = 0;
   std::string text;
+  // A read (KgroupService::read) instead of a write: routed the same way.
+  bool is_read = false;
+  ReadCallback read_callback;
   core::TimePoint deadline;
   core::Duration timeout{};
   WriteCallback callback;
@@ -67,7 +71,8 @@ struct KgroupService::Write {
 };
 
 KgroupService::KgroupService(core::Env& env, core::Messenger& messenger, core::Storage& storage,
-                             membership::MemberView& view, core::Metrics& metrics, KgroupConfig config)
+                             membership::MemberView& view, core::Metrics& metrics, KgroupConfig config,
+                             StateMachineFactory factory)
     : env_(env),
       messenger_(messenger),
       view_(view),
@@ -79,7 +84,8 @@ KgroupService::KgroupService(core::Env& env, core::Messenger& messenger, core::S
       groups_created_(metrics.counter("kgroup_genesis_total")) {
   host_ = std::make_unique<kgroup::GroupHost>(
       env_, messenger_, storage, view_, metrics, config_.replica,
-      [](const GroupTarget&) -> std::unique_ptr<kgroup::StateMachine> { return std::make_unique<TextLog>(); },
+      factory ? std::move(factory)
+              : [](const GroupTarget&) -> std::unique_ptr<kgroup::StateMachine> { return std::make_unique<TextLog>(); },
       [this](const GroupTarget& target, uint64_t epoch) { return selector_.members(target, epoch); }, &schedule_);
   messenger_.serve(kKgroupClientBodyType, [this](const core::Message& request, core::Responder responder) {
     on_request(request, std::move(responder));
@@ -112,25 +118,45 @@ void KgroupService::write(const GroupTarget& target, std::string text, core::Dur
         fmt::format("the text is {} bytes; at most {} are accepted", text.size(), config_.max_text_bytes)));
     return;
   }
-  if (timeout <= core::Duration::zero()) timeout = config_.write_timeout;
-  const uint64_t id = next_write_++;
   auto write = std::make_unique<Write>(env_);
   write->target = target;
   // Unique across the mesh with overwhelming probability; it only needs to
   // tell two writes of one target apart.
   write->write_id = env_.rng().next_u64() | 1;
   write->text = std::move(text);
-  write->deadline = env_.now() + timeout;
   write->timeout = timeout;
   write->callback = std::move(callback);
-  write->deadline_timer.start(timeout, [this, id] {
+  start(std::move(write));
+}
+
+void KgroupService::read(const GroupTarget& target, std::string query, core::Duration timeout,
+                         ReadCallback callback) {
+  auto read = std::make_unique<Write>(env_);
+  read->target = target;
+  read->text = std::move(query);
+  read->is_read = true;
+  read->timeout = timeout;
+  read->read_callback = std::move(callback);
+  start(std::move(read));
+}
+
+void KgroupService::start(std::unique_ptr<Write> write) {
+  if (write->timeout <= core::Duration::zero()) write->timeout = config_.write_timeout;
+  const uint64_t id = next_write_++;
+  write->deadline = env_.now() + write->timeout;
+  write->deadline_timer.start(write->timeout, [this, id] {
     const auto it = writes_.find(id);
     if (it == writes_.end()) return;
-    finish(id, core::Unexpected(fmt::format(
-                   "not acknowledged within {} ms after {} attempts (last: {}); the write may or may not be "
-                   "applied later",
-                   std::chrono::duration_cast<std::chrono::milliseconds>(it->second->timeout).count(),
-                   it->second->attempts, it->second->problem.empty() ? "no answer" : it->second->problem)));
+    const Write& w = *it->second;
+    const std::string problem = fmt::format(
+        "not answered within {} ms after {} attempts (last: {})",
+        std::chrono::duration_cast<std::chrono::milliseconds>(w.timeout).count(), w.attempts,
+        w.problem.empty() ? "no answer" : w.problem);
+    if (w.is_read) {
+      finish_read(id, core::Unexpected(problem));
+    } else {
+      finish(id, core::Unexpected(problem + "; the write may or may not be applied later"));
+    }
   });
   writes_[id] = std::move(write);
   attempt(id);
@@ -150,15 +176,24 @@ void KgroupService::attempt(uint64_t id) {
   }
   ++write.attempts;
   if (destination == messenger_.self()) {
-    serve_write(write.target, write.write_id, write.text,
-                [this, id, destination](const proto::KgroupClientReply& reply) { on_reply(id, destination, reply); });
+    Reply local = [this, id, destination](const proto::KgroupClientReply& reply) { on_reply(id, destination, reply); };
+    if (write.is_read) {
+      serve_read(write.target, write.text, std::move(local));
+    } else {
+      serve_write(write.target, write.write_id, write.text, std::move(local));
+    }
     return;
   }
   proto::KgroupClientBody body;
-  proto::KgroupClientWrite& request = *body.mutable_write();
-  request.set_target(write.target.to_string());
-  request.set_write_id(write.write_id);
-  request.set_text(write.text);
+  if (write.is_read) {
+    body.mutable_read()->set_target(write.target.to_string());
+    body.mutable_read()->set_query(write.text);
+  } else {
+    proto::KgroupClientWrite& request = *body.mutable_write();
+    request.set_target(write.target.to_string());
+    request.set_write_id(write.write_id);
+    request.set_text(write.text);
+  }
   const core::Duration left = write.deadline - env_.now();
   write.msg_id = messenger_.request(
       destination, kKgroupClientBodyType, body.SerializeAsString(),
@@ -197,6 +232,10 @@ void KgroupService::on_reply(uint64_t id, core::NodeId from, const proto::Kgroup
   Write& write = *it->second;
   switch (reply.status()) {
     case proto::KGROUP_CLIENT_COMMITTED: {
+      if (write.is_read) {
+        finish_read(id, ReadResult{reply.result(), core::NodeId(reply.leader())});
+        return;
+      }
       WriteResult result;
       result.seq = reply.seq();
       result.leader = core::NodeId(reply.leader());
@@ -226,9 +265,15 @@ void KgroupService::on_reply(uint64_t id, core::NodeId from, const proto::Kgroup
       retry_later(id, fmt::format("{}: {}", from.to_string(), reply.detail().empty() ? "busy" : reply.detail()));
       return;
     case proto::KGROUP_CLIENT_FAILED:
-    default:
-      finish(id, core::Unexpected(fmt::format("refused by {}: {}", from.to_string(), reply.detail())));
+    default: {
+      std::string problem = fmt::format("refused by {}: {}", from.to_string(), reply.detail());
+      if (write.is_read) {
+        finish_read(id, core::Unexpected(std::move(problem)));
+      } else {
+        finish(id, core::Unexpected(std::move(problem)));
+      }
       return;
+    }
   }
 }
 
@@ -242,6 +287,15 @@ void KgroupService::finish(uint64_t id, const core::Expected<WriteResult, std::s
   write->callback(result);
 }
 
+void KgroupService::finish_read(uint64_t id, const core::Expected<ReadResult, std::string>& result) {
+  const auto it = writes_.find(id);
+  if (it == writes_.end()) return;
+  std::unique_ptr<Write> read = std::move(it->second);
+  writes_.erase(it);
+  if (read->msg_id != 0) messenger_.cancel(read->msg_id);
+  read->read_callback(result);
+}
+
 // ---- the agent a write was addressed to -------------------------------------
 
 void KgroupService::on_request(const core::Message& request, core::Responder responder) {
@@ -251,6 +305,17 @@ void KgroupService::on_request(const core::Message& request, core::Responder res
     return;
   }
   switch (body->kind_case()) {
+    case proto::KgroupClientBody::kRead: {
+      const auto target = GroupTarget::parse(body->read().target());
+      if (!target || body->read().query().size() > config_.max_text_bytes) {
+        responder.reject("bad_read");
+        return;
+      }
+      serve_read(*target, body->read().query(), [responder](const proto::KgroupClientReply& reply) mutable {
+        responder.respond(encode_reply(reply));
+      });
+      return;
+    }
     case proto::KgroupClientBody::kWrite: {
       const auto target = GroupTarget::parse(body->write().target());
       if (!target || body->write().text().size() > config_.max_text_bytes) {
@@ -283,29 +348,33 @@ void KgroupService::on_request(const core::Message& request, core::Responder res
   }
 }
 
-void KgroupService::serve_write(const GroupTarget& target, uint64_t write_id, std::string text, Reply reply) {
+GroupReplica* KgroupService::route(const GroupTarget& target, bool create, Reply& reply) {
   const std::string key = target.to_string();
   GroupReplica* replica = host_->latest(key);
   if (replica == nullptr) {
     if (const auto hint = hints_.find(key); hint != hints_.end()) {
       if (hint->second.until > env_.now() && hint->second.node != messenger_.self()) {
         reply(make_reply(proto::KGROUP_CLIENT_REDIRECT, hint->second.node));
-        return;
+        return nullptr;
       }
       hints_.erase(hint);
     }
     const auto selected = select(target);
     if (selected.members.empty()) {
       reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "no live members to select from yet"));
-      return;
+      return nullptr;
     }
     if (selected.members.front().id != messenger_.self()) {
       reply(make_reply(proto::KGROUP_CLIENT_REDIRECT, selected.members.front().id));
-      return;
+      return nullptr;
+    }
+    if (!create) {
+      reply(make_reply(proto::KGROUP_CLIENT_FAILED, {}, fmt::format("no group of {} exists yet", key)));
+      return nullptr;
     }
     start_genesis(target, selected);
     reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "creating the group"));
-    return;
+    return nullptr;
   }
   if (replica->sealed()) {
     const auto& successor = replica->successor();
@@ -313,22 +382,54 @@ void KgroupService::serve_write(const GroupTarget& target, uint64_t write_id, st
     reply(next.is_unspecified() || next == messenger_.self()
               ? make_reply(proto::KGROUP_CLIENT_RETRY, {}, "migrating to the next group")
               : make_reply(proto::KGROUP_CLIENT_REDIRECT, next));
-    return;
+    return nullptr;
   }
   if (replica->role() != kgroup::Role::leader) {
     const core::NodeId leader = replica->leader();
     reply(!leader.is_unspecified() && leader != messenger_.self()
               ? make_reply(proto::KGROUP_CLIENT_REDIRECT, leader)
               : make_reply(proto::KGROUP_CLIENT_RETRY, {}, "electing a leader"));
+    return nullptr;
+  }
+  return replica;
+}
+
+void KgroupService::serve_read(const GroupTarget& target, const std::string& query, Reply reply) {
+  GroupReplica* replica = route(target, /*create=*/false, reply);
+  if (replica == nullptr) return;
+  if (!replica->can_read()) {
+    reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "the leader is taking over or renewing its lease"));
     return;
   }
+  const auto* state = dynamic_cast<const kgroup::ClientStateMachine*>(&replica->state_machine());
+  if (state == nullptr) {
+    reply(make_reply(proto::KGROUP_CLIENT_FAILED, {}, "this group's state cannot be read"));
+    return;
+  }
+  auto answer = state->read(query);
+  if (!answer) {
+    reply(make_reply(proto::KGROUP_CLIENT_FAILED, messenger_.self(), answer.error()));
+    return;
+  }
+  proto::KgroupClientReply out = make_reply(proto::KGROUP_CLIENT_COMMITTED, messenger_.self());
+  out.set_epoch(replica->config().epoch);
+  out.set_generation(replica->config().generation);
+  out.set_result(std::move(*answer));
+  reply(out);
+}
+
+void KgroupService::serve_write(const GroupTarget& target, uint64_t write_id, std::string text, Reply reply) {
+  GroupReplica* replica = route(target, /*create=*/true, reply);
+  if (replica == nullptr) return;
+  const std::string key = target.to_string();
   const auto ref = std::make_pair(replica->config().epoch, replica->config().generation);
-  replica->submit(TextLog::encode_update(write_id, text), [this, key, ref, reply = std::move(reply)](
-                                                              const kgroup::SubmitResult& result) {
+  replica->submit(kgroup::ClientStateMachine::encode_write(write_id, text), [this, key, ref, reply = std::move(reply)](
+                                                                              const kgroup::SubmitResult& result) {
     GroupReplica* current = host_->find(key, ref.first, ref.second);
     switch (result.status) {
       case kgroup::SubmitStatus::committed: {
-        const auto* log = current == nullptr ? nullptr : dynamic_cast<const TextLog*>(&current->state_machine());
+        const auto* log =
+            current == nullptr ? nullptr : dynamic_cast<const kgroup::ClientStateMachine*>(&current->state_machine());
         const auto position = log == nullptr ? std::nullopt : log->position_of(result.seq);
         if (!position) {
           // Committed, but its position is no longer known

@@ -83,9 +83,17 @@ class KgroupService {
     uint32_t attempts = 0;
   };
   using WriteCallback = std::function<void(const core::Expected<WriteResult, std::string>& result)>;
+  struct ReadResult {
+    std::string answer;
+    core::NodeId leader;
+  };
+  using ReadCallback = std::function<void(const core::Expected<ReadResult, std::string>& result)>;
+  // The state machine each group hosts, by target; every one must be a
+  // kgroup::ClientStateMachine. Empty: a TextLog for every target.
+  using StateMachineFactory = kgroup::GroupHost::StateMachineFactory;
 
   KgroupService(core::Env& env, core::Messenger& messenger, core::Storage& storage, membership::MemberView& view,
-                core::Metrics& metrics, KgroupConfig config);
+                core::Metrics& metrics, KgroupConfig config, StateMachineFactory factory = {});
   KgroupService(const KgroupService&) = delete;
   KgroupService& operator=(const KgroupService&) = delete;
   ~KgroupService();
@@ -93,12 +101,20 @@ class KgroupService {
   // Appends `text` to `target`'s log; the callback runs once. A timeout of
   // zero means config().write_timeout.
   void write(const kgroup::GroupTarget& target, std::string text, core::Duration timeout, WriteCallback callback);
+  // Asks `target`'s leader to answer `query` from its state machine
+  // (ClientStateMachine::read) once it holds its quorum lease: a
+  // linearizable read. Routed like a write (redirects, retries) but never
+  // creates a group: with no group of the target, the preferred leader
+  // answers "no group". The callback runs once.
+  void read(const kgroup::GroupTarget& target, std::string query, core::Duration timeout, ReadCallback callback);
 
   // The group of `target` in the current epoch, from this node's view alone.
   kgroup::GroupSelector::Selected select(const kgroup::GroupTarget& target) const;
   uint64_t current_epoch(const kgroup::GroupTarget& target) const;
 
   const kgroup::GroupSelector& selector() const { return selector_; }
+  // The catalog's devices, for clusters and LSH centres (GroupSelector).
+  void set_devices(std::vector<kgroup::DeviceLocation> devices) { selector_.set_devices(std::move(devices)); }
   kgroup::GroupHost& host() { return *host_; }
   const kgroup::GroupHost& host() const { return *host_; }
   const KgroupConfig& config() const { return config_; }
@@ -111,6 +127,11 @@ class KgroupService {
   void on_request(const core::Message& request, core::Responder responder);
   // A write addressed to this node, from a client here or another agent.
   void serve_write(const kgroup::GroupTarget& target, uint64_t write_id, std::string text, Reply reply);
+  void serve_read(const kgroup::GroupTarget& target, const std::string& query, Reply reply);
+  // The replica that should answer for `target`, or the reply that says
+  // where to go instead (redirect, retry, or "no group" for reads).
+  kgroup::GroupReplica* route(const kgroup::GroupTarget& target, bool create, Reply& reply);
+  void start(std::unique_ptr<Write> write);
   void serve_create(const core::Message& request, const proto::KgroupClientCreate& create, core::Responder responder);
   void start_genesis(const kgroup::GroupTarget& target, const kgroup::GroupSelector::Selected& selected);
   void finish_genesis(const std::string& target);
@@ -119,6 +140,7 @@ class KgroupService {
   void retry_later(uint64_t id, std::string problem);
   void on_reply(uint64_t id, core::NodeId from, const proto::KgroupClientReply& reply);
   void finish(uint64_t id, const core::Expected<WriteResult, std::string>& result);
+  void finish_read(uint64_t id, const core::Expected<ReadResult, std::string>& result);
 
   core::Env& env_;
   core::Messenger& messenger_;

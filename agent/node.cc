@@ -5,7 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "agent/text_log.h"
 #include "core/log.h"
+#include "routine/catalog_log.h"
+#include "routine/device_codec.h"
+#include "routine/device_group_state.h"
 
 namespace mesh::agent {
 namespace {
@@ -29,6 +33,21 @@ uint64_t read_boot_count(const core::Storage& storage) {
                     kBootKey, *text));
   }
   return value;
+}
+
+// The factory of a node given no drivers: it leads no device.
+class NoDrivers : public routine::DriverFactory {
+ public:
+  core::Expected<std::unique_ptr<routine::DeviceDriver>, std::string> open(
+      const routine::DeviceSpec& device) override {
+    return core::Unexpected(fmt::format("this node has no device drivers (driver {})", device.driver));
+  }
+};
+
+std::vector<kgroup::DeviceLocation> locations_of(const routine::Catalog& catalog) {
+  std::vector<kgroup::DeviceLocation> out;
+  for (const auto& [id, spec] : catalog.devices()) out.push_back({id, spec.location});
+  return out;
 }
 
 }  // namespace
@@ -78,18 +97,73 @@ Node::Node(const NodeConfig& config, NodeContext context)
                                                  std::move(medley_options));
   camera_ =
       std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, context_.storage, config_.mutex);
+  routine_messages_ = std::make_unique<routine::RoutineMessages>(*messenger_, metrics_);
+  catalog_.set_base(config_.devices.catalog, config_.devices.catalog_digest);
+  catalog_sync_ = std::make_unique<routine::CatalogSync>(context_.env, *routine_messages_, context_.storage, *medley_,
+                                                         metrics_, catalog_, config_.devices.sync);
+  catalog_sync_->start();
+  // Each group hosts the state its target needs: the catalog's change list,
+  // a device cluster's device states and commands, or a text log.
+  auto state_for = [this](const kgroup::GroupTarget& target) -> std::unique_ptr<kgroup::StateMachine> {
+    switch (target.kind) {
+      case kgroup::TargetKind::catalog:
+        return std::make_unique<routine::CatalogLog>(
+            [this](const proto::CatalogEntry& entry) { catalog_sync_->learn(entry); });
+      case kgroup::TargetKind::cluster:
+        return std::make_unique<routine::DeviceGroupState>();
+      case kgroup::TargetKind::device:
+      case kgroup::TargetKind::routine:
+        break;
+    }
+    return std::make_unique<TextLog>();
+  };
   // Rejoins the groups persisted in storage (after a restart) right away.
-  kgroups_ =
-      std::make_unique<KgroupService>(context_.env, *messenger_, context_.storage, *medley_, metrics_, config_.kgroup);
+  kgroups_ = std::make_unique<KgroupService>(context_.env, *messenger_, context_.storage, *medley_, metrics_,
+                                             config_.kgroup, state_for);
+  kgroups_->set_devices(locations_of(catalog_));
+  catalog_.set_on_change([this] { kgroups_->set_devices(locations_of(catalog_)); });
+  routine::DriverFactory* drivers = context_.drivers;
+  if (drivers == nullptr) {
+    no_drivers_ = std::make_unique<NoDrivers>();
+    drivers = no_drivers_.get();
+  }
+  device_leaders_ =
+      std::make_unique<routine::DeviceLeaders>(context_.env, kgroups_->host(), kgroups_->selector(), catalog_,
+                                               *drivers, *routine_messages_, metrics_, config_.devices.leaders);
+  device_watcher_ = std::make_unique<routine::DeviceWatcher>(
+      context_.env, *routine_messages_, kgroups_->selector(), catalog_,
+      [this](const kgroup::GroupTarget& target) { return kgroups_->current_epoch(target); },
+      [this](const kgroup::GroupTarget& target, routine::DeviceWatcher::Located done) {
+        proto::DeviceQuery query;
+        query.set_all_devices(true);
+        kgroups_->read(target, query.SerializeAsString(), config_.devices.watcher.renew_interval,
+                       [done = std::move(done)](const auto& result) {
+                         const auto reply =
+                             result ? routine::parse_message<proto::DeviceQueryReply>(result->answer) : std::nullopt;
+                         if (!reply) {
+                           done(std::nullopt, {});
+                           return;
+                         }
+                         done(result->leader, {reply->devices().begin(), reply->devices().end()});
+                       });
+      },
+      config_.devices.watcher);
+  devices_ = std::make_unique<DeviceService>(context_.env, config_.id, *kgroups_, *medley_, catalog_, metrics_,
+                                             config_.devices.service);
   core::log("agent").info("node created id={} name={} boot={}", config_.id.to_string(), config_.name, boot_count_);
 }
 
-Node::~Node() = default;
+Node::~Node() {
+  // The catalog's listener calls into the k-groups, which go first.
+  catalog_.set_on_change({});
+}
 
 void Node::start() {
   started_at_ = context_.env.now();
   olsr_->start();
   medley_->start(symmetric_neighbours());
+  device_leaders_->start();
+  devices_->start();
 }
 
 void Node::leave() {
@@ -146,6 +220,11 @@ std::vector<Node::LayerLine> Node::status() const {
   lines.push_back(
       {"kgroup", fmt::format("k={}: serving in {} groups, leading {}; {} client writes in flight",
                              kgroups_->config().selection.k, groups.size(), leading, kgroups_->writes_in_flight())});
+  lines.push_back({"devices", fmt::format("catalog: {} devices, run-time version {}; leading {}, {} subscribers, "
+                                         "watching {}, {} client commands done",
+                                         catalog_.devices().size(), catalog_.version(),
+                                         device_leaders_->led_devices().size(), device_leaders_->subscriptions(),
+                                         device_watcher_->view().size(), metrics_.total("device_client_commands_total"))});
   return lines;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/device_service.h"
 #include "agent/echo_service.h"
 #include "agent/kgroup_service.h"
 #include "agent/node_config.h"
@@ -21,6 +22,11 @@
 #include "mutex/camera.h"
 #include "routing/olsr_protocol.h"
 #include "routing/olsr_transport.h"
+#include "routine/catalog.h"
+#include "routine/catalog_sync.h"
+#include "routine/device_leaders.h"
+#include "routine/device_watcher.h"
+#include "routine/routine_messages.h"
 
 namespace mesh::agent {
 
@@ -30,6 +36,10 @@ struct NodeContext {
   core::Link& agent_link;  // raw datagrams on the agent port
   core::Link& olsr_link;   // raw RFC 3626 packets on the routing port (UDP 698)
   core::Storage& storage;
+  // Device I/O for the device groups this node leads (the agent's real
+  // drivers, or emulated devices in the simulator). Null: the node leads no
+  // device (any it would lead is reported down, "no drivers").
+  routine::DriverFactory* drivers = nullptr;
 };
 
 // One node with every layer wired, bottom up: OLSR on its own link,
@@ -76,6 +86,14 @@ class Node {
   // k-groups: selection, the groups this node serves in, client writes.
   KgroupService& kgroups() { return *kgroups_; }
   const KgroupService& kgroups() const { return *kgroups_; }
+  // Devices: the mesh-wide catalog, the device groups this node leads, its
+  // subscriptions, and commands and catalog changes from its clients.
+  const routine::Catalog& catalog() const { return catalog_; }
+  routine::DeviceLeaders& device_leaders() { return *device_leaders_; }
+  const routine::DeviceLeaders& device_leaders() const { return *device_leaders_; }
+  routine::DeviceWatcher& device_watcher() { return *device_watcher_; }
+  const routine::DeviceWatcher& device_watcher() const { return *device_watcher_; }
+  DeviceService& devices() { return *devices_; }
 
   using RoutesListener = std::function<void(const std::vector<routing::olsr::Route>& routes)>;
   // Called with the whole new table each time OLSR's routing table changes
@@ -114,7 +132,15 @@ class Node {
   // After the Medley it reads, so it is destroyed first.
   std::unique_ptr<mutex::Camera> camera_;
   // After the Medley and Messenger it uses, so it is destroyed first.
+  std::unique_ptr<routine::RoutineMessages> routine_messages_;
+  routine::Catalog catalog_;
+  std::unique_ptr<routine::CatalogSync> catalog_sync_;
   std::unique_ptr<KgroupService> kgroups_;
+  std::unique_ptr<routine::DriverFactory> no_drivers_;
+  // After the KgroupService they use, so they are destroyed first.
+  std::unique_ptr<routine::DeviceLeaders> device_leaders_;
+  std::unique_ptr<routine::DeviceWatcher> device_watcher_;
+  std::unique_ptr<DeviceService> devices_;
   std::vector<RoutesListener> routes_listeners_;
 };
 

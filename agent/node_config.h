@@ -1,8 +1,10 @@
 #pragma once
 
 #include <array>
+#include <vector>
 #include <string>
 
+#include "agent/device_service.h"
 #include "agent/kgroup_service.h"
 #include "core/messenger.h"
 #include "core/node_id.h"
@@ -11,8 +13,25 @@
 #include "mutex/camera_options.h"
 #include "routing/olsr_protocol.h"
 #include "routing/olsr_transport.h"
+#include "routine/catalog_sync.h"
+#include "routine/device_leaders.h"
+#include "routine/device_model.h"
+#include "routine/device_watcher.h"
 
 namespace mesh::agent {
+
+// Devices: the catalog file's contents and the timings of the device layer
+// (TOML [devices], agent/config.h).
+struct DevicesConfig {
+  // The devices of the catalog file (checked), and the file's SHA-256, which
+  // nodes gossip so that differing files are noticed.
+  std::vector<routine::DeviceSpec> catalog;
+  std::string catalog_digest;
+  routine::DeviceLeaderOptions leaders;
+  routine::CatalogSyncOptions sync;
+  routine::DeviceWatcherOptions watcher;
+  DeviceServiceOptions service;
+};
 
 // Everything one Node needs to know about itself, already validated. The
 // agent fills it from TOML (agent/config.h); the simulator from a scenario.
@@ -31,6 +50,7 @@ struct NodeConfig {
   mutex::CameraOptions mutex;
   // k-groups; the agent runtime sets kgroup.epoch_origin from the system clock.
   KgroupConfig kgroup;
+  DevicesConfig devices;
   core::Duration ping_timeout = std::chrono::seconds(5);
 };
 

@@ -3,32 +3,9 @@
 #include "proto/kgroup_client.pb.h"
 
 namespace mesh::agent {
-namespace {
-
-constexpr size_t kWriteIdBytes = 8;
-
-}  // namespace
-
-std::string TextLog::encode_update(uint64_t write_id, std::string_view text) {
-  // A fixed header and the raw text: the update must fit the group's
-  // max_update_bytes, and a protobuf adds nothing here.
-  std::string out;
-  out.reserve(kWriteIdBytes + text.size());
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((write_id >> shift) & 0xff));
-  out.append(text);
-  return out;
-}
-
-std::optional<TextLog::Update> TextLog::decode_update(std::string_view update) {
-  if (update.size() < kWriteIdBytes) return std::nullopt;
-  Update out;
-  for (size_t i = 0; i < kWriteIdBytes; ++i) out.write_id = (out.write_id << 8) | static_cast<uint8_t>(update[i]);
-  out.text = std::string(update.substr(kWriteIdBytes));
-  return out;
-}
 
 void TextLog::apply(uint64_t seq, std::string_view update) {
-  auto decoded = decode_update(update);
+  auto decoded = decode_write(update);
   if (!decoded) {
     ++malformed_;
     return;
@@ -39,7 +16,7 @@ void TextLog::apply(uint64_t seq, std::string_view update) {
   } else {
     position = records_.size() + 1;
     position_by_write_.emplace(decoded->write_id, position);
-    records_.push_back({position, decoded->write_id, std::move(decoded->text)});
+    records_.push_back({position, decoded->write_id, std::move(decoded->payload)});
   }
   position_by_group_seq_[seq] = position;
   while (position_by_group_seq_.size() > kMaxRemembered) position_by_group_seq_.erase(position_by_group_seq_.begin());
@@ -50,6 +27,8 @@ std::optional<uint64_t> TextLog::position_of(uint64_t group_seq) const {
   if (it == position_by_group_seq_.end()) return std::nullopt;
   return it->second;
 }
+
+core::Expected<std::string, std::string> TextLog::read(std::string_view /*query*/) const { return snapshot(); }
 
 std::string TextLog::snapshot() const {
   proto::TextLogSnapshot snapshot;

@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kgroup/state_machine.h"
+#include "kgroup/client_state_machine.h"
 
 namespace mesh::agent {
 
@@ -20,7 +20,7 @@ namespace mesh::agent {
 //
 // Positions (`seq`, from 1) are the log's own and survive epoch migration,
 // unlike the group's sequence numbers, which restart in each new group.
-class TextLog : public kgroup::StateMachine {
+class TextLog : public kgroup::ClientStateMachine {
  public:
   struct Record {
     uint64_t seq = 0;
@@ -28,13 +28,8 @@ class TextLog : public kgroup::StateMachine {
     std::string text;
   };
 
-  // An update for apply(); nullopt-safe to decode (decode_update).
-  static std::string encode_update(uint64_t write_id, std::string_view text);
-  struct Update {
-    uint64_t write_id = 0;
-    std::string text;
-  };
-  static std::optional<Update> decode_update(std::string_view update);
+  // An update for apply(): a client write of `text`.
+  static std::string encode_update(uint64_t write_id, std::string_view text) { return encode_write(write_id, text); }
 
   void apply(uint64_t seq, std::string_view update) override;
   std::string snapshot() const override;
@@ -43,7 +38,9 @@ class TextLog : public kgroup::StateMachine {
   const std::vector<Record>& records() const { return records_; }
   // The log position of the write applied as group sequence number
   // `group_seq` of this replica (remembered for the latest kMaxRemembered).
-  std::optional<uint64_t> position_of(uint64_t group_seq) const;
+  std::optional<uint64_t> position_of(uint64_t group_seq) const override;
+  // Any query: the whole log, as a snapshot() (proto TextLogSnapshot).
+  core::Expected<std::string, std::string> read(std::string_view query) const override;
   // Updates that did not decode (never written by this agent): skipped, so
   // every replica skips the same ones.
   uint64_t malformed() const { return malformed_; }

@@ -110,7 +110,9 @@ DeviceClusters DeviceClusters::build(std::vector<DeviceLocation> devices, const 
             [](const auto& a, const auto& b) { return a.devices.front() < b.devices.front(); });
   for (size_t c = 0; c < clusters.size(); ++c) {
     DeviceCluster& cluster = clusters[c];
-    cluster.id = std::to_string(c);
+    // Named by its smallest device id (devices are sorted): a name that
+    // survives catalog changes elsewhere, where an index would shift.
+    cluster.id = cluster.devices.front();
     cluster.centre_device = *representative_device("cluster:" + cluster.id, cluster.devices, options.seed);
     for (const auto& d : cluster.devices) result.cluster_of_[d] = c;
   }

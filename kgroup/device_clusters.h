@@ -17,7 +17,7 @@ struct DeviceLocation {
 };
 
 struct DeviceCluster {
-  std::string id;                    // "0", "1", ...: the group target is cluster:<id>
+  std::string id;                    // its smallest device id: the group target is cluster:<id>
   std::vector<std::string> devices;  // sorted
   std::string centre_device;         // CoMesh's "random device chosen as the centre"
   Point centroid;

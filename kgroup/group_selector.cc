@@ -65,6 +65,9 @@ std::optional<GroupSelector::Centre> GroupSelector::centre_of(const GroupTarget&
       if (!rep) return std::nullopt;
       return device_centre(*rep);
     }
+    case TargetKind::catalog:
+      // Mesh-wide state with no place of its own: hash selection.
+      return std::nullopt;
   }
   return std::nullopt;
 }

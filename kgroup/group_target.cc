@@ -10,6 +10,8 @@ std::string_view to_string(TargetKind kind) {
       return "cluster";
     case TargetKind::routine:
       return "routine";
+    case TargetKind::catalog:
+      return "catalog";
   }
   return "device";
 }
@@ -31,6 +33,8 @@ std::optional<GroupTarget> GroupTarget::parse(std::string_view text) {
     target.kind = TargetKind::cluster;
   } else if (kind == "routine") {
     target.kind = TargetKind::routine;
+  } else if (kind == "catalog") {
+    target.kind = TargetKind::catalog;
   } else {
     return std::nullopt;
   }

@@ -7,12 +7,13 @@
 
 namespace mesh::kgroup {
 
-// What a k-group serves: one device, one cluster of devices, or one routine.
-enum class TargetKind { device, cluster, routine };
+// What a k-group serves: one device, one cluster of devices, one routine,
+// or the mesh's catalog of devices and routines ("catalog:mesh").
+enum class TargetKind { device, cluster, routine, catalog };
 
 std::string_view to_string(TargetKind kind);
 
-// A group target, written "device:ID", "cluster:ID" or "routine:ID". The
+// A group target, written "device:ID", "cluster:ID", "routine:ID" or "catalog:ID". The
 // printed form is what selection hashes, so it must be canonical: parse()
 // accepts exactly what to_string() prints.
 struct GroupTarget {

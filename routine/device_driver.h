@@ -48,10 +48,12 @@ class DeviceDriver {
 
   // Reads the device's current state (one poll).
   virtual void read(Callback callback) = 0;
-  // Sets `values` (already checked against the schema). On success the
-  // result carries the state after actuation if the device reported it
-  // (else empty attributes: the caller reads again).
-  virtual void actuate(const Attributes& values, Callback callback) = 0;
+  // Sets `values` (already checked against the schema) for the command
+  // `command_id` (drivers that can pass it along, e.g. in a Kasa request's
+  // extension field, do, so a device's actuation log names the command). On
+  // success the result carries the state after actuation if the device
+  // reported it (else empty attributes: the caller reads again).
+  virtual void actuate(const Attributes& values, const std::string& command_id, Callback callback) = 0;
   // Push drivers (MQTT) report every state change and loss of contact
   // through `callback` until destroyed, and return true; pull drivers (Kasa,
   // emulated) return false and are polled with read().

@@ -106,9 +106,10 @@ void MeshSim::boot(size_t index) {
   config.mesh_key = mesh_key_;
   if (options_.configure) options_.configure(config);
   const core::NodeId id = id_of(index);
+  routine::DriverFactory* drivers = options_.drivers ? options_.drivers(index, *slot.env) : nullptr;
   slot.node = std::make_unique<agent::Node>(
       config, agent::NodeContext{*slot.env, network_.link(id, Channel::agent), network_.link(id, Channel::routing),
-                                 *slot.storage});
+                                 *slot.storage, drivers});
   slot.node->start();
 }
 

@@ -33,6 +33,10 @@ class MeshSim {
     // Applied to every node's config before it is built (tests tune retry
     // policies here); may be empty.
     std::function<void(agent::NodeConfig&)> configure;
+    // The device drivers of node `index`'s incarnation running on `env`
+    // (emulated devices, routine/emulated_device.h); may be empty (no
+    // drivers). What it returns must outlive that incarnation.
+    std::function<routine::DriverFactory*(size_t index, core::Env& env)> drivers;
   };
 
   struct PingStats {

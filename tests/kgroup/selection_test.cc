@@ -241,7 +241,7 @@ TEST(DeviceClusters, EveryDeviceInExactlyOneClusterNearestItsCentroid) {
     std::set<std::string> seen;
     for (size_t c = 0; c < clusters.clusters().size(); ++c) {
       const auto& cluster = clusters.clusters()[c];
-      EXPECT_EQ(cluster.id, std::to_string(c));
+      EXPECT_EQ(cluster.id, cluster.devices.front());  // named by its smallest device id
       EXPECT_TRUE(std::find(cluster.devices.begin(), cluster.devices.end(), cluster.centre_device) !=
                   cluster.devices.end());
       for (const auto& d : cluster.devices) {

@@ -1,0 +1,211 @@
+#include "routine/device_group_state.h"
+
+#include "routine/device_codec.h"
+
+namespace mesh::routine {
+namespace {
+
+constexpr size_t kMaxRemembered = 4096;
+
+}  // namespace
+
+proto::DeviceStateMsg to_proto(const std::string& id, const DeviceGroupState::Device& device) {
+  proto::DeviceStateMsg msg;
+  msg.set_device(id);
+  to_proto(device.attributes, *msg.mutable_attributes());
+  msg.set_version(device.version);
+  msg.set_known(device.known);
+  msg.set_up(device.up);
+  msg.set_reason(device.reason);
+  msg.set_changed_at_us(device.changed_at_us);
+  return msg;
+}
+
+DeviceGroupState::Device from_proto(const proto::DeviceStateMsg& msg) {
+  DeviceGroupState::Device device;
+  device.attributes = from_proto(msg.attributes());
+  device.version = msg.version();
+  device.known = msg.known();
+  device.up = msg.up();
+  device.reason = msg.reason();
+  device.changed_at_us = msg.changed_at_us();
+  return device;
+}
+
+proto::CommandRecordMsg to_proto(const DeviceGroupState::Command& command) {
+  proto::CommandRecordMsg msg;
+  msg.set_command_id(command.id);
+  msg.set_device(command.device);
+  to_proto(command.values, *msg.mutable_values());
+  msg.set_origin(command.origin.value());
+  msg.set_accepted_position(command.accepted_position);
+  msg.set_actuating(command.actuating);
+  *msg.mutable_outcome() = command.outcome;
+  return msg;
+}
+
+void DeviceGroupState::apply(uint64_t seq, std::string_view update) {
+  ++position_;
+  position_by_group_seq_[seq] = position_;
+  while (position_by_group_seq_.size() > kMaxRemembered) position_by_group_seq_.erase(position_by_group_seq_.begin());
+  apply_update(update);
+  if (on_apply_) on_apply_();
+}
+
+void DeviceGroupState::apply_update(std::string_view update) {
+  const auto write = decode_write(update);
+  if (!write) return;
+  const auto decoded = parse_message<proto::DeviceUpdate>(write->payload);
+  if (!decoded) return;
+  switch (decoded->kind_case()) {
+    case proto::DeviceUpdate::kObserved: {
+      const auto& observed = decoded->observed();
+      if (check_device_id(observed.device())) return;
+      Device& device = devices_[observed.device()];
+      Attributes attributes = observed.up() ? from_proto(observed.attributes()) : device.attributes;
+      if (device.known && device.up == observed.up() && device.attributes == attributes) return;
+      device.attributes = std::move(attributes);
+      device.known = true;
+      device.up = observed.up();
+      device.reason = observed.up() ? std::string() : observed.reason();
+      device.changed_at_us = observed.observed_at_us();
+      ++device.version;
+      return;
+    }
+    case proto::DeviceUpdate::kAccept: {
+      const auto& accept = decoded->accept();
+      if (accept.command_id().empty() || commands_.count(accept.command_id()) != 0) return;
+      Command& command = commands_[accept.command_id()];
+      command.id = accept.command_id();
+      command.device = accept.device();
+      command.values = from_proto(accept.values());
+      command.origin = core::NodeId(accept.origin());
+      command.accepted_position = position_;
+      command.outcome.set_command_id(command.id);
+      return;
+    }
+    case proto::DeviceUpdate::kActuating: {
+      const auto it = commands_.find(decoded->actuating().command_id());
+      if (it != commands_.end() && !it->second.done()) it->second.actuating = true;
+      return;
+    }
+    case proto::DeviceUpdate::kOutcome: {
+      const auto& outcome = decoded->outcome();
+      const auto it = commands_.find(outcome.command_id());
+      if (it == commands_.end() || it->second.done() || outcome.status() == proto::COMMAND_PENDING) return;
+      it->second.outcome = outcome;
+      finished_order_.push_back(it->first);
+      if (outcome.status() == proto::COMMAND_OK && outcome.state_after_size() > 0) {
+        Device& device = devices_[it->second.device];
+        Attributes after = device.attributes;
+        for (auto& [name, value] : from_proto(outcome.state_after())) after[name] = value;
+        if (after != device.attributes || !device.up || !device.known) {
+          device.attributes = std::move(after);
+          device.known = true;
+          device.up = true;
+          device.reason.clear();
+          ++device.version;
+        }
+      }
+      forget_old_commands();
+      return;
+    }
+    case proto::DeviceUpdate::kHello:
+    case proto::DeviceUpdate::KIND_NOT_SET:
+      return;
+  }
+}
+
+void DeviceGroupState::forget_old_commands() {
+  while (finished_order_.size() > kMaxFinishedCommands) {
+    commands_.erase(finished_order_.front());
+    finished_order_.pop_front();
+  }
+}
+
+const DeviceGroupState::Device* DeviceGroupState::device(const std::string& id) const {
+  const auto it = devices_.find(id);
+  return it == devices_.end() ? nullptr : &it->second;
+}
+
+const DeviceGroupState::Command* DeviceGroupState::command(const std::string& id) const {
+  const auto it = commands_.find(id);
+  return it == commands_.end() ? nullptr : &it->second;
+}
+
+std::vector<const DeviceGroupState::Command*> DeviceGroupState::pending() const {
+  std::vector<const Command*> out;
+  for (const auto& [id, command] : commands_) {
+    if (!command.done()) out.push_back(&command);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Command* a, const Command* b) { return a->accepted_position < b->accepted_position; });
+  return out;
+}
+
+std::optional<uint64_t> DeviceGroupState::position_of(uint64_t group_seq) const {
+  const auto it = position_by_group_seq_.find(group_seq);
+  if (it == position_by_group_seq_.end()) return std::nullopt;
+  return it->second;
+}
+
+core::Expected<std::string, std::string> DeviceGroupState::read(std::string_view query) const {
+  const auto decoded = parse_message<proto::DeviceQuery>(query);
+  if (!decoded) return core::Unexpected(std::string("malformed device query"));
+  proto::DeviceQueryReply reply;
+  switch (decoded->kind_case()) {
+    case proto::DeviceQuery::kAllDevices:
+      for (const auto& [id, device] : devices_) *reply.add_devices() = to_proto(id, device);
+      reply.set_found(true);
+      break;
+    case proto::DeviceQuery::kCommandId:
+      if (const Command* found = command(decoded->command_id())) {
+        *reply.mutable_command() = to_proto(*found);
+        reply.set_found(true);
+      }
+      break;
+    case proto::DeviceQuery::KIND_NOT_SET:
+      return core::Unexpected(std::string("empty device query"));
+  }
+  return reply.SerializeAsString();
+}
+
+std::string DeviceGroupState::snapshot() const {
+  proto::DeviceGroupSnapshot snapshot;
+  for (const auto& [id, device] : devices_) *snapshot.add_devices() = to_proto(id, device);
+  // Pending commands first in acceptance order, then finished ones oldest
+  // first, so restore() rebuilds the same forgetting order.
+  for (const Command* command : pending()) *snapshot.add_commands() = to_proto(*command);
+  for (const auto& id : finished_order_) *snapshot.add_commands() = to_proto(commands_.at(id));
+  snapshot.set_position(position_);
+  return snapshot.SerializeAsString();
+}
+
+bool DeviceGroupState::restore(std::string_view snapshot) {
+  const auto decoded = parse_message<proto::DeviceGroupSnapshot>(snapshot);
+  if (!decoded) return false;
+  std::map<std::string, Device> devices;
+  for (const auto& msg : decoded->devices()) devices[msg.device()] = from_proto(msg);
+  std::map<std::string, Command> commands;
+  std::deque<std::string> finished;
+  for (const auto& msg : decoded->commands()) {
+    Command command;
+    command.id = msg.command_id();
+    command.device = msg.device();
+    command.values = from_proto(msg.values());
+    command.origin = core::NodeId(msg.origin());
+    command.accepted_position = msg.accepted_position();
+    command.actuating = msg.actuating();
+    command.outcome = msg.outcome();
+    if (command.id.empty() || !commands.emplace(command.id, command).second) return false;
+    if (command.done()) finished.push_back(command.id);
+  }
+  devices_ = std::move(devices);
+  commands_ = std::move(commands);
+  finished_order_ = std::move(finished);
+  position_ = decoded->position();
+  position_by_group_seq_.clear();
+  return true;
+}
+
+}  // namespace mesh::routine

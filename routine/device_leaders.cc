@@ -1,0 +1,440 @@
+#include "routine/device_leaders.h"
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "routine/device_codec.h"
+
+namespace mesh::routine {
+namespace {
+
+proto::CommandStatus status_of(DriverFailure failure) {
+  switch (failure) {
+    case DriverFailure::unreachable:
+      return proto::COMMAND_DEVICE_DOWN;
+    case DriverFailure::timeout:
+      return proto::COMMAND_TIMEOUT;
+    case DriverFailure::protocol:
+    case DriverFailure::refused:
+      return proto::COMMAND_DRIVER_ERROR;
+  }
+  return proto::COMMAND_DRIVER_ERROR;
+}
+
+}  // namespace
+
+struct DeviceLeaders::Watch {
+  explicit Watch(core::Env& env) : poll_timer(env), retry_timer(env) {}
+  DeviceSpec spec;
+  std::unique_ptr<DeviceDriver> driver;
+  std::string open_error;  // the driver URI could not be opened
+  core::ScopedTimer poll_timer;
+  core::ScopedTimer retry_timer;
+  bool reading = false;
+  bool observing = false;  // an observation is being committed
+  uint32_t failures = 0;
+  std::string busy_command;  // being actuated (or its outcome committed)
+};
+
+struct DeviceLeaders::Session {
+  std::map<std::string, std::unique_ptr<Watch>> watches;
+  bool announced = false;
+  bool commands_scheduled = false;
+  std::set<std::string> finishing;  // commands whose outcome is being committed
+};
+
+DeviceLeaders::DeviceLeaders(core::Env& env, kgroup::GroupHost& host, const kgroup::GroupSelector& selector,
+                             const Catalog& catalog, DriverFactory& drivers, RoutineMessages& messages,
+                             core::Metrics& metrics, DeviceLeaderOptions options)
+    : env_(env),
+      host_(host),
+      selector_(selector),
+      catalog_(catalog),
+      drivers_(drivers),
+      messages_(messages),
+      options_(options),
+      scan_timer_(env),
+      observations_(metrics.counter("device_observations_total")),
+      commands_ok_(metrics.counter("device_commands_total", {{"result", "ok"}})),
+      commands_failed_(metrics.counter("device_commands_total", {{"result", "failed"}})),
+      notifications_(metrics.counter("device_notifications_total")),
+      driver_errors_(metrics.counter("device_driver_errors_total")) {
+  messages_.on(proto::RoutineBody::kSubscribe, [this](const core::Message& message, const proto::RoutineBody& body) {
+    on_subscribe(message, body.subscribe());
+  });
+}
+
+DeviceLeaders::~DeviceLeaders() {
+  for (const auto& [key, session] : sessions_) {
+    if (auto* s = const_cast<DeviceGroupState*>(state(key))) s->set_on_apply({});
+  }
+}
+
+void DeviceLeaders::start() {
+  scan_timer_.start_periodic(options_.scan_interval, [this] { scan(); });
+}
+
+kgroup::GroupReplica* DeviceLeaders::replica(const SessionKey& key) const {
+  return host_.find(std::get<0>(key), std::get<1>(key), std::get<2>(key));
+}
+
+const DeviceGroupState* DeviceLeaders::state(const SessionKey& key) const {
+  kgroup::GroupReplica* r = replica(key);
+  return r == nullptr ? nullptr : dynamic_cast<const DeviceGroupState*>(&r->state_machine());
+}
+
+DeviceLeaders::Session* DeviceLeaders::session(const SessionKey& key) {
+  const auto it = sessions_.find(key);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> DeviceLeaders::led_devices() const {
+  std::vector<std::string> out;
+  for (const auto& [key, s] : sessions_) {
+    for (const auto& [device, watch] : s->watches) out.push_back(device);
+  }
+  return out;
+}
+
+size_t DeviceLeaders::subscriptions() const {
+  size_t n = 0;
+  for (const auto& [device, subscribers] : subscribers_) n += subscribers.size();
+  return n;
+}
+
+void DeviceLeaders::scan() {
+  const core::TimePoint now = env_.now();
+  for (auto it = subscribers_.begin(); it != subscribers_.end();) {
+    std::erase_if(it->second, [now](const auto& entry) { return entry.second <= now; });
+    it = it->second.empty() ? subscribers_.erase(it) : std::next(it);
+  }
+  std::set<SessionKey> leading;
+  for (kgroup::GroupReplica* r : host_.replicas()) {
+    const auto& config = r->config();
+    if (config.target.kind != kgroup::TargetKind::cluster || !r->serving()) continue;
+    auto* device_state = dynamic_cast<DeviceGroupState*>(&r->state_machine());
+    if (device_state == nullptr) continue;
+    SessionKey key{config.target.to_string(), config.epoch, config.generation};
+    leading.insert(key);
+    auto& slot = sessions_[key];
+    if (!slot) {
+      slot = std::make_unique<Session>();
+      core::log("routine").info("leading devices of group={} epoch={} generation={} term={} node={}", std::get<0>(key),
+                                config.epoch, config.generation, r->term(), messages_.self().to_string());
+      device_state->set_on_apply([this, key] {
+        Session* s = session(key);
+        if (s == nullptr || s->commands_scheduled) return;
+        s->commands_scheduled = true;
+        env_.start_timer(core::Duration::zero(), [this, key] {
+          if (Session* again = session(key)) {
+            again->commands_scheduled = false;
+            run_commands(key);
+          }
+        });
+      });
+    }
+    sync_session(*slot, *r);
+    run_commands(key);
+  }
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (leading.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    core::log("routine").info("stopped leading devices of group={} epoch={}", std::get<0>(it->first),
+                              std::get<1>(it->first));
+    if (auto* s = const_cast<DeviceGroupState*>(state(it->first))) s->set_on_apply({});
+    it = sessions_.erase(it);
+  }
+}
+
+void DeviceLeaders::sync_session(Session& s, kgroup::GroupReplica& r) {
+  const std::string target = r.config().target.to_string();
+  const SessionKey key{target, r.config().epoch, r.config().generation};
+  std::map<std::string, const DeviceSpec*> wanted;
+  for (const auto& [id, spec] : catalog_.devices()) {
+    if (selector_.device_group(id).to_string() == target) wanted[id] = &spec;
+  }
+  std::erase_if(s.watches, [&](const auto& entry) {
+    const auto it = wanted.find(entry.first);
+    // A device whose definition changed gets a new driver.
+    return it == wanted.end() || !(*it->second == entry.second->spec);
+  });
+  for (const auto& [id, spec] : wanted) {
+    auto& watch = s.watches[id];
+    if (watch) continue;
+    watch = std::make_unique<Watch>(env_);
+    watch->spec = *spec;
+    auto opened = drivers_.open(*spec);
+    if (!opened) {
+      watch->open_error = opened.error();
+      core::log("routine").warn("device {}: cannot open driver {}: {}", id, spec->driver, opened.error());
+    } else {
+      watch->driver = std::move(*opened);
+      const std::string device = id;
+      watch->driver->watch([this, key, device](const DriverResult& result) { on_reading(key, device, result); });
+    }
+    // Spread first polls over one interval so a leader taking over many
+    // devices does not read them all at once.
+    const auto offset = core::Duration(static_cast<int64_t>(
+        env_.rng().below(static_cast<uint64_t>(std::max<int64_t>(options_.poll_interval.count(), 1)))));
+    const std::string device = id;
+    watch->poll_timer.start(offset, [this, key, device] {
+      Session* again = session(key);
+      if (again == nullptr) return;
+      const auto w = again->watches.find(device);
+      if (w == again->watches.end()) return;
+      w->second->poll_timer.start_periodic(options_.poll_interval, [this, key, device] { poll(key, device); });
+      poll(key, device);
+    });
+  }
+  if (!s.announced) {
+    // A new leader: tell every subscriber where its devices stand.
+    s.announced = true;
+    if (const DeviceGroupState* st = state(key)) {
+      for (const auto& [id, watch] : s.watches) {
+        if (const auto* record = st->device(id)) notify(key, id, *record);
+      }
+    }
+  }
+}
+
+void DeviceLeaders::poll(const SessionKey& key, const std::string& device) {
+  Session* s = session(key);
+  if (s == nullptr) return;
+  const auto it = s->watches.find(device);
+  if (it == s->watches.end()) return;
+  Watch& w = *it->second;
+  if (w.reading) return;
+  if (!w.driver) {
+    on_reading(key, device, core::Unexpected(DriverError{DriverFailure::protocol, w.open_error}));
+    return;
+  }
+  w.reading = true;
+  w.driver->read([this, key, device](const DriverResult& result) {
+    if (Session* again = session(key)) {
+      if (const auto found = again->watches.find(device); found != again->watches.end()) {
+        found->second->reading = false;
+      }
+    }
+    on_reading(key, device, result);
+  });
+}
+
+void DeviceLeaders::on_reading(const SessionKey& key, const std::string& device, const DriverResult& result) {
+  Session* s = session(key);
+  const DeviceGroupState* st = state(key);
+  if (s == nullptr || st == nullptr) return;
+  const auto it = s->watches.find(device);
+  if (it == s->watches.end()) return;
+  Watch& w = *it->second;
+  const DeviceGroupState::Device* record = st->device(device);
+  proto::DeviceUpdate update;
+  proto::DeviceObserved& observed = *update.mutable_observed();
+  observed.set_device(device);
+  observed.set_observed_at_us(env_.now().time_since_epoch().count());
+  if (result) {
+    w.failures = 0;
+    Attributes attributes = result.value();
+    for (const auto& dropped : sanitize_state(w.spec.kind, attributes)) {
+      core::log("routine").debug("device {}: driver reported {} outside the schema; ignored", device, dropped);
+    }
+    if (record != nullptr && record->known && record->up && record->attributes == attributes) return;
+    observed.set_up(true);
+    to_proto(attributes, *observed.mutable_attributes());
+  } else {
+    driver_errors_.add();
+    ++w.failures;
+    if (w.failures < options_.down_after_failures) return;
+    if (record != nullptr && record->known && !record->up) return;
+    observed.set_up(false);
+    observed.set_reason(fmt::format("{}: {}", to_string(result.error().failure), result.error().reason));
+  }
+  if (w.observing) return;  // the next reading tries again
+  w.observing = true;
+  submit(key, update, [this, key, device, up = observed.up(), reason = observed.reason()](bool committed) {
+    Session* again = session(key);
+    if (again == nullptr) return;
+    const auto found = again->watches.find(device);
+    if (found != again->watches.end()) found->second->observing = false;
+    if (!committed) return;
+    observations_.add();
+    if (!up) core::log("routine").info("device {} is down: {}", device, reason);
+    if (const DeviceGroupState* now = state(key)) {
+      if (const auto* latest = now->device(device)) notify(key, device, *latest);
+    }
+  });
+}
+
+void DeviceLeaders::run_commands(const SessionKey& key) {
+  Session* s = session(key);
+  const DeviceGroupState* st = state(key);
+  if (s == nullptr || st == nullptr) return;
+  std::set<std::string> ordered;  // devices with an earlier command still open
+  for (const DeviceGroupState::Command* command : st->pending()) {
+    if (!ordered.insert(command->device).second || s->finishing.count(command->id) != 0) continue;
+    const auto it = s->watches.find(command->device);
+    Watch* w = it == s->watches.end() ? nullptr : it->second.get();
+    if (w != nullptr && !w->busy_command.empty()) continue;
+    const std::string id = command->id;
+    if (command->actuating) {
+      if (w != nullptr) w->busy_command = id;
+      finish_command(key, id, proto::COMMAND_INTERRUPTED,
+                     "its device leader stopped while actuating it: the device may or may not have applied it "
+                     "(meshctl device shows the state the new leader reads)",
+                     {});
+      continue;
+    }
+    if (w == nullptr) {
+      const bool known = catalog_.find(command->device) != nullptr;
+      if (known) continue;  // a catalog change moved it; its new group's leader is not this one
+      finish_command(key, id, proto::COMMAND_REFUSED, fmt::format("no device {} in the catalog", command->device),
+                     {});
+      continue;
+    }
+    w->busy_command = id;
+    if (auto problem = check_command(w->spec, command->values)) {
+      finish_command(key, id, proto::COMMAND_REFUSED, *problem, {});
+      continue;
+    }
+    const auto* record = st->device(command->device);
+    if (!w->driver || (record != nullptr && record->known && !record->up)) {
+      finish_command(key, id, proto::COMMAND_DEVICE_DOWN,
+                     fmt::format("device {} is down: {}", command->device,
+                                 !w->driver ? w->open_error : record->reason),
+                     {});
+      continue;
+    }
+    proto::DeviceUpdate update;
+    update.mutable_actuating()->set_command_id(id);
+    kgroup::GroupReplica* r = replica(key);
+    update.mutable_actuating()->set_term(r == nullptr ? 0 : r->term());
+    submit(key, update, [this, key, id, device = command->device](bool committed) {
+      if (committed) {
+        actuate(key, id);
+        return;
+      }
+      // Not leading any more: the successor finds it accepted (never
+      // actuated) or actuating (then reports it interrupted).
+      if (Session* again = session(key)) {
+        if (const auto found = again->watches.find(device); found != again->watches.end()) {
+          found->second->busy_command.clear();
+        }
+      }
+    });
+  }
+}
+
+void DeviceLeaders::actuate(const SessionKey& key, const std::string& command_id) {
+  Session* s = session(key);
+  const DeviceGroupState* st = state(key);
+  kgroup::GroupReplica* r = replica(key);
+  if (s == nullptr || st == nullptr || r == nullptr) return;
+  const DeviceGroupState::Command* command = st->command(command_id);
+  if (command == nullptr || command->done()) return;
+  const auto it = s->watches.find(command->device);
+  if (it == s->watches.end() || !it->second->driver) return;
+  Watch& w = *it->second;
+  if (!r->can_read()) {
+    // No quorum lease right now: another leader may exist. Wait for it to
+    // come back (or for this session to end).
+    w.retry_timer.start(options_.scan_interval, [this, key, command_id] { actuate(key, command_id); });
+    return;
+  }
+  const std::string device = command->device;
+  w.driver->actuate(command->values, command_id, [this, key, command_id, device](const DriverResult& result) {
+    if (result) {
+      finish_command(key, command_id, proto::COMMAND_OK, {}, result.value());
+    } else {
+      driver_errors_.add();
+      finish_command(key, command_id, status_of(result.error().failure),
+                     fmt::format("{}: {}", to_string(result.error().failure), result.error().reason), {});
+    }
+    poll(key, device);
+  });
+}
+
+void DeviceLeaders::finish_command(const SessionKey& key, const std::string& command_id,
+                                   proto::CommandStatus status, std::string detail, const Attributes& state_after) {
+  const DeviceGroupState* st = state(key);
+  const DeviceGroupState::Command* command = st == nullptr ? nullptr : st->command(command_id);
+  if (command == nullptr) return;
+  const std::string device = command->device;
+  Attributes after = state_after;
+  if (const Session* s = session(key)) {
+    if (const auto it = s->watches.find(device); it != s->watches.end()) sanitize_state(it->second->spec.kind, after);
+  }
+  if (Session* s = session(key)) s->finishing.insert(command_id);
+  proto::DeviceUpdate update;
+  proto::CommandOutcome& outcome = *update.mutable_outcome();
+  outcome.set_command_id(command_id);
+  outcome.set_status(status);
+  outcome.set_detail(detail);
+  to_proto(after, *outcome.mutable_state_after());
+  submit(key, update, [this, key, command_id, device, status, detail](bool committed) {
+    if (Session* s = session(key)) {
+      s->finishing.erase(command_id);
+      if (const auto it = s->watches.find(device); it != s->watches.end() && it->second->busy_command == command_id) {
+        it->second->busy_command.clear();
+      }
+    }
+    if (!committed) return;
+    (status == proto::COMMAND_OK ? commands_ok_ : commands_failed_).add();
+    core::log("routine").info("command {} device={} {}{}", command_id, device, proto::CommandStatus_Name(status),
+                              detail.empty() ? "" : ": " + detail);
+    if (const DeviceGroupState* now = state(key)) {
+      if (const auto* record = now->device(device)) notify(key, device, *record);
+    }
+    run_commands(key);
+  });
+}
+
+void DeviceLeaders::submit(const SessionKey& key, const proto::DeviceUpdate& update, Committed done) {
+  kgroup::GroupReplica* r = replica(key);
+  if (r == nullptr || !r->serving()) {
+    done(false);
+    return;
+  }
+  r->submit(kgroup::ClientStateMachine::encode_write(env_.rng().next_u64() | 1, DeviceGroupState::encode(update)),
+            [done = std::move(done)](const kgroup::SubmitResult& result) {
+              done(result.status == kgroup::SubmitStatus::committed);
+            });
+}
+
+void DeviceLeaders::on_subscribe(const core::Message& message, const proto::DeviceSubscribe& subscribe) {
+  const auto lease = std::min<core::Duration>(std::chrono::milliseconds(subscribe.lease_ms()),
+                                              options_.subscription_lease);
+  for (const std::string& device : subscribe.devices()) {
+    if (check_device_id(device)) continue;
+    subscribers_[device][message.src] = env_.now() + lease;
+    // Answer with the current state if this node leads the device.
+    for (const auto& [key, s] : sessions_) {
+      if (s->watches.count(device) == 0) continue;
+      if (const DeviceGroupState* st = state(key)) {
+        if (const auto* record = st->device(device)) notify(key, device, *record, message.src);
+      }
+    }
+  }
+}
+
+void DeviceLeaders::notify(const SessionKey& key, const std::string& device, const DeviceGroupState::Device& record,
+                           std::optional<core::NodeId> only) {
+  const auto subscribers = subscribers_.find(device);
+  if (subscribers == subscribers_.end()) return;
+  proto::RoutineBody body;
+  proto::DeviceNotify& notify = *body.mutable_notify();
+  *notify.add_devices() = to_proto(device, record);
+  notify.set_leader(messages_.self().value());
+  notify.set_group(std::get<0>(key));
+  notify.set_epoch(std::get<1>(key));
+  notify.set_generation(std::get<2>(key));
+  notify.set_answer(only.has_value());
+  const core::TimePoint now = env_.now();
+  for (const auto& [subscriber, until] : subscribers->second) {
+    if (until <= now || (only && *only != subscriber)) continue;
+    notifications_.add();
+    messages_.send(subscriber, body);
+  }
+}
+
+}  // namespace mesh::routine

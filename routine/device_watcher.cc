@@ -1,0 +1,120 @@
+#include "routine/device_watcher.h"
+
+#include <algorithm>
+
+namespace mesh::routine {
+
+DeviceWatcher::DeviceWatcher(core::Env& env, RoutineMessages& messages, const kgroup::GroupSelector& selector,
+                             const Catalog& catalog, EpochOf epoch_of, Locate locate, DeviceWatcherOptions options)
+    : env_(env),
+      messages_(messages),
+      selector_(selector),
+      catalog_(catalog),
+      epoch_of_(std::move(epoch_of)),
+      locate_(std::move(locate)),
+      options_(options),
+      renew_timer_(env) {
+  messages_.on(proto::RoutineBody::kNotify, [this](const core::Message& message, const proto::RoutineBody& body) {
+    on_notify(message, body.notify());
+  });
+}
+
+uint64_t DeviceWatcher::watch(std::vector<std::string> devices, Listener listener) {
+  const uint64_t handle = next_handle_++;
+  watches_[handle] = Watch{std::move(devices), std::move(listener)};
+  if (!renew_timer_.active()) renew_timer_.start_periodic(options_.renew_interval, [this] { renew(); });
+  renew();
+  return handle;
+}
+
+void DeviceWatcher::unwatch(uint64_t handle) {
+  watches_.erase(handle);
+  if (watches_.empty()) renew_timer_.cancel();
+}
+
+std::set<std::string> DeviceWatcher::watched_devices() const {
+  std::set<std::string> out;
+  for (const auto& [handle, watch] : watches_) {
+    if (watch.devices.empty()) {
+      for (const auto& [id, spec] : catalog_.devices()) out.insert(id);
+    } else {
+      out.insert(watch.devices.begin(), watch.devices.end());
+    }
+  }
+  return out;
+}
+
+void DeviceWatcher::renew() {
+  // One subscription per group, sent to each member this node computes for
+  // it and to the leader that last notified (a group keeps the members it
+  // was formed with until it migrates, so a view that changed since may
+  // compute others).
+  std::map<std::string, proto::RoutineBody> by_group;
+  std::map<std::string, std::set<core::NodeId>> leaders;
+  for (const std::string& device : watched_devices()) {
+    const auto target = selector_.device_group(device);
+    if (const auto seen = view_.find(device); seen != view_.end() && seen->second.group == target.to_string()) {
+      leaders[target.to_string()].insert(seen->second.leader);
+    }
+    auto& body = by_group[target.to_string()];
+    body.mutable_subscribe()->add_devices(device);
+    body.mutable_subscribe()->set_lease_ms(
+        static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease).count()));
+  }
+  for (const auto& [group, body] : by_group) {
+    const auto target = kgroup::GroupTarget::parse(group);
+    if (!target) continue;
+    const auto heard = group_heard_.find(group);
+    if (locate_ && locating_.count(group) == 0 &&
+        (heard == group_heard_.end() || env_.now() - heard->second > options_.lease)) {
+      locating_.insert(group);
+      locate_(*target, [this, group, body](std::optional<core::NodeId> leader,
+                                          const std::vector<proto::DeviceStateMsg>& states) {
+        locating_.erase(group);
+        if (!leader) return;
+        group_heard_[group] = env_.now();
+        messages_.send(*leader, body);
+        for (const auto& msg : states) take(msg, group, {}, *leader, /*current=*/true);
+      });
+    }
+    std::set<core::NodeId> destinations = leaders[group];
+    for (const core::NodeId member : selector_.members(*target, epoch_of_(*target))) destinations.insert(member);
+    for (const core::NodeId destination : destinations) messages_.send(destination, body);
+  }
+}
+
+void DeviceWatcher::on_notify(const core::Message& /*message*/, const proto::DeviceNotify& notify) {
+  group_heard_[notify.group()] = env_.now();
+  for (const auto& msg : notify.devices()) {
+    take(msg, notify.group(), {notify.epoch(), notify.generation()}, core::NodeId(notify.leader()), notify.answer());
+  }
+}
+
+void DeviceWatcher::take(const proto::DeviceStateMsg& msg, const std::string& group,
+                         std::pair<uint64_t, uint32_t> instance, core::NodeId leader, bool current) {
+  Seen seen;
+  seen.record = from_proto(msg);
+  seen.group = group;
+  seen.instance = instance;
+  seen.leader = leader;
+  seen.heard_at = env_.now();
+  auto it = view_.find(msg.device());
+  if (it != view_.end() && !current && it->second.group == seen.group) {
+    const auto& held = it->second;
+    const bool older = held.instance > instance || (held.instance == instance && held.record.version >= seen.record.version);
+    if (older) return;
+  }
+  if (it != view_.end() && it->second.record.version == seen.record.version && it->second.group == seen.group &&
+      it->second.record.attributes == seen.record.attributes && it->second.record.up == seen.record.up) {
+    it->second = seen;  // nothing new to tell the listeners
+    return;
+  }
+  view_[msg.device()] = seen;
+  for (const auto& [handle, watch] : watches_) {
+    const bool wanted = watch.devices.empty() ||
+                        std::find(watch.devices.begin(), watch.devices.end(), msg.device()) != watch.devices.end();
+    if (wanted && watch.listener) watch.listener(msg.device(), seen);
+  }
+}
+
+}  // namespace mesh::routine

@@ -1,0 +1,459 @@
+// Devices inside whole agents on virtual time (MeshSim: OLSR, Medley,
+// k-groups and the device layer per node, as meshagent runs them), with
+// emulated devices that every node's driver talks to. Each seed builds a
+// mesh of 5-9 agents (k = 3, LSH selection over the devices' real
+// locations, small clusters so there are several device groups), lets it
+// settle, and then:
+//  - two clients on random agents send commands to random devices in a loop
+//    (ids known to the test);
+//  - the leader of a random device group is killed (kill -9) mid-stream and
+//    restarted later, and in some seeds a second node is killed for good;
+//  - one device stops answering for a while and comes back;
+//  - a device is added at run time from a random agent while another node
+//    is down, and must reach it after its restart;
+//  - every agent watches every device (DeviceWatcher).
+//
+// The oracle reads the devices' own actuation logs, never a leader's
+// belief: every command acknowledged ok was actuated exactly once, no
+// command was actuated twice; the down device was seen down by its group and
+// up again afterwards; after quiescence every live agent's view of every
+// device equals the device's true state; every live agent holds the same
+// catalog, with the added device. A failing seed is printed;
+// DEVICE_AGENT_SEED=<seed> replays it with routine logs.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "core/log.h"
+#include "core/rng.h"
+#include "routine/device_codec.h"
+#include "routine/device_group_state.h"
+#include "routine/emulated_device.h"
+#include "sim/mesh_sim.h"
+#include "tests/support/seed_range.h"
+
+namespace mesh::sim {
+namespace {
+
+using routine::Attributes;
+using routine::DeviceKind;
+using routine::DeviceSpec;
+using routine::EmulatedDevice;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class QuietLogs : public ::testing::Environment {
+ public:
+  void SetUp() override { core::set_log_level("off"); }
+};
+const ::testing::Environment* const kQuietLogs = ::testing::AddGlobalTestEnvironment(new QuietLogs);
+
+struct Plan {
+  double loss = 0.0;
+  bool second_crash = false;  // a second node dies for good
+};
+
+struct Outcome {
+  std::vector<std::string> violations;
+  uint64_t ok = 0;
+  uint64_t failed = 0;
+  uint64_t actuations = 0;
+  bool partitioned = false;
+};
+
+// The devices of one run: they exist once, whatever node talks to them.
+class Devices {
+ public:
+  Devices(core::Rng& rng, size_t count, double extent) {
+    for (size_t i = 0; i < count; ++i) {
+      DeviceSpec spec;
+      spec.id = fmt::format("d{:02}", i);
+      spec.kind = i % 2 == 0 ? DeviceKind::plug : DeviceKind::dimmer;
+      spec.location = {static_cast<double>(rng.below(static_cast<uint64_t>(extent))),
+                       static_cast<double>(rng.below(static_cast<uint64_t>(extent))), 0};
+      spec.driver = "emulated://" + spec.id;
+      add(spec);
+    }
+  }
+
+  EmulatedDevice& add(const DeviceSpec& spec) {
+    Attributes initial{{"power", false}};
+    if (spec.kind == DeviceKind::dimmer) initial["brightness"] = 50.0;
+    devices_.push_back(std::make_unique<EmulatedDevice>(spec, initial));
+    for (auto& factory : factories_) factory->add(*devices_.back());
+    return *devices_.back();
+  }
+
+  routine::DriverFactory* factory_for(core::Env& env) {
+    factories_.push_back(std::make_unique<routine::EmulatedDriverFactory>(env));
+    for (auto& device : devices_) factories_.back()->add(*device);
+    return factories_.back().get();
+  }
+
+  std::vector<DeviceSpec> specs(size_t first_n) const {
+    std::vector<DeviceSpec> out;
+    for (size_t i = 0; i < first_n && i < devices_.size(); ++i) out.push_back(devices_[i]->spec());
+    return out;
+  }
+  EmulatedDevice& at(size_t i) { return *devices_[i]; }
+  EmulatedDevice* find(const std::string& id) {
+    for (auto& d : devices_) {
+      if (d->spec().id == id) return d.get();
+    }
+    return nullptr;
+  }
+  size_t size() const { return devices_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<EmulatedDevice>> devices_;
+  std::vector<std::unique_ptr<routine::EmulatedDriverFactory>> factories_;
+};
+
+class Clients {
+ public:
+  Clients(MeshSim& sim, Devices& devices, core::Rng& rng, size_t device_count, core::TimePoint stop)
+      : sim_(sim), devices_(devices), rng_(rng), device_count_(device_count), stop_(stop) {}
+
+  void loop(size_t node, int client) {
+    if (sim_.simulator().now() >= stop_) return;
+    agent::Node* agent = sim_.node(node);
+    if (agent == nullptr) return;
+    const EmulatedDevice& device = devices_.at(rng_.below(device_count_));
+    Attributes values{{"power", rng_.below(2) == 1}};
+    if (device.spec().kind == DeviceKind::dimmer && rng_.below(2) == 1) {
+      values["brightness"] = static_cast<double>(rng_.below(101));
+    }
+    const std::string id = fmt::format("c{}-{}", client, next_[client]++);
+    agent->devices().command(device.spec().id, values, id, seconds(8), [this, node, client, agent, id](
+                                                                            const auto& result) {
+      if (result && result->outcome().status() == proto::COMMAND_OK) {
+        ok_.push_back(id);
+      } else {
+        ++failed_;
+      }
+      if (sim_.node(node) != agent) return;
+      sim_.simulator().after(milliseconds(100), [this, node, client] { loop(node, client); });
+    });
+  }
+
+  const std::vector<std::string>& ok() const { return ok_; }
+  uint64_t failed() const { return failed_; }
+
+ private:
+  MeshSim& sim_;
+  Devices& devices_;
+  core::Rng& rng_;
+  size_t device_count_;
+  core::TimePoint stop_;
+  std::map<int, int> next_;
+  std::vector<std::string> ok_;
+  uint64_t failed_ = 0;
+};
+
+// The node leading `target` now, if any.
+std::optional<size_t> leader_of(MeshSim& sim, const std::string& target) {
+  for (size_t i = 0; i < sim.size(); ++i) {
+    agent::Node* node = sim.node(i);
+    if (node == nullptr) continue;
+    kgroup::GroupReplica* replica = node->kgroups().host().latest(target);
+    if (replica != nullptr && replica->serving()) return i;
+  }
+  return std::nullopt;
+}
+
+// The device's record at its group's current leader.
+const routine::DeviceGroupState::Device* leader_record(MeshSim& sim, const std::string& device) {
+  for (size_t i = 0; i < sim.size(); ++i) {
+    agent::Node* node = sim.node(i);
+    if (node == nullptr) continue;
+    const auto target = node->kgroups().selector().device_group(device).to_string();
+    kgroup::GroupReplica* replica = node->kgroups().host().latest(target);
+    if (replica == nullptr || !replica->serving()) continue;
+    const auto* state = dynamic_cast<const routine::DeviceGroupState*>(&replica->state_machine());
+    return state == nullptr ? nullptr : state->device(device);
+  }
+  return nullptr;
+}
+
+// Whether f + 1 = 2 members of the device's newest group are alive.
+bool quorum_alive(MeshSim& sim, const std::string& device) {
+  std::optional<kgroup::GroupConfig> newest;
+  for (size_t i = 0; i < sim.size(); ++i) {
+    agent::Node* node = sim.node(i);
+    if (node == nullptr) continue;
+    const auto target = node->kgroups().selector().device_group(device).to_string();
+    kgroup::GroupReplica* replica = node->kgroups().host().latest(target);
+    if (replica == nullptr) continue;
+    const auto& c = replica->config();
+    if (!newest || std::make_pair(c.epoch, c.generation) > std::make_pair(newest->epoch, newest->generation)) {
+      newest = c;
+    }
+  }
+  if (!newest) return true;
+  size_t alive = 0;
+  for (const core::NodeId member : newest->members) {
+    for (size_t i = 0; i < sim.size(); ++i) alive += sim.id_of(i) == member && sim.node(i) != nullptr ? 1 : 0;
+  }
+  return alive >= newest->members.size() / 2 + 1;
+}
+
+bool connected_without(const Topology& topology, const std::set<size_t>& down) {
+  const size_t n = topology.size();
+  size_t start = 0;
+  while (down.count(start) != 0) ++start;
+  std::vector<bool> seen(n, false);
+  std::vector<size_t> stack = {start};
+  seen[start] = true;
+  size_t reached = 1;
+  while (!stack.empty()) {
+    const size_t node = stack.back();
+    stack.pop_back();
+    for (const int next : topology.neighbours(static_cast<int>(node))) {
+      const auto u = static_cast<size_t>(next);
+      if (seen[u] || down.count(u) != 0) continue;
+      seen[u] = true;
+      ++reached;
+      stack.push_back(u);
+    }
+  }
+  return reached == n - down.size();
+}
+
+Outcome run(const Plan& plan, uint64_t seed) {
+  core::Rng rng(seed * 7919 + 11);
+  const auto n = static_cast<size_t>(rng.between(5, 9));
+  const std::string toml = fmt::format(
+      "[topology]\nkind = \"random\"\nnodes = {}\nseed = {}\n[link]\ndelay_ms = {}\njitter_ms = {}\nloss = {}\n"
+      "[run]\nduration_s = 600\n",
+      n, seed, rng.between(1, 5), rng.between(0, 3), plan.loss);
+  const size_t initial_devices = static_cast<size_t>(rng.between(4, 8));
+  Devices devices(rng, initial_devices, 60.0);
+  DeviceSpec added;
+  added.id = "late";
+  added.kind = DeviceKind::plug;
+  added.location = {10, 10, 0};
+  added.driver = "emulated://late";
+  devices.add(added);
+
+  MeshSim::Options options;
+  options.start_spread = seconds(1);
+  const auto catalog = devices.specs(initial_devices);
+  options.configure = [&catalog](agent::NodeConfig& config) {
+    config.kgroup.selection.k = 3;
+    config.kgroup.selection.mode = kgroup::SelectionMode::lsh;
+    config.kgroup.selection.clusters.devices_per_cluster = 3;
+    config.devices.catalog = catalog;
+    config.devices.catalog_digest = "sim";
+    config.devices.leaders.poll_interval = milliseconds(500);
+    config.devices.service.ensure_interval = seconds(1);
+  };
+  options.drivers = [&devices](size_t, core::Env& env) { return devices.factory_for(env); };
+  MeshSim sim(parse_scenario(toml, "device_agent.toml"), seed, options);
+
+  Outcome out;
+  const core::TimePoint settle(seconds(30));
+  sim.run_until(settle);
+  for (size_t i = 0; i < n; ++i) sim.node(i)->device_watcher().watch({}, {});
+  const core::TimePoint stop = settle + seconds(40);
+  Clients clients(sim, devices, rng, initial_devices, stop);
+  clients.loop(rng.below(n), 0);
+  clients.loop(rng.below(n), 1);
+
+  // Kill the leader of one device's group while commands flow.
+  const std::string victim_device = devices.at(rng.below(initial_devices)).spec().id;
+  sim.run_until(settle + milliseconds(rng.between(2000, 10000)));
+  std::set<size_t> down;
+  const auto victim =
+      leader_of(sim, sim.node(0) != nullptr ? sim.node(0)->kgroups().selector().device_group(victim_device).to_string()
+                                            : std::string());
+  if (victim) {
+    sim.crash(*victim);
+    down.insert(*victim);
+  }
+  std::optional<size_t> second;
+  if (plan.second_crash) {
+    size_t pick = rng.below(n);
+    if (down.count(pick) == 0) {
+      second = pick;
+      sim.crash(pick);
+      down.insert(pick);
+    }
+  }
+  out.partitioned = !connected_without(sim.topology(), down);
+
+  // A device stops answering, is seen down by its group, and comes back.
+  // Its group may itself be recovering from the crash (failure detection
+  // and re-selection take seconds), so the oracle waits for a serving
+  // leader, up to a bound; a group that lost its quorum (two of its three
+  // members crashed) can hold nothing and is not asked.
+  EmulatedDevice& flaky = devices.at(rng.below(initial_devices));
+  sim.run_until(settle + seconds(14));
+  flaky.set_up(false);
+  const routine::DeviceGroupState::Device* seen_down = nullptr;
+  const core::TimePoint give_up = settle + seconds(40);
+  while (sim.simulator().now() < give_up) {
+    sim.run_until(sim.simulator().now() + milliseconds(500));
+    seen_down = leader_record(sim, flaky.spec().id);
+    if (seen_down != nullptr && !seen_down->up) break;
+  }
+  if (!out.partitioned && (seen_down == nullptr || seen_down->up) && quorum_alive(sim, flaky.spec().id)) {
+    std::string replicas;
+    for (size_t i = 0; i < sim.size(); ++i) {
+      agent::Node* node = sim.node(i);
+      if (node == nullptr) continue;
+      const auto target = node->kgroups().selector().device_group(flaky.spec().id).to_string();
+      for (kgroup::GroupReplica* r : node->kgroups().host().replicas()) {
+        if (r->config().target.to_string() != target) continue;
+        replicas += fmt::format(" n{}:{}/{}/{}{}", i, r->config().epoch, r->config().generation,
+                                kgroup::to_string(r->role()), r->serving() ? "(serving)" : "");
+      }
+    }
+    out.violations.push_back(fmt::format("device {} stopped answering but no leader of its group held it down "
+                                         "within 26 s; replicas:{}",
+                                         flaky.spec().id, replicas));
+  }
+  flaky.set_up(true);
+
+  // A run-time catalog change while the victim is down.
+  std::optional<std::string> catalog_problem;
+  bool catalog_done = false;
+  size_t changer = rng.below(n);
+  while (down.count(changer) != 0) changer = rng.below(n);
+  proto::CatalogChange change;
+  *change.mutable_put() = routine::to_proto(added);
+  sim.node(changer)->devices().change_catalog(change, seconds(20), [&](const auto& result) {
+    catalog_done = true;
+    if (!result) {
+      catalog_problem = result.error();
+    } else if (result->refused()) {
+      catalog_problem = "refused: " + result->detail();
+    }
+  });
+  sim.run_until(stop);
+  if (victim) {
+    sim.restart(*victim);
+    down.erase(*victim);
+    sim.node(*victim)->device_watcher().watch({}, {});  // a new life, a new subscriber
+  }
+  // Quiescence: clients stopped at `stop`; let notifications and renewals settle.
+  sim.run_until(stop + seconds(40));
+  if (!out.partitioned && (!catalog_done || catalog_problem)) {
+    out.violations.push_back("the run-time catalog change failed: " + catalog_problem.value_or("no answer"));
+  }
+
+  // Exactly once, from the devices' own logs.
+  std::map<std::string, int> actuated;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    for (const auto& a : devices.at(i).actuations()) ++actuated[a.command_id];
+    out.actuations += devices.at(i).actuations().size();
+  }
+  for (const auto& [id, count] : actuated) {
+    if (count > 1) out.violations.push_back(fmt::format("command {} actuated {} times", id, count));
+  }
+  for (const auto& id : clients.ok()) {
+    if (actuated[id] != 1) {
+      out.violations.push_back(fmt::format("command {} acknowledged ok but actuated {} times", id, actuated[id]));
+    }
+  }
+  out.ok = clients.ok().size();
+  out.failed = clients.failed();
+  if (out.partitioned) return out;
+
+  // Every live node: same catalog with the added device; its view of every
+  // device equals the device.
+  for (size_t i = 0; i < n; ++i) {
+    agent::Node* node = sim.node(i);
+    if (node == nullptr) continue;
+    if (node->catalog().find(added.id) == nullptr) {
+      out.violations.push_back(fmt::format("n{} never learned the run-time device (catalog version {})", i,
+                                           node->catalog().version()));
+    }
+    for (const auto& [id, spec] : node->catalog().devices()) {
+      EmulatedDevice* device = devices.find(id);
+      const auto& view = node->device_watcher().view();
+      const auto seen = view.find(id);
+      if (seen == view.end()) {
+        out.violations.push_back(fmt::format("n{} has no view of {}", i, id));
+        continue;
+      }
+      if (seen->second.record.attributes != device->state() || seen->second.record.up != device->up()) {
+        const std::string group = node->kgroups().selector().device_group(id).to_string();
+        const auto leader = leader_of(sim, group);
+        const auto* record = leader_record(sim, id);
+        out.violations.push_back(fmt::format(
+            "n{} sees {} as {} {} (version {} from {} led by {}), the device is {} {}; its group {} is led by {} "
+            "holding version {}",
+            i, id,
+                                             routine::format_attributes(spec.kind, seen->second.record.attributes),
+            seen->second.record.up ? "up" : "down", seen->second.record.version, seen->second.group,
+            seen->second.leader.to_string(), routine::format_attributes(spec.kind, device->state()),
+            device->up() ? "up" : "down", group, leader ? fmt::format("n{}", *leader) : std::string("nobody"),
+            record == nullptr ? 0 : record->version));
+      }
+    }
+  }
+  return out;
+}
+
+struct Totals {
+  uint64_t seeds = 0;
+  uint64_t ok = 0;
+  uint64_t failed = 0;
+  uint64_t actuations = 0;
+  uint64_t partitioned = 0;
+};
+
+void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
+  const test_support::SeedRange range =
+      test_support::seed_range("DEVICE_AGENT", first_seed, static_cast<uint64_t>(seeds));
+  if (range.replaying) {
+    core::set_log_level("warn");
+    core::set_log_level(std::getenv("DEVICE_AGENT_DEBUG") ? "debug" : "info", "routine");
+    if (std::getenv("DEVICE_AGENT_DEBUG")) core::set_log_level(std::getenv("DEVICE_AGENT_DEBUG"), "kgroup");
+  }
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
+    const Outcome o = run(plan, seed);
+    ++totals.seeds;
+    totals.ok += o.ok;
+    totals.failed += o.failed;
+    totals.actuations += o.actuations;
+    totals.partitioned += o.partitioned ? 1 : 0;
+    if (o.violations.empty()) continue;
+    std::string msg = test_support::failing_seed("DEVICE_AGENT", seed);
+    for (const auto& v : o.violations) msg += "  " + v + "\n";
+    ADD_FAILURE() << msg;
+    if (!std::getenv("DEVICE_AGENT_ALL")) return;
+  }
+  std::printf("seeds=%llu (partitioned, safety only: %llu) commands ok=%llu failed=%llu actuations=%llu\n",
+              static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
+              static_cast<unsigned long long>(totals.ok), static_cast<unsigned long long>(totals.failed),
+              static_cast<unsigned long long>(totals.actuations));
+}
+
+TEST(DeviceAgentSim, LeaderCrashNeitherLosesNorRepeatsCommands) {
+  Plan plan;
+  Totals t;
+  sweep(plan, 1, 40, t);
+  EXPECT_GT(t.ok, 0u);
+}
+
+TEST(DeviceAgentSim, WithLossAndASecondCrash) {
+  Plan plan;
+  plan.loss = 0.02;
+  plan.second_crash = true;
+  Totals t;
+  sweep(plan, 5000, 40, t);
+  EXPECT_GT(t.ok, 0u);
+}
+
+}  // namespace
+}  // namespace mesh::sim
