@@ -11,7 +11,7 @@
 namespace mesh::agent {
 
 // What meshctl can ask the agent, independent of how the request arrived
-// (agent/admin_server.h carries it over the Unix socket). Runs on the Node's
+// (agent/runtime/admin_server.h carries it over the Unix socket). Runs on the Node's
 // thread. `reply` is called exactly once, synchronously for most commands
 // and later for ping, which waits for the echo, lock, which waits for the
 // grant, and kgroup_write, which waits for the commit.

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -24,41 +25,100 @@
 namespace mesh::agent {
 namespace {
 
-// The accepted tables and their keys; "layers" in [log] is itself a table.
+class Parser;
+
+// One key of the config file and how it is read. Scalars (integers,
+// durations, numbers, booleans, paths, one-of-several strings) are read by
+// Parser::read_section from these fields alone, with the range and meaning
+// named in every error message; keys that need more (addresses, arrays,
+// related checks) name a reader of their own. Relations between keys are
+// checked after every table is read (Parser::check_cross_fields).
+struct KeySpec {
+  enum class Kind { integer, millis, seconds, number, boolean, path, choice, custom };
+  using IntegerSetter = void (*)(AgentConfig&, int64_t);
+  using DurationSetter = void (*)(AgentConfig&, core::Duration);
+  using NumberSetter = void (*)(AgentConfig&, double);
+  using BooleanSetter = void (*)(AgentConfig&, bool);
+  using StringSetter = void (*)(AgentConfig&, const std::string&);
+  using Reader = void (Parser::*)(AgentConfig&);
+
+  std::string_view name{};
+  Kind kind = Kind::custom;
+  int64_t low = 0;  // integer, millis, seconds
+  int64_t high = 0;
+  double low_number = 0;  // number
+  double high_number = 0;
+  // What the key means, for "Fix: set KEY to ... (MEANING)"; for a choice,
+  // the whole fix.
+  std::string_view meaning{};
+  std::vector<std::string_view> choices{};  // choice
+  std::variant<IntegerSetter, DurationSetter, NumberSetter, BooleanSetter, StringSetter, Reader> set{};
+};
+
+// An integer from low to high.
+KeySpec integer_key(std::string_view name, int64_t low, int64_t high, std::string_view meaning,
+                    KeySpec::IntegerSetter set) {
+  return {.name = name, .kind = KeySpec::Kind::integer, .low = low, .high = high, .meaning = meaning, .set = set};
+}
+
+// An integer number of milliseconds from low to high.
+KeySpec millis_key(std::string_view name, int64_t low, int64_t high, std::string_view meaning,
+                   KeySpec::DurationSetter set) {
+  return {.name = name, .kind = KeySpec::Kind::millis, .low = low, .high = high, .meaning = meaning, .set = set};
+}
+
+// An integer number of seconds from low to high.
+KeySpec seconds_key(std::string_view name, int64_t low, int64_t high, std::string_view meaning,
+                    KeySpec::DurationSetter set) {
+  return {.name = name, .kind = KeySpec::Kind::seconds, .low = low, .high = high, .meaning = meaning, .set = set};
+}
+
+// A number (integer or floating point) from low to high.
+KeySpec number_key(std::string_view name, double low, double high, std::string_view meaning,
+                   KeySpec::NumberSetter set) {
+  return {.name = name,
+          .kind = KeySpec::Kind::number,
+          .low_number = low,
+          .high_number = high,
+          .meaning = meaning,
+          .set = set};
+}
+
+KeySpec boolean_key(std::string_view name, std::string_view meaning, KeySpec::BooleanSetter set) {
+  return {.name = name, .kind = KeySpec::Kind::boolean, .meaning = meaning, .set = set};
+}
+
+// A non-empty path, stored resolved against the config file's directory.
+KeySpec path_key(std::string_view name, std::string_view meaning, KeySpec::StringSetter set) {
+  return {.name = name, .kind = KeySpec::Kind::path, .meaning = meaning, .set = set};
+}
+
+// One of `choices`; `fix` is the whole "Fix:" text.
+KeySpec choice_key(std::string_view name, std::vector<std::string_view> choices, std::string_view fix,
+                   KeySpec::StringSetter set) {
+  return {.name = name, .kind = KeySpec::Kind::choice, .meaning = fix, .choices = std::move(choices), .set = set};
+}
+
+// A key read by a Parser member function of its own.
+KeySpec custom_key(std::string_view name, KeySpec::Reader read) {
+  return {.name = name, .kind = KeySpec::Kind::custom, .set = read};
+}
+
+// One [table] of the config file: its keys in the order they are read and
+// listed in messages ("[link] accepts mode, interfaces, ...").
+struct SectionSpec {
+  std::string_view name;
+  std::vector<KeySpec> keys;
+};
+
+// The accepted tables and their keys' names; "layers" in [log] is itself a
+// table. Derived from Parser::sections().
 struct TableSpec {
   std::string_view name;
   std::vector<std::string_view> keys;
 };
 
-const std::vector<TableSpec>& table_specs() {
-  static const std::vector<TableSpec> specs = {
-      {"node", {"name", "address", "location"}},
-      {"link", {"mode", "interfaces", "topology_file", "agent_port", "olsr_port"}},
-      {"security", {"mesh_key_file", "replay_window"}},
-      {"routing",
-       {"willingness", "hello_interval_ms", "tc_interval_ms", "mid_interval_ms", "hna_interval_ms", "neighb_hold_ms",
-        "top_hold_ms", "dup_hold_ms", "mid_hold_ms", "hna_hold_ms", "max_jitter_ms", "hna_networks",
-        "install_kernel_routes", "kernel_route_protocol"}},
-      {"transport", {"default_ttl", "flood_hold_ms"}},
-      {"requests", {"first_timeout_ms", "backoff", "max_interval_ms", "jitter", "deadline_ms", "dedupe_hold_ms"}},
-      {"membership",
-       {"probe_period_ms", "probe_timeout_ms", "indirect_checks", "alpha", "suspicion_mult", "suspicion_max_mult",
-        "retransmit_mult", "join_retry_ms", "push_pull_interval_ms", "reconnect_interval_ms", "failed_retention_s",
-        "silent_probes_to_suspect", "push_pull_scale_threshold", "push_pull_fast_rounds"}},
-      {"kgroup",
-       {"k", "selection", "lsh_m", "lsh_l", "lsh_r", "devices_per_cluster", "epoch_length_s", "heartbeat_interval_ms",
-        "lease_ms", "lease_margin_ms", "append_timeout_ms", "answer_timeout_ms", "victory_timeout_ms",
-        "prepare_deadline_ms", "election_backoff_ms", "migration_retry_ms", "write_timeout_ms", "write_retry_ms",
-        "write_attempt_timeout_ms"}},
-      {"mutex",
-       {"expected_nodes", "boot_grace_s", "retry_first_timeout_ms", "retry_backoff", "retry_max_interval_ms",
-        "retry_deadline_s", "tolerated_failures", "size_window_s", "size_margin", "slow_path", "max_ok_bytes"}},
-      {"admin", {"socket", "ping_timeout_ms"}},
-      {"storage", {"data_dir"}},
-      {"log", {"level", "layers"}},
-  };
-  return specs;
-}
+const std::vector<TableSpec>& table_specs();
 
 constexpr std::array<std::string_view, 7> kLogLayers = {"core",  "routing", "membership", "kgroup",
                                                         "mutex", "routine", "agent"};
@@ -168,6 +228,9 @@ class Parser {
  public:
   Parser(std::string source, std::string base_dir) : source_(std::move(source)), base_dir_(std::move(base_dir)) {}
 
+  // Every table and its keys, in reading order (defined below the class).
+  static const std::vector<SectionSpec>& sections();
+
   AgentConfig parse(std::string_view text) {
     try {
       root_ = toml::parse(text, source_);
@@ -182,18 +245,7 @@ class Parser {
     check_structure();
     AgentConfig config;
     config.source = source_;
-    read_node(config);
-    read_link(config);
-    read_security(config);
-    read_routing(config);
-    read_transport(config);
-    read_requests(config);
-    read_membership(config);
-    read_kgroup(config);
-    read_mutex(config);
-    read_admin(config);
-    read_storage(config);
-    read_log(config);
+    for (const SectionSpec& section : sections()) read_section(section, config);
     check_cross_fields(config);
     if (errors_.empty()) read_mesh_key(config);
     if (errors_.empty()) check_topology(config);
@@ -446,7 +498,9 @@ class Parser {
     return value;
   }
 
-  void read_node(AgentConfig& config) {
+  // The readers of the keys a table line cannot describe (custom_key).
+
+  void read_node_name(AgentConfig& config) {
     NodeConfig& node = config.node;
     node.name = host_name();
     if (auto name = string("node", "name", {"a short name in double quotes", "how meshctl shows this node"})) {
@@ -461,7 +515,10 @@ class Parser {
         node.name = *name;
       }
     }
+  }
 
+  void read_node_address(AgentConfig& config) {
+    NodeConfig& node = config.node;
     if (auto text = string("node", "address",
                            {"an IPv4 address in double quotes, e.g. \"10.0.0.1\"", "this node's main address"})) {
       const auto address = core::Ipv4Address::parse(*text);
@@ -473,7 +530,10 @@ class Parser {
         node.id = *address;
       }
     }
+  }
 
+  void read_node_location(AgentConfig& config) {
+    NodeConfig& node = config.node;
     if (const toml::node* location = find("node", "location")) {
       const Help help{"an array of three numbers, e.g. [1.5, 0.0, 2.0]", "x, y, z position in metres"};
       const toml::array* array = location->as_array();
@@ -510,14 +570,8 @@ class Parser {
     }
   }
 
-  void read_link(AgentConfig& config) {
+  void read_link_interfaces(AgentConfig& config) {
     LinkConfig& link = config.link;
-    if (auto mode = choice("link", "mode", {"interface", "loopback"},
-                           "set mode = \"interface\" to use real network interfaces, or \"loopback\" for a local "
-                           "test mesh")) {
-      link.mode = *mode == "loopback" ? LinkConfig::Mode::loopback : LinkConfig::Mode::interface;
-    }
-
     if (const toml::node* node = find("link", "interfaces")) {
       const Help help{"an array of interface names, e.g. [\"wlan0\"]", "the network interfaces the mesh runs on"};
       const toml::array* array = node->as_array();
@@ -552,75 +606,6 @@ class Parser {
           link.interfaces.push_back(name);
         }
       }
-    }
-
-    if (auto file = path("link", "topology_file", "the loopback mesh's edge list, one \"ADDRESS ADDRESS\" per line")) {
-      link.topology_file = *file;
-    }
-    if (auto port = integer("link", "agent_port", 1, 65535, "the UDP port every agent of the mesh uses")) {
-      link.agent_port = static_cast<uint16_t>(*port);
-    }
-    if (auto port =
-            integer("link", "olsr_port", 1, 65535, "the UDP port of OLSR packets; 698 talks to other OLSR daemons")) {
-      link.olsr_port = static_cast<uint16_t>(*port);
-    } else if (valid("link", "olsr_port")) {
-      olsr_port_defaulted_ = true;
-    }
-  }
-
-  void read_routing(AgentConfig& config) {
-    auto& olsr = config.node.routing;
-    if (auto v = integer("routing", "willingness", 0, 7,
-                         "how willing this node is to relay for others: 0 never, 3 default, 7 always")) {
-      olsr.willingness = static_cast<uint8_t>(*v);
-    }
-    constexpr int64_t kMaxIntervalMs = 600000;
-    constexpr int64_t kMaxHoldMs = 3600000;
-    if (auto v = millis("routing", "hello_interval_ms", 100, kMaxIntervalMs, "milliseconds between HELLO messages")) {
-      olsr.hello_interval = *v;
-    }
-    if (auto v = millis("routing", "tc_interval_ms", 100, kMaxIntervalMs, "milliseconds between TC messages")) {
-      olsr.tc_interval = *v;
-    }
-    if (auto v = millis("routing", "mid_interval_ms", 100, kMaxIntervalMs, "milliseconds between MID messages")) {
-      olsr.mid_interval = *v;
-    }
-    if (auto v = millis("routing", "hna_interval_ms", 100, kMaxIntervalMs, "milliseconds between HNA messages")) {
-      olsr.hna_interval = *v;
-    }
-    if (auto v = millis("routing", "neighb_hold_ms", 1, kMaxHoldMs,
-                        "milliseconds a neighbour's HELLO stays valid; more than hello_interval_ms")) {
-      olsr.neighb_hold = *v;
-    }
-    if (auto v = millis("routing", "top_hold_ms", 1, kMaxHoldMs,
-                        "milliseconds a TC stays valid; more than tc_interval_ms")) {
-      olsr.top_hold = *v;
-    }
-    if (auto v =
-            millis("routing", "dup_hold_ms", 1, kMaxHoldMs, "milliseconds a flooded message is remembered as seen")) {
-      olsr.dup_hold = *v;
-    }
-    if (auto v = millis("routing", "mid_hold_ms", 1, kMaxHoldMs,
-                        "milliseconds a MID stays valid; more than mid_interval_ms")) {
-      olsr.mid_hold = *v;
-    }
-    if (auto v = millis("routing", "hna_hold_ms", 1, kMaxHoldMs,
-                        "milliseconds an HNA stays valid; more than hna_interval_ms")) {
-      olsr.hna_hold = *v;
-    }
-    if (auto v = millis("routing", "max_jitter_ms", 0, kMaxIntervalMs,
-                        "largest random advance of an emission; below hello_interval_ms")) {
-      olsr.max_jitter = *v;
-    }
-    read_hna_networks(config);
-    if (auto v = boolean("routing", "install_kernel_routes",
-                         "whether OLSR's routes are written into the kernel's routing table, for plain IP")) {
-      config.kernel_routes.install = *v;
-    }
-    if (auto v = integer("routing", "kernel_route_protocol", 5, 255,
-                         "the routing protocol number marking the agent's kernel routes; 0 to 4 belong to the "
-                         "kernel and the administrator, 158 is the default")) {
-      config.kernel_routes.protocol = static_cast<uint8_t>(*v);
     }
   }
 
@@ -673,160 +658,8 @@ class Parser {
     }
   }
 
-  void read_security(AgentConfig& config) {
-    if (auto file = path("security", "mesh_key_file", "the file holding the mesh key")) config.mesh_key_file = *file;
-    if (auto window = integer("security", "replay_window", 64, 65536,
-                              "how many recent packet counters per sender are remembered against replays")) {
-      config.node.replay_window = static_cast<unsigned>(*window);
-    }
-  }
-
-  void read_transport(AgentConfig& config) {
-    auto& transport = config.node.transport;
-    if (auto v = integer("transport", "default_ttl", 1, 255, "hops a message may travel")) {
-      transport.default_ttl = static_cast<uint32_t>(*v);
-    }
-    if (auto v = millis("transport", "flood_hold_ms", 1, 3600000,
-                        "milliseconds a flooded message is remembered, so late copies are ignored")) {
-      transport.flood_hold = *v;
-    }
-  }
-
-  void read_requests(AgentConfig& config) {
-    auto& messaging = config.node.messaging;
-    auto& retry = messaging.retry;
-    if (auto v = millis("requests", "first_timeout_ms", 1, 60000, "milliseconds before the first retransmission")) {
-      retry.first_timeout = *v;
-    }
-    if (auto v = number("requests", "backoff", 1.0, 10.0, "each retransmission wait is the previous one times this")) {
-      retry.backoff = *v;
-    }
-    if (auto v = millis("requests", "max_interval_ms", 1, 600000, "longest wait between retransmissions")) {
-      retry.max_interval = *v;
-    }
-    if (auto v = number("requests", "jitter", 0.0, 0.5, "fraction each wait is randomly stretched or shrunk by")) {
-      retry.jitter = *v;
-    }
-    if (auto v = millis("requests", "deadline_ms", 1, 3600000, "milliseconds after which a request times out")) {
-      retry.deadline = *v;
-    }
-    if (auto v = millis("requests", "dedupe_hold_ms", 1, 86400000,
-                        "milliseconds an answered request is remembered; more than deadline_ms")) {
-      messaging.dedupe_hold = *v;
-    }
-  }
-
-  void read_membership(AgentConfig& config) {
-    constexpr int64_t kMaxIntervalMs = 600000;
-    auto& medley = config.node.membership;
-    if (auto v = millis("membership", "probe_period_ms", 10, kMaxIntervalMs,
-                        "milliseconds between two probes of this node (Medley's protocol period)")) {
-      medley.probe_period = *v;
-    }
-    if (auto v = millis("membership", "probe_timeout_ms", 1, kMaxIntervalMs,
-                        "milliseconds a direct probe waits for its ack before asking helpers; below probe_period_ms")) {
-      medley.probe_timeout = *v;
-    }
-    if (auto v = integer("membership", "indirect_checks", 0, 16,
-                         "helpers (K) asked to probe a target that missed its direct ack")) {
-      medley.indirect_checks = static_cast<size_t>(*v);
-    }
-    if (auto v = number("membership", "alpha", 0.0, 10.0,
-                        "probe targets are drawn with probability ~ hops^-alpha; 0 is plain SWIM")) {
-      medley.alpha = *v;
-    }
-    if (auto v = number("membership", "suspicion_mult", 0.5, 100.0,
-                        "shortest suspicion timeout, in log-scaled probe periods")) {
-      medley.suspicion_mult = *v;
-    }
-    if (auto v = number("membership", "suspicion_max_mult", 1.0, 100.0,
-                        "longest suspicion timeout, as a multiple of the shortest")) {
-      medley.suspicion_max_mult = *v;
-    }
-    if (auto v = integer("membership", "retransmit_mult", 1, 100,
-                         "each update is piggy-backed retransmit_mult * ceil(log10(N + 1)) times")) {
-      medley.retransmit_mult = static_cast<uint32_t>(*v);
-    }
-    if (auto v = millis("membership", "join_retry_ms", 10, kMaxIntervalMs,
-                        "milliseconds before a join tries the next contact")) {
-      medley.join_retry = *v;
-    }
-    if (auto v = millis("membership", "push_pull_interval_ms", 100, 86400000,
-                        "milliseconds between full-list exchanges with a random member")) {
-      medley.push_pull_interval = *v;
-    }
-    if (auto v = millis("membership", "reconnect_interval_ms", 100, 86400000,
-                        "milliseconds between probes of one failed member, so split groups merge")) {
-      medley.reconnect_interval = *v;
-    }
-    if (auto v = integer("membership", "failed_retention_s", 1, 604800,
-                         "seconds failed and left members stay listed (meshctl members --all)")) {
-      medley.failed_retention = std::chrono::seconds(*v);
-    }
-    if (auto v = integer("membership", "silent_probes_to_suspect", 1, 10,
-                         "probes in a row that nobody answers (no ack, no helper's nack) before the member is "
-                         "suspected; 1 is classic SWIM")) {
-      medley.silent_probes_to_suspect = static_cast<uint32_t>(*v);
-    }
-    if (auto v = integer("membership", "push_pull_scale_threshold", 0, 100000,
-                         "above this many members the full-list exchange interval grows with log2 N "
-                         "(memberlist's pushPullScale); 0 keeps it fixed")) {
-      medley.push_pull_scale_threshold = static_cast<size_t>(*v);
-    }
-    if (auto v = integer("membership", "push_pull_fast_rounds", 0, 100,
-                         "full-list exchanges at the unscaled interval after a member joins")) {
-      medley.push_pull_fast_rounds = static_cast<uint32_t>(*v);
-    }
-  }
-
-  void read_mutex(AgentConfig& config) {
-    mutex::CameraOptions& camera = config.node.mutex;
-    if (auto v = integer("mutex", "expected_nodes", 0, 100000,
-                         "smart nodes the mesh is expected to have, the floor of Camera's N.upper estimate; "
-                         "set it on every deployment, it keeps locks taken while the mesh boots safe")) {
-      camera.network_size.floor = static_cast<size_t>(*v);
-    }
-    if (auto v = integer("mutex", "boot_grace_s", 0, 3600,
-                         "seconds after start during which a lock request on a small member list waits for "
-                         "membership to grow; 0 turns the wait off")) {
-      camera.boot_grace = std::chrono::seconds(*v);
-    }
-    if (auto v = millis("mutex", "retry_first_timeout_ms", 1, 600000,
-                        "milliseconds before a lock REQUEST, JOIN or tree message is sent again")) {
-      camera.retry.first_timeout = *v;
-    }
-    if (auto v = number("mutex", "retry_backoff", 1.0, 16.0, "multiplier of that wait per retransmission")) {
-      camera.retry.backoff = *v;
-    }
-    if (auto v = millis("mutex", "retry_max_interval_ms", 1, 3600000, "longest wait between two retransmissions")) {
-      camera.retry.max_interval = *v;
-    }
-    if (auto v = integer("mutex", "retry_deadline_s", 1, 86400,
-                         "seconds one lock message is retried; a peer still listed live is then asked again")) {
-      camera.retry.deadline = std::chrono::seconds(*v);
-    }
-    if (auto v = integer("mutex", "tolerated_failures", 0, 16,
-                         "f: failed slow-path tree nodes repaired by adoption (subtrees kept f + 1 levels deep)")) {
-      camera.tolerated_failures = static_cast<uint32_t>(*v);
-    }
-    if (auto v = integer("mutex", "size_window_s", 1, 604800,
-                         "seconds a node id heard of counts towards Camera's N.upper estimate")) {
-      camera.network_size.window = std::chrono::seconds(*v);
-    }
-    if (auto v = number("mutex", "size_margin", 0.0, 10.0, "N.upper = ceil(ids heard of * (1 + size_margin))")) {
-      camera.network_size.margin = *v;
-    }
-    if (auto v = boolean("mutex", "slow_path",
-                         "take Camera's slow path (spanning tree) when the member list is at most N.upper / 2")) {
-      camera.slow_path_enabled = *v;
-    }
-    if (auto v = integer("mutex", "max_ok_bytes", 200, 1200,
-                         "bytes an OK may take before its recently-OKed set is relayed instead of carried")) {
-      camera.max_ok_bytes = static_cast<size_t>(*v);
-    }
-  }
-
-  void read_kgroup(AgentConfig& config) {
+  // k must be odd: a group of 2f + 1 members tolerates f crashes.
+  void read_kgroup_k(AgentConfig& config) {
     KgroupConfig& kgroup = config.node.kgroup;
     if (auto v = integer("kgroup", "k", 1, 15, "members per group, k = 2f + 1 (odd); f crashes are tolerated")) {
       if (*v % 2 == 0) {
@@ -840,76 +673,84 @@ class Parser {
         kgroup.selection.k = static_cast<size_t>(*v);
       }
     }
-    if (auto mode = choice("kgroup", "selection", {"hash", "lsh"},
-                           "set selection = \"hash\" (consistent hashing across the mesh) or \"lsh\" (locality: "
-                           "f + 1 members near the target, CoMesh 3.6)")) {
-      kgroup.selection.mode = *mode == "lsh" ? kgroup::SelectionMode::lsh : kgroup::SelectionMode::hash;
+  }
+
+  void read_log_level(AgentConfig& config) {
+    const auto levels = to_vector(kLogLevels);
+    const std::string fix =
+        fmt::format("set level to one of {}, e.g. level = \"info\"", join(levels, ", ", "\"", "\""));
+    if (auto level = choice("log", "level", levels, fix)) config.log_level = *level;
+  }
+
+  void read_log_layers(AgentConfig& config) {
+    const auto levels = to_vector(kLogLevels);
+    const toml::node* layers = find("log", "layers");
+    if (!layers || !layers->is_table()) return;  // a wrong type was reported by check_structure()
+    for (auto&& [key, value] : *layers->as_table()) {
+      const std::string layer(key.str());
+      if (std::find(kLogLayers.begin(), kLogLayers.end(), layer) == kLogLayers.end()) continue;
+      const std::string dotted_key = dotted("log.layers", layer);
+      const std::string layer_fix =
+          fmt::format("set {} to one of {}, e.g. {} = \"debug\"", layer, join(levels, ", ", "\"", "\""), layer);
+      if (!value.is_string()) {
+        fail(line_of(value), dotted_key, fmt::format("expected a level name, got {}", describe(value)), layer_fix);
+        continue;
+      }
+      const std::string level(value.as_string()->get());
+      if (std::find(levels.begin(), levels.end(), level) == levels.end()) {
+        fail(line_of(value), dotted_key,
+             fmt::format("expected one of {}, got \"{}\"", join(levels, ", ", "\"", "\""), level), layer_fix);
+        continue;
+      }
+      config.layer_log_levels[layer] = level;
     }
-    if (auto v = integer("kgroup", "lsh_m", 1, 16, "LSH: hash functions per table (m)")) {
-      kgroup.selection.lsh.m = static_cast<uint32_t>(*v);
-    }
-    if (auto v = integer("kgroup", "lsh_l", 1, 16, "LSH: hash tables (l)")) {
-      kgroup.selection.lsh.l = static_cast<uint32_t>(*v);
-    }
-    if (auto v = number("kgroup", "lsh_r", 0.01, 1000.0, "LSH: bucket width (r), in units of 10 m")) {
-      kgroup.selection.lsh.r = *v;
-    }
-    if (auto v = integer("kgroup", "devices_per_cluster", 1, 10000,
-                         "devices per cluster when devices are grouped by location (k-means)")) {
-      kgroup.selection.clusters.devices_per_cluster = static_cast<size_t>(*v);
-    }
-    if (auto v = integer("kgroup", "epoch_length_s", 1, 31536000,
-                         "seconds between two migrations of a group (each group at its own offset)")) {
-      kgroup.epoch_length = std::chrono::seconds(*v);
-    }
-    constexpr int64_t kMaxMs = 600000;
-    auto& replica = kgroup.replica;
-    if (auto v = millis("kgroup", "heartbeat_interval_ms", 1, kMaxMs,
-                        "milliseconds between a leader's appends, each renewing its followers' lease")) {
-      replica.heartbeat_interval = *v;
-    }
-    if (auto v = millis("kgroup", "lease_ms", 1, kMaxMs,
-                        "milliseconds a follower trusts its leader after an append; more than heartbeat_interval_ms")) {
-      replica.lease = *v;
-    }
-    if (auto v = millis("kgroup", "lease_margin_ms", 0, kMaxMs,
-                        "milliseconds a leader stops trusting its lease early, for clock drift; below lease_ms")) {
-      replica.lease_margin = *v;
-    }
-    if (auto v = millis("kgroup", "append_timeout_ms", 1, kMaxMs, "milliseconds one append waits for its answer")) {
-      replica.append_timeout = *v;
-    }
-    if (auto v = millis("kgroup", "answer_timeout_ms", 1, kMaxMs,
-                        "Bully: milliseconds to wait for higher-priority members to answer")) {
-      replica.answer_timeout = *v;
-    }
-    if (auto v = millis("kgroup", "victory_timeout_ms", 1, kMaxMs,
-                        "Bully: milliseconds to wait for a standing higher-priority member to win")) {
-      replica.victory_timeout = *v;
-    }
-    if (auto v = millis("kgroup", "prepare_deadline_ms", 1, kMaxMs,
-                        "milliseconds a leadership claim (or one page of state) may take")) {
-      replica.prepare_deadline = *v;
-    }
-    if (auto v = millis("kgroup", "election_backoff_ms", 1, kMaxMs,
-                        "after a failed claim, wait between this and twice this before the next")) {
-      replica.election_backoff = *v;
-    }
-    if (auto v = millis("kgroup", "migration_retry_ms", 1, kMaxMs,
-                        "milliseconds between retries of unanswered migration steps")) {
-      replica.migration_retry = *v;
-    }
-    if (auto v = millis("kgroup", "write_timeout_ms", 1, 3600000,
-                        "milliseconds a client write may take before it is reported unacknowledged")) {
-      kgroup.write_timeout = *v;
-    }
-    if (auto v = millis("kgroup", "write_retry_ms", 1, kMaxMs,
-                        "milliseconds before a client write asks again while a group elects or is created")) {
-      kgroup.write_retry = *v;
-    }
-    if (auto v = millis("kgroup", "write_attempt_timeout_ms", 1, kMaxMs,
-                        "milliseconds one forwarded write waits for its answer before the next member is tried")) {
-      kgroup.write_attempt_timeout = *v;
+  }
+
+  // Every key of `section` in table order; each value read is stored at once.
+  void read_section(const SectionSpec& section, AgentConfig& config) {
+    using Kind = KeySpec::Kind;
+    const std::string_view table_name = section.name;
+    for (const KeySpec& key : section.keys) {
+      switch (key.kind) {
+        case Kind::integer:
+          if (auto v = integer(table_name, key.name, key.low, key.high, key.meaning)) {
+            std::get<KeySpec::IntegerSetter>(key.set)(config, *v);
+          }
+          break;
+        case Kind::millis:
+          if (auto v = integer(table_name, key.name, key.low, key.high, key.meaning)) {
+            std::get<KeySpec::DurationSetter>(key.set)(config, std::chrono::milliseconds(*v));
+          }
+          break;
+        case Kind::seconds:
+          if (auto v = integer(table_name, key.name, key.low, key.high, key.meaning)) {
+            std::get<KeySpec::DurationSetter>(key.set)(config, std::chrono::seconds(*v));
+          }
+          break;
+        case Kind::number:
+          if (auto v = number(table_name, key.name, key.low_number, key.high_number, key.meaning)) {
+            std::get<KeySpec::NumberSetter>(key.set)(config, *v);
+          }
+          break;
+        case Kind::boolean:
+          if (auto v = boolean(table_name, key.name, key.meaning)) {
+            std::get<KeySpec::BooleanSetter>(key.set)(config, *v);
+          }
+          break;
+        case Kind::path:
+          if (auto v = path(table_name, key.name, key.meaning)) {
+            std::get<KeySpec::StringSetter>(key.set)(config, *v);
+          }
+          break;
+        case Kind::choice:
+          if (auto v = choice(table_name, key.name, key.choices, key.meaning)) {
+            std::get<KeySpec::StringSetter>(key.set)(config, *v);
+          }
+          break;
+        case Kind::custom:
+          (this->*std::get<KeySpec::Reader>(key.set))(config);
+          break;
+      }
     }
   }
 
@@ -944,44 +785,13 @@ class Parser {
     }
   }
 
-  void read_admin(AgentConfig& config) {
-    if (auto socket = path("admin", "socket", "the Unix socket meshctl connects to")) config.admin_socket = *socket;
-    if (auto v = millis("admin", "ping_timeout_ms", 1, 600000, "how long meshctl ping waits for an answer")) {
-      config.node.ping_timeout = *v;
-    }
-  }
-
-  void read_storage(AgentConfig& config) {
-    if (auto dir = path("storage", "data_dir", "the directory holding this node's persistent state")) {
-      config.data_dir = *dir;
-    }
-  }
-
-  void read_log(AgentConfig& config) {
-    const auto levels = to_vector(kLogLevels);
-    const std::string fix =
-        fmt::format("set level to one of {}, e.g. level = \"info\"", join(levels, ", ", "\"", "\""));
-    if (auto level = choice("log", "level", levels, fix)) config.log_level = *level;
-
-    const toml::node* layers = find("log", "layers");
-    if (!layers || !layers->is_table()) return;  // a wrong type was reported by check_structure()
-    for (auto&& [key, value] : *layers->as_table()) {
-      const std::string layer(key.str());
-      if (std::find(kLogLayers.begin(), kLogLayers.end(), layer) == kLogLayers.end()) continue;
-      const std::string dotted_key = dotted("log.layers", layer);
-      const std::string layer_fix =
-          fmt::format("set {} to one of {}, e.g. {} = \"debug\"", layer, join(levels, ", ", "\"", "\""), layer);
-      if (!value.is_string()) {
-        fail(line_of(value), dotted_key, fmt::format("expected a level name, got {}", describe(value)), layer_fix);
-        continue;
-      }
-      const std::string level(value.as_string()->get());
-      if (std::find(levels.begin(), levels.end(), level) == levels.end()) {
-        fail(line_of(value), dotted_key,
-             fmt::format("expected one of {}, got \"{}\"", join(levels, ", ", "\"", "\""), level), layer_fix);
-        continue;
-      }
-      config.layer_log_levels[layer] = level;
+  // Unset, OLSR's port follows from the link mode (check_cross_fields).
+  void read_link_olsr_port(AgentConfig& config) {
+    if (auto port =
+            integer("link", "olsr_port", 1, 65535, "the UDP port of OLSR packets; 698 talks to other OLSR daemons")) {
+      config.link.olsr_port = static_cast<uint16_t>(*port);
+    } else if (valid("link", "olsr_port")) {
+      olsr_port_defaulted_ = true;
     }
   }
 
@@ -1181,6 +991,272 @@ class Parser {
   std::set<std::string> invalid_;
   bool olsr_port_defaulted_ = false;
 };
+
+// Every table and key the config file accepts, in the order they are read
+// and listed in messages. Adding a key is one line here (and its
+// documentation in deploy/examples/agent.toml).
+const std::vector<SectionSpec>& Parser::sections() {
+  constexpr int64_t kMaxIntervalMs = 600000;  // [routing], [membership], [kgroup] periods
+  constexpr int64_t kMaxHoldMs = 3600000;     // [routing] hold times
+  using C = AgentConfig;
+  using D = core::Duration;
+  static const std::vector<SectionSpec> specs = {
+      {"node",
+       {
+           custom_key("name", &Parser::read_node_name),
+           custom_key("address", &Parser::read_node_address),
+           custom_key("location", &Parser::read_node_location),
+       }},
+      {"link",
+       {
+           choice_key("mode", {"interface", "loopback"},
+                      "set mode = \"interface\" to use real network interfaces, or \"loopback\" for a local "
+                      "test mesh",
+                      [](C& c, const std::string& v) {
+                        c.link.mode = v == "loopback" ? LinkConfig::Mode::loopback : LinkConfig::Mode::interface;
+                      }),
+           custom_key("interfaces", &Parser::read_link_interfaces),
+           path_key("topology_file", "the loopback mesh's edge list, one \"ADDRESS ADDRESS\" per line",
+                    [](C& c, const std::string& v) { c.link.topology_file = v; }),
+           integer_key("agent_port", 1, 65535, "the UDP port every agent of the mesh uses",
+                       [](C& c, int64_t v) { c.link.agent_port = static_cast<uint16_t>(v); }),
+           custom_key("olsr_port", &Parser::read_link_olsr_port),
+       }},
+      {"security",
+       {
+           path_key("mesh_key_file", "the file holding the mesh key",
+                    [](C& c, const std::string& v) { c.mesh_key_file = v; }),
+           integer_key("replay_window", 64, 65536,
+                       "how many recent packet counters per sender are remembered against replays",
+                       [](C& c, int64_t v) { c.node.replay_window = static_cast<unsigned>(v); }),
+       }},
+      {"routing",
+       {
+           integer_key("willingness", 0, 7,
+                       "how willing this node is to relay for others: 0 never, 3 default, 7 always",
+                       [](C& c, int64_t v) { c.node.routing.willingness = static_cast<uint8_t>(v); }),
+           millis_key("hello_interval_ms", 100, kMaxIntervalMs, "milliseconds between HELLO messages",
+                      [](C& c, D v) { c.node.routing.hello_interval = v; }),
+           millis_key("tc_interval_ms", 100, kMaxIntervalMs, "milliseconds between TC messages",
+                      [](C& c, D v) { c.node.routing.tc_interval = v; }),
+           millis_key("mid_interval_ms", 100, kMaxIntervalMs, "milliseconds between MID messages",
+                      [](C& c, D v) { c.node.routing.mid_interval = v; }),
+           millis_key("hna_interval_ms", 100, kMaxIntervalMs, "milliseconds between HNA messages",
+                      [](C& c, D v) { c.node.routing.hna_interval = v; }),
+           millis_key("neighb_hold_ms", 1, kMaxHoldMs,
+                      "milliseconds a neighbour's HELLO stays valid; more than hello_interval_ms",
+                      [](C& c, D v) { c.node.routing.neighb_hold = v; }),
+           millis_key("top_hold_ms", 1, kMaxHoldMs, "milliseconds a TC stays valid; more than tc_interval_ms",
+                      [](C& c, D v) { c.node.routing.top_hold = v; }),
+           millis_key("dup_hold_ms", 1, kMaxHoldMs, "milliseconds a flooded message is remembered as seen",
+                      [](C& c, D v) { c.node.routing.dup_hold = v; }),
+           millis_key("mid_hold_ms", 1, kMaxHoldMs, "milliseconds a MID stays valid; more than mid_interval_ms",
+                      [](C& c, D v) { c.node.routing.mid_hold = v; }),
+           millis_key("hna_hold_ms", 1, kMaxHoldMs, "milliseconds an HNA stays valid; more than hna_interval_ms",
+                      [](C& c, D v) { c.node.routing.hna_hold = v; }),
+           millis_key("max_jitter_ms", 0, kMaxIntervalMs,
+                      "largest random advance of an emission; below hello_interval_ms",
+                      [](C& c, D v) { c.node.routing.max_jitter = v; }),
+           custom_key("hna_networks", &Parser::read_hna_networks),
+           boolean_key("install_kernel_routes",
+                       "whether OLSR's routes are written into the kernel's routing table, for plain IP",
+                       [](C& c, bool v) { c.kernel_routes.install = v; }),
+           integer_key("kernel_route_protocol", 5, 255,
+                       "the routing protocol number marking the agent's kernel routes; 0 to 4 belong to the "
+                       "kernel and the administrator, 158 is the default",
+                       [](C& c, int64_t v) { c.kernel_routes.protocol = static_cast<uint8_t>(v); }),
+       }},
+      {"transport",
+       {
+           integer_key("default_ttl", 1, 255, "hops a message may travel",
+                       [](C& c, int64_t v) { c.node.transport.default_ttl = static_cast<uint32_t>(v); }),
+           millis_key("flood_hold_ms", 1, 3600000,
+                      "milliseconds a flooded message is remembered, so late copies are ignored",
+                      [](C& c, D v) { c.node.transport.flood_hold = v; }),
+       }},
+      {"requests",
+       {
+           millis_key("first_timeout_ms", 1, 60000, "milliseconds before the first retransmission",
+                      [](C& c, D v) { c.node.messaging.retry.first_timeout = v; }),
+           number_key("backoff", 1.0, 10.0, "each retransmission wait is the previous one times this",
+                      [](C& c, double v) { c.node.messaging.retry.backoff = v; }),
+           millis_key("max_interval_ms", 1, 600000, "longest wait between retransmissions",
+                      [](C& c, D v) { c.node.messaging.retry.max_interval = v; }),
+           number_key("jitter", 0.0, 0.5, "fraction each wait is randomly stretched or shrunk by",
+                      [](C& c, double v) { c.node.messaging.retry.jitter = v; }),
+           millis_key("deadline_ms", 1, 3600000, "milliseconds after which a request times out",
+                      [](C& c, D v) { c.node.messaging.retry.deadline = v; }),
+           millis_key("dedupe_hold_ms", 1, 86400000,
+                      "milliseconds an answered request is remembered; more than deadline_ms",
+                      [](C& c, D v) { c.node.messaging.dedupe_hold = v; }),
+       }},
+      {"membership",
+       {
+           millis_key("probe_period_ms", 10, kMaxIntervalMs,
+                      "milliseconds between two probes of this node (Medley's protocol period)",
+                      [](C& c, D v) { c.node.membership.probe_period = v; }),
+           millis_key("probe_timeout_ms", 1, kMaxIntervalMs,
+                      "milliseconds a direct probe waits for its ack before asking helpers; below probe_period_ms",
+                      [](C& c, D v) { c.node.membership.probe_timeout = v; }),
+           integer_key("indirect_checks", 0, 16, "helpers (K) asked to probe a target that missed its direct ack",
+                       [](C& c, int64_t v) { c.node.membership.indirect_checks = static_cast<size_t>(v); }),
+           number_key("alpha", 0.0, 10.0, "probe targets are drawn with probability ~ hops^-alpha; 0 is plain SWIM",
+                      [](C& c, double v) { c.node.membership.alpha = v; }),
+           number_key("suspicion_mult", 0.5, 100.0, "shortest suspicion timeout, in log-scaled probe periods",
+                      [](C& c, double v) { c.node.membership.suspicion_mult = v; }),
+           number_key("suspicion_max_mult", 1.0, 100.0, "longest suspicion timeout, as a multiple of the shortest",
+                      [](C& c, double v) { c.node.membership.suspicion_max_mult = v; }),
+           integer_key("retransmit_mult", 1, 100,
+                       "each update is piggy-backed retransmit_mult * ceil(log10(N + 1)) times",
+                       [](C& c, int64_t v) { c.node.membership.retransmit_mult = static_cast<uint32_t>(v); }),
+           millis_key("join_retry_ms", 10, kMaxIntervalMs, "milliseconds before a join tries the next contact",
+                      [](C& c, D v) { c.node.membership.join_retry = v; }),
+           millis_key("push_pull_interval_ms", 100, 86400000,
+                      "milliseconds between full-list exchanges with a random member",
+                      [](C& c, D v) { c.node.membership.push_pull_interval = v; }),
+           millis_key("reconnect_interval_ms", 100, 86400000,
+                      "milliseconds between probes of one failed member, so split groups merge",
+                      [](C& c, D v) { c.node.membership.reconnect_interval = v; }),
+           seconds_key("failed_retention_s", 1, 604800,
+                       "seconds failed and left members stay listed (meshctl members --all)",
+                       [](C& c, D v) { c.node.membership.failed_retention = v; }),
+           integer_key("silent_probes_to_suspect", 1, 10,
+                       "probes in a row that nobody answers (no ack, no helper's nack) before the member is "
+                       "suspected; 1 is classic SWIM",
+                       [](C& c, int64_t v) { c.node.membership.silent_probes_to_suspect = static_cast<uint32_t>(v); }),
+           integer_key("push_pull_scale_threshold", 0, 100000,
+                       "above this many members the full-list exchange interval grows with log2 N "
+                       "(memberlist's pushPullScale); 0 keeps it fixed",
+                       [](C& c, int64_t v) { c.node.membership.push_pull_scale_threshold = static_cast<size_t>(v); }),
+           integer_key("push_pull_fast_rounds", 0, 100,
+                       "full-list exchanges at the unscaled interval after a member joins",
+                       [](C& c, int64_t v) { c.node.membership.push_pull_fast_rounds = static_cast<uint32_t>(v); }),
+       }},
+      {"kgroup",
+       {
+           custom_key("k", &Parser::read_kgroup_k),
+           choice_key("selection", {"hash", "lsh"},
+                      "set selection = \"hash\" (consistent hashing across the mesh) or \"lsh\" (locality: "
+                      "f + 1 members near the target, CoMesh 3.6)",
+                      [](C& c, const std::string& v) {
+                        c.node.kgroup.selection.mode =
+                            v == "lsh" ? kgroup::SelectionMode::lsh : kgroup::SelectionMode::hash;
+                      }),
+           integer_key("lsh_m", 1, 16, "LSH: hash functions per table (m)",
+                       [](C& c, int64_t v) { c.node.kgroup.selection.lsh.m = static_cast<uint32_t>(v); }),
+           integer_key("lsh_l", 1, 16, "LSH: hash tables (l)",
+                       [](C& c, int64_t v) { c.node.kgroup.selection.lsh.l = static_cast<uint32_t>(v); }),
+           number_key("lsh_r", 0.01, 1000.0, "LSH: bucket width (r), in units of 10 m",
+                      [](C& c, double v) { c.node.kgroup.selection.lsh.r = v; }),
+           integer_key(
+               "devices_per_cluster", 1, 10000, "devices per cluster when devices are grouped by location (k-means)",
+               [](C& c, int64_t v) { c.node.kgroup.selection.clusters.devices_per_cluster = static_cast<size_t>(v); }),
+           seconds_key("epoch_length_s", 1, 31536000,
+                       "seconds between two migrations of a group (each group at its own offset)",
+                       [](C& c, D v) { c.node.kgroup.epoch_length = v; }),
+           millis_key("heartbeat_interval_ms", 1, kMaxIntervalMs,
+                      "milliseconds between a leader's appends, each renewing its followers' lease",
+                      [](C& c, D v) { c.node.kgroup.replica.heartbeat_interval = v; }),
+           millis_key("lease_ms", 1, kMaxIntervalMs,
+                      "milliseconds a follower trusts its leader after an append; more than heartbeat_interval_ms",
+                      [](C& c, D v) { c.node.kgroup.replica.lease = v; }),
+           millis_key("lease_margin_ms", 0, kMaxIntervalMs,
+                      "milliseconds a leader stops trusting its lease early, for clock drift; below lease_ms",
+                      [](C& c, D v) { c.node.kgroup.replica.lease_margin = v; }),
+           millis_key("append_timeout_ms", 1, kMaxIntervalMs, "milliseconds one append waits for its answer",
+                      [](C& c, D v) { c.node.kgroup.replica.append_timeout = v; }),
+           millis_key("answer_timeout_ms", 1, kMaxIntervalMs,
+                      "Bully: milliseconds to wait for higher-priority members to answer",
+                      [](C& c, D v) { c.node.kgroup.replica.answer_timeout = v; }),
+           millis_key("victory_timeout_ms", 1, kMaxIntervalMs,
+                      "Bully: milliseconds to wait for a standing higher-priority member to win",
+                      [](C& c, D v) { c.node.kgroup.replica.victory_timeout = v; }),
+           millis_key("prepare_deadline_ms", 1, kMaxIntervalMs,
+                      "milliseconds a leadership claim (or one page of state) may take",
+                      [](C& c, D v) { c.node.kgroup.replica.prepare_deadline = v; }),
+           millis_key("election_backoff_ms", 1, kMaxIntervalMs,
+                      "after a failed claim, wait between this and twice this before the next",
+                      [](C& c, D v) { c.node.kgroup.replica.election_backoff = v; }),
+           millis_key("migration_retry_ms", 1, kMaxIntervalMs,
+                      "milliseconds between retries of unanswered migration steps",
+                      [](C& c, D v) { c.node.kgroup.replica.migration_retry = v; }),
+           millis_key("write_timeout_ms", 1, 3600000,
+                      "milliseconds a client write may take before it is reported unacknowledged",
+                      [](C& c, D v) { c.node.kgroup.write_timeout = v; }),
+           millis_key("write_retry_ms", 1, kMaxIntervalMs,
+                      "milliseconds before a client write asks again while a group elects or is created",
+                      [](C& c, D v) { c.node.kgroup.write_retry = v; }),
+           millis_key("write_attempt_timeout_ms", 1, kMaxIntervalMs,
+                      "milliseconds one forwarded write waits for its answer before the next member is tried",
+                      [](C& c, D v) { c.node.kgroup.write_attempt_timeout = v; }),
+       }},
+      {"mutex",
+       {
+           integer_key("expected_nodes", 0, 100000,
+                       "smart nodes the mesh is expected to have, the floor of Camera's N.upper estimate; "
+                       "set it on every deployment, it keeps locks taken while the mesh boots safe",
+                       [](C& c, int64_t v) { c.node.mutex.network_size.floor = static_cast<size_t>(v); }),
+           seconds_key("boot_grace_s", 0, 3600,
+                       "seconds after start during which a lock request on a small member list waits for "
+                       "membership to grow; 0 turns the wait off",
+                       [](C& c, D v) { c.node.mutex.boot_grace = v; }),
+           millis_key("retry_first_timeout_ms", 1, 600000,
+                      "milliseconds before a lock REQUEST, JOIN or tree message is sent again",
+                      [](C& c, D v) { c.node.mutex.retry.first_timeout = v; }),
+           number_key("retry_backoff", 1.0, 16.0, "multiplier of that wait per retransmission",
+                      [](C& c, double v) { c.node.mutex.retry.backoff = v; }),
+           millis_key("retry_max_interval_ms", 1, 3600000, "longest wait between two retransmissions",
+                      [](C& c, D v) { c.node.mutex.retry.max_interval = v; }),
+           seconds_key("retry_deadline_s", 1, 86400,
+                       "seconds one lock message is retried; a peer still listed live is then asked again",
+                       [](C& c, D v) { c.node.mutex.retry.deadline = v; }),
+           integer_key("tolerated_failures", 0, 16,
+                       "f: failed slow-path tree nodes repaired by adoption (subtrees kept f + 1 levels deep)",
+                       [](C& c, int64_t v) { c.node.mutex.tolerated_failures = static_cast<uint32_t>(v); }),
+           seconds_key("size_window_s", 1, 604800,
+                       "seconds a node id heard of counts towards Camera's N.upper estimate",
+                       [](C& c, D v) { c.node.mutex.network_size.window = v; }),
+           number_key("size_margin", 0.0, 10.0, "N.upper = ceil(ids heard of * (1 + size_margin))",
+                      [](C& c, double v) { c.node.mutex.network_size.margin = v; }),
+           boolean_key("slow_path",
+                       "take Camera's slow path (spanning tree) when the member list is at most N.upper / 2",
+                       [](C& c, bool v) { c.node.mutex.slow_path_enabled = v; }),
+           integer_key("max_ok_bytes", 200, 1200,
+                       "bytes an OK may take before its recently-OKed set is relayed instead of carried",
+                       [](C& c, int64_t v) { c.node.mutex.max_ok_bytes = static_cast<size_t>(v); }),
+       }},
+      {"admin",
+       {
+           path_key("socket", "the Unix socket meshctl connects to",
+                    [](C& c, const std::string& v) { c.admin_socket = v; }),
+           millis_key("ping_timeout_ms", 1, 600000, "how long meshctl ping waits for an answer",
+                      [](C& c, D v) { c.node.ping_timeout = v; }),
+       }},
+      {"storage",
+       {
+           path_key("data_dir", "the directory holding this node's persistent state",
+                    [](C& c, const std::string& v) { c.data_dir = v; }),
+       }},
+      {"log",
+       {
+           custom_key("level", &Parser::read_log_level),
+           custom_key("layers", &Parser::read_log_layers),
+       }},
+  };
+  return specs;
+}
+
+const std::vector<TableSpec>& table_specs() {
+  static const std::vector<TableSpec> specs = [] {
+    std::vector<TableSpec> out;
+    for (const SectionSpec& section : Parser::sections()) {
+      TableSpec& spec = out.emplace_back(TableSpec{section.name, {}});
+      for (const KeySpec& key : section.keys) spec.keys.push_back(key.name);
+    }
+    return out;
+  }();
+  return specs;
+}
 
 }  // namespace
 

@@ -29,17 +29,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "agent/admin_server.h"
 #include "agent/admin_service.h"
-#include "agent/asio_env.h"
 #include "agent/config.h"
-#include "agent/file_storage.h"
-#include "agent/kernel_route_sync.h"
-#include "agent/kernel_routes.h"
-#include "agent/loopback_link.h"
 #include "agent/node.h"
+#include "agent/runtime/admin_server.h"
+#include "agent/runtime/asio_env.h"
+#include "agent/runtime/file_storage.h"
+#include "agent/runtime/kernel_route_sync.h"
+#include "agent/runtime/kernel_routes.h"
+#include "agent/runtime/loopback_link.h"
+#include "agent/runtime/udp_link.h"
 #include "agent/topology_file.h"
-#include "agent/udp_link.h"
 #include "core/log.h"
 #include "core/version.h"
 

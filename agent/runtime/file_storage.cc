@@ -1,4 +1,4 @@
-#include "agent/file_storage.h"
+#include "agent/runtime/file_storage.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

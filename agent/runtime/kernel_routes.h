@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/netlink_socket.h"
+#include "agent/runtime/netlink_socket.h"
 #include "core/expected.h"
 #include "core/node_id.h"
 

@@ -1,4 +1,4 @@
-#include "agent/kernel_route_sync.h"
+#include "agent/runtime/kernel_route_sync.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,5 +1,5 @@
-#include "agent/loopback_link.h"
-#include "agent/udp_link.h"
+#include "agent/runtime/loopback_link.h"
+#include "agent/runtime/udp_link.h"
 
 #include <gtest/gtest.h>
 

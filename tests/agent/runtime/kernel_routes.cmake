@@ -1,4 +1,4 @@
-# Kernel routes (agent/kernel_routes.h), included from tests/agent/CMakeLists.txt.
+# Kernel routes (agent/runtime/kernel_routes.h), included from tests/agent/runtime/CMakeLists.txt.
 # One source, two binaries: kernel_routes_test checks the rtnetlink decoders and
 # the sync planner on hand-built input (no privileges); kernel_routes_netns_test
 # drives the real kernel inside a network namespace it creates and drops (root;

@@ -1,4 +1,4 @@
-#include "agent/udp_socket.h"
+#include "agent/runtime/udp_socket.h"
 
 #include <fmt/format.h>
 

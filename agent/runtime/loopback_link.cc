@@ -1,4 +1,4 @@
-#include "agent/loopback_link.h"
+#include "agent/runtime/loopback_link.h"
 
 #include <utility>
 

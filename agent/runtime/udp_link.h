@@ -7,7 +7,7 @@
 
 #include <asio/io_context.hpp>
 
-#include "agent/udp_socket.h"
+#include "agent/runtime/udp_socket.h"
 #include "core/expected.h"
 #include "core/link.h"
 #include "core/node_id.h"

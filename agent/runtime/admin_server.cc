@@ -1,4 +1,4 @@
-#include "agent/admin_server.h"
+#include "agent/runtime/admin_server.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

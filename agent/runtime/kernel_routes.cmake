@@ -1,5 +1,5 @@
 # Kernel routes over rtnetlink (routing.install_kernel_routes). Included from
-# agent/CMakeLists.txt; linked into the agent runtime and its tests.
+# agent/runtime/CMakeLists.txt; linked into the agent runtime and its tests.
 add_library(mesh_kernel_routes STATIC
   ${CMAKE_CURRENT_LIST_DIR}/kernel_routes.cc
   ${CMAKE_CURRENT_LIST_DIR}/netlink_socket.cc

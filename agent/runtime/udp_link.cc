@@ -1,4 +1,4 @@
-#include "agent/udp_link.h"
+#include "agent/runtime/udp_link.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

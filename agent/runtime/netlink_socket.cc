@@ -1,4 +1,4 @@
-#include "agent/netlink_socket.h"
+#include "agent/runtime/netlink_socket.h"
 
 #include <arpa/inet.h>
 #include <linux/netlink.h>

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/kernel_routes.h"
+#include "agent/runtime/kernel_routes.h"
 #include "core/node_id.h"
 #include "routing/route_calculation.h"
 

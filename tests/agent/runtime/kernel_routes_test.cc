@@ -1,8 +1,8 @@
-// Kernel routes over rtnetlink. Built twice (tests/agent/kernel_routes.cmake):
+// Kernel routes over rtnetlink. Built twice (tests/agent/runtime/kernel_routes.cmake):
 // without KERNEL_ROUTES_NETNS_TESTS the decoders and the sync planner on
 // hand-built input (label unit, no privileges); with it the real kernel in a
 // network namespace the test creates and drops (label testbed, root).
-#include "agent/kernel_routes.h"
+#include "agent/runtime/kernel_routes.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -27,7 +27,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/netlink_socket.h"
+#include "agent/runtime/netlink_socket.h"
 
 namespace mesh::agent {
 namespace {

@@ -1,4 +1,4 @@
-#include "agent/asio_env.h"
+#include "agent/runtime/asio_env.h"
 
 #include <random>
 #include <utility>

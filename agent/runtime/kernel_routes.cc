@@ -1,4 +1,4 @@
-#include "agent/kernel_routes.h"
+#include "agent/runtime/kernel_routes.h"
 
 #include <linux/capability.h>
 #include <net/if.h>

@@ -1,0 +1,135 @@
+// meshctl verbs about Camera mutual exclusion: lock, locks.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "meshctl/output.h"
+#include "meshctl/verbs.h"
+
+namespace mesh::meshctl {
+namespace {
+
+constexpr std::string_view kHelp = R"(    lock RESOURCE [--timeout S] -- CMD [ARGS...]
+        Like flock(1) across the mesh: waits until this node holds the
+        named resource (Camera mutual exclusion), runs CMD with the grant's
+        fencing token in MESH_FENCING_TOKEN, releases the resource when CMD
+        exits and exits with CMD's status (128 + N if a signal N ended it).
+        The lock is tied to meshctl's connection: if meshctl dies, the
+        agent releases it. --timeout S gives up after S seconds of waiting
+        (exit 1); without it meshctl waits as long as it takes.
+
+    locks
+        Camera's state per resource on this node: phase (idle, waiting,
+        held), fencing token, request id, fast or slow path, OKs still
+        awaited, local waiters, requests deferred and recently OKed.
+)";
+
+// Waits for CMD, whatever signals arrive meanwhile; its exit status as a
+// shell reports it.
+int wait_for_child(pid_t child) {
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) return kExitFailure;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitFailure;
+}
+
+int run_lock(AgentConnection& connection, const CommandLine& line) {
+  if (!line.dash_dash || *line.dash_dash != 2 || line.words.size() < 3) {
+    return usage_error("lock wants RESOURCE [--timeout S] -- CMD [ARGS...]");
+  }
+  const std::string& resource = line.words[1];
+  mesh::proto::AdminRequest request;
+  request.mutable_lock()->set_resource(resource);
+  // No receive timeout without --timeout: the grant may take as long as the
+  // holders ahead of us do.
+  double wait_s = 0;
+  if (line.timeout_s) {
+    request.mutable_lock()->set_timeout_ms(static_cast<uint32_t>(std::llround(*line.timeout_s * 1000.0)));
+    wait_s = *line.timeout_s + kPingAnswerGraceS;
+  }
+  auto response = connection.call(request, wait_s);
+  if (!response) return no_agent(connection, response.error());
+  if (!response->error().empty()) return agent_error(response->error());
+  if (!response->has_lock()) return unexpected_answer("lock");
+  const mesh::proto::LockReply& grant = response->lock();
+
+  std::vector<char*> argv;
+  for (size_t i = *line.dash_dash; i < line.words.size(); ++i) argv.push_back(const_cast<char*>(line.words[i].c_str()));
+  argv.push_back(nullptr);
+  const std::string token = std::to_string(grant.fencing_token());
+  std::cout.flush();
+  const pid_t child = ::fork();
+  if (child < 0) {
+    std::cerr << fmt::format("meshctl: cannot start {}: {}\n", argv[0], std::strerror(errno));
+    return kExitFailure;
+  }
+  if (child == 0) {
+    ::setenv("MESH_FENCING_TOKEN", token.c_str(), 1);
+    ::execvp(argv[0], argv.data());
+    const int error = errno;
+    std::cerr << fmt::format("meshctl: cannot run {}: {}\n", argv[0], std::strerror(error));
+    ::_exit(error == ENOENT ? 127 : 126);
+  }
+  const int status = wait_for_child(child);
+
+  mesh::proto::AdminRequest unlock;
+  unlock.mutable_unlock()->set_resource(resource);
+  auto released = connection.call(unlock, kDefaultTimeoutS);
+  if (!released || !released->error().empty() || !released->has_unlock() || !released->unlock().released()) {
+    // Closing the connection (on exit) releases it all the same.
+    std::cerr << fmt::format("meshctl: could not release '{}' explicitly: {}\n", resource,
+                             !released ? released.error() : released->error());
+  }
+  return status;
+}
+
+int run_locks(AgentConnection& connection, const CommandLine& line) {
+  auto reply = simple_call<mesh::proto::LocksReply>(
+      connection, line, "locks", [](mesh::proto::AdminRequest& r) { r.mutable_locks(); },
+      &mesh::proto::AdminResponse::has_locks, &mesh::proto::AdminResponse::locks);
+  if (!reply) return reply.error();
+  if (line.json) {
+    print_json(*reply);
+    return kExitOk;
+  }
+  if (reply->locks().empty()) {
+    std::cout << "no resources\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"RESOURCE", "PHASE", "TOKEN", "PATH", "AWAITING_OKS", "QUEUED", "DEFERRED", "RECENT_OKS", "REQUEST"}};
+  for (const auto& l : reply->locks()) {
+    rows.push_back({l.resource(), l.phase(), std::to_string(l.fencing_token()), l.slow_path() ? "slow" : "fast",
+                    std::to_string(l.awaiting_oks()), std::to_string(l.queued_locally()), std::to_string(l.deferred()),
+                    std::to_string(l.recently_oked()), l.request().empty() ? "-" : l.request()});
+  }
+  print_table(rows, {false, false, true, false, true, true, true, true, false});
+  return kExitOk;
+}
+
+constexpr Verb kVerbs[] = {
+    {"lock", run_lock},
+    {"locks", run_locks},
+};
+
+}  // namespace
+
+const VerbFamily& lock_verbs() {
+  static constexpr VerbFamily family{kHelp, kVerbs};
+  return family;
+}
+
+}  // namespace mesh::meshctl
