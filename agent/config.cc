@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "agent/catalog_file.h"
 #include "agent/topology_file.h"
 #include "core/log.h"
 
@@ -248,6 +249,7 @@ class Parser {
     for (const SectionSpec& section : sections()) read_section(section, config);
     check_cross_fields(config);
     if (errors_.empty()) read_mesh_key(config);
+    if (errors_.empty()) read_catalog(config);
     if (errors_.empty()) check_topology(config);
     if (!errors_.empty()) {
       std::string message;
@@ -843,6 +845,16 @@ class Parser {
            "set max_interval_ms at least as large as first_timeout_ms; it caps the growing retransmission wait");
     }
     check_kgroup(node);
+    const auto& watcher = node.devices.watcher;
+    if (valid("devices", "subscription_renew_ms") && valid("devices", "subscription_lease_ms") &&
+        watcher.lease <= watcher.renew_interval) {
+      const auto [line, key] = blame("devices", "subscription_renew_ms", "subscription_lease_ms");
+      fail(line, key,
+           fmt::format("devices.subscription_lease_ms ({}) must exceed devices.subscription_renew_ms ({}), or "
+                       "subscriptions lapse between renewals",
+                       to_ms(watcher.lease), to_ms(watcher.renew_interval)),
+           "set subscription_lease_ms to about three times subscription_renew_ms");
+    }
     const auto& medley = node.membership;
     if (valid("membership", "probe_period_ms") && valid("membership", "probe_timeout_ms") &&
         medley.probe_timeout >= medley.probe_period) {
@@ -915,6 +927,18 @@ class Parser {
   }
 
   static int64_t to_ms(core::Duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
+
+  void read_catalog(AgentConfig& config) {
+    if (config.catalog_file.empty()) return;
+    auto catalog = load_catalog(config.catalog_file);
+    if (!catalog) {
+      fail(key_line("devices", "catalog"), "devices.catalog", fmt::format("the catalog is not valid:\n{}", catalog.error()),
+           "correct the catalog file as each line above says");
+      return;
+    }
+    config.node.devices.catalog = std::move(catalog->devices);
+    config.node.devices.catalog_digest = std::move(catalog->digest);
+  }
 
   void read_mesh_key(AgentConfig& config) {
     const std::string& file = config.mesh_key_file;
@@ -1224,6 +1248,33 @@ const std::vector<SectionSpec>& Parser::sections() {
            integer_key("max_ok_bytes", 200, 1200,
                        "bytes an OK may take before its recently-OKed set is relayed instead of carried",
                        [](C& c, int64_t v) { c.node.mutex.max_ok_bytes = static_cast<size_t>(v); }),
+       }},
+      {"devices",
+       {
+           path_key("catalog", "the device catalog file, the same on every node (agent/catalog_file.h)",
+                    [](C& c, const std::string& v) { c.catalog_file = v; }),
+           millis_key("poll_interval_ms", 50, kMaxIntervalMs,
+                      "milliseconds between two reads of a device by its device leader",
+                      [](C& c, D v) { c.node.devices.leaders.poll_interval = v; }),
+           integer_key("down_after_failures", 1, 100,
+                       "failed reads in a row (each after the driver's own timeout) before a device is down",
+                       [](C& c, int64_t v) { c.node.devices.leaders.down_after_failures = static_cast<uint32_t>(v); }),
+           millis_key("command_timeout_ms", 100, kMaxIntervalMs,
+                      "milliseconds meshctl device set waits for a command's outcome unless told otherwise",
+                      [](C& c, D v) { c.node.devices.service.command_timeout = v; }),
+           millis_key("catalog_sync_interval_ms", 100, kMaxIntervalMs,
+                      "milliseconds between two catalog version exchanges with a random member",
+                      [](C& c, D v) { c.node.devices.sync.interval = v; }),
+           millis_key("subscription_renew_ms", 100, kMaxIntervalMs,
+                      "milliseconds between two renewals of a node's device subscriptions",
+                      [](C& c, D v) { c.node.devices.watcher.renew_interval = v; }),
+           millis_key("subscription_lease_ms", 100, kMaxIntervalMs,
+                      "milliseconds a device leader keeps a subscription that is not renewed; above "
+                      "subscription_renew_ms",
+                      [](C& c, D v) {
+                        c.node.devices.watcher.lease = v;
+                        c.node.devices.leaders.subscription_lease = v;
+                      }),
        }},
       {"admin",
        {

@@ -55,6 +55,9 @@ struct AgentConfig {
   std::string admin_socket = "/run/meshagent/admin.sock";
   std::string data_dir = "/var/lib/meshagent";  // Storage lives here
   std::string mesh_key_file = "/etc/meshagent/mesh.key";
+  // [devices] catalog; empty: no catalog file (devices only from meshctl).
+  // Its devices are in node.devices.catalog.
+  std::string catalog_file;
   std::string log_level = "info";
   std::map<std::string, std::string> layer_log_levels;  // [log.layers] routing = "debug"
 };

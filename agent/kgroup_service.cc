@@ -328,13 +328,23 @@ void KgroupService::on_request(const core::Message& request, core::Responder res
       return;
     }
     case proto::KgroupClientBody::kProbe: {
-      GroupReplica* replica = host_->latest(body->probe().target());
+      const std::string& key = body->probe().target();
+      GroupReplica* replica = host_->latest(key);
       proto::KgroupClientReply reply = make_reply(proto::KGROUP_CLIENT_RETRY);
       reply.set_hosted(replica != nullptr);
       if (replica != nullptr) {
         reply.set_leader(replica->leader().value());
         reply.set_epoch(replica->config().epoch);
         reply.set_generation(replica->config().generation);
+      } else if (genesis_.count(key) != 0) {
+        // Two nodes creating the same group at once (their views disagree
+        // on the preferred leader): the lower id creates it, the other
+        // steps back and sends its writes there.
+        if (request.src < messenger_.self()) {
+          yield_genesis(key, request.src);
+        } else {
+          reply.set_creator(messenger_.self().value());
+        }
       }
       responder.respond(encode_reply(reply));
       return;
@@ -499,12 +509,22 @@ void KgroupService::start_genesis(const GroupTarget& target, const kgroup::Group
           } else if (reply->reply().hosted()) {
             const core::NodeId leader(reply->reply().leader());
             g.hosted_at = leader.is_unspecified() || leader == messenger_.self() ? node : leader;
+          } else if (const core::NodeId creator(reply->reply().creator());
+                     !creator.is_unspecified() && creator < messenger_.self()) {
+            yield_genesis(key, creator);
+            return;
           }
           if (g.awaiting == 0) finish_genesis(key);
         },
         attempt_policy(config_.write_attempt_timeout));
   }
   if (genesis.awaiting == 0) finish_genesis(key);
+}
+
+void KgroupService::yield_genesis(const std::string& key, core::NodeId creator) {
+  if (genesis_.erase(key) == 0) return;
+  hints_[key] = Hint{creator, env_.now() + config_.write_attempt_timeout};
+  core::log("kgroup").info("genesis left to a lower id target={} creator={}", key, creator.to_string());
 }
 
 void KgroupService::finish_genesis(const std::string& key) {

@@ -68,11 +68,15 @@ inline constexpr uint32_t kKgroupClientBodyType = proto::Envelope::kKgroupClient
 // every one of them answers "none" does it join the new group (epoch from
 // the schedule, generation 0, no predecessor) and tell the other members to
 // join it too; a node that does not answer postpones genesis until it does
-// or membership declares it failed. From then on the group elects,
-// replicates and migrates on its own (GroupReplica). What remains possible:
-// two preferred leaders whose views disagree probing at the same instant,
-// or a group whose every member is down or cut off, are not seen, and a
-// second group of the target is created.
+// or membership declares it failed. Two nodes creating the same group at
+// once (views that disagree on the preferred leader) find each other through
+// their probes, and the one with the higher id steps back: a creator probed
+// by a lower id yields to it, and one told by a probe's answer that a lower
+// id is creating yields too. From then on the group elects, replicates and
+// migrates on its own (GroupReplica). What remains possible: creators that
+// do not see each other at all (neither lists the other live), or a group
+// whose every member is down or cut off, are not found, and a second group
+// of the target is created.
 class KgroupService {
  public:
   struct WriteResult {
@@ -135,6 +139,9 @@ class KgroupService {
   void serve_create(const core::Message& request, const proto::KgroupClientCreate& create, core::Responder responder);
   void start_genesis(const kgroup::GroupTarget& target, const kgroup::GroupSelector::Selected& selected);
   void finish_genesis(const std::string& target);
+  // Another node is creating the same target's group and has the lower id:
+  // stop ours and send writes there.
+  void yield_genesis(const std::string& target, core::NodeId creator);
 
   void attempt(uint64_t id);
   void retry_later(uint64_t id, std::string problem);

@@ -127,9 +127,11 @@ Node::Node(const NodeConfig& config, NodeContext context)
     no_drivers_ = std::make_unique<NoDrivers>();
     drivers = no_drivers_.get();
   }
-  device_leaders_ =
-      std::make_unique<routine::DeviceLeaders>(context_.env, kgroups_->host(), kgroups_->selector(), catalog_,
-                                               *drivers, *routine_messages_, metrics_, config_.devices.leaders);
+  routine::DeviceLeaderOptions leader_options = config_.devices.leaders;
+  leader_options.clock_origin = config_.kgroup.epoch_origin;
+  device_leaders_ = std::make_unique<routine::DeviceLeaders>(context_.env, kgroups_->host(), kgroups_->selector(),
+                                                             catalog_, *drivers, *routine_messages_, metrics_,
+                                                             leader_options);
   device_watcher_ = std::make_unique<routine::DeviceWatcher>(
       context_.env, *routine_messages_, kgroups_->selector(), catalog_,
       [this](const kgroup::GroupTarget& target) { return kgroups_->current_epoch(target); },

@@ -40,7 +40,12 @@ void CatalogSync::start() {
       core::log("routine").info("catalog loaded version={} devices={}", catalog_.version(), catalog_.devices().size());
     }
   }
-  timer_.start_periodic(options_.interval, [this] { gossip(1); });
+  timer_.start_periodic(options_.interval, [this] {
+    // A node with no run-time change has nothing to offer: a node that has
+    // some reaches it (its periodic digest, and the rumour of every new
+    // change), so a mesh whose catalog only comes from the file sends none.
+    if (catalog_.version() > 0) gossip(1);
+  });
 }
 
 void CatalogSync::learn(const proto::CatalogEntry& entry) {

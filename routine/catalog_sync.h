@@ -32,7 +32,8 @@ struct CatalogSyncOptions {
 // its version grows; the receiver answers a lower version with the missing
 // entries, one page at a time (the asker repeats its digest for the next
 // page), and a higher one with its own digest, so the exchange runs both
-// ways. Entries are only ever appended at version() + 1, so every node holds
+// ways. Only nodes that hold a change send digests on their own, so a mesh
+// without run-time changes pays nothing. Entries are only ever appended at version() + 1, so every node holds
 // a prefix of the one committed list. The list is persisted on every change:
 // a restarted node starts from its copy and catches up by gossip, and after
 // a whole-mesh restart the copies (and the catalog group's own state) are

@@ -232,7 +232,7 @@ void DeviceLeaders::on_reading(const SessionKey& key, const std::string& device,
   proto::DeviceUpdate update;
   proto::DeviceObserved& observed = *update.mutable_observed();
   observed.set_device(device);
-  observed.set_observed_at_us(env_.now().time_since_epoch().count());
+  observed.set_observed_at_us((env_.now() - options_.clock_origin).count());
   if (result) {
     w.failures = 0;
     Attributes attributes = result.value();

@@ -28,6 +28,10 @@ struct DeviceLeaderOptions {
   core::Duration scan_interval = std::chrono::milliseconds(200);
   // A subscription lapses unless renewed within this.
   core::Duration subscription_lease = std::chrono::seconds(10);
+  // Env time at the Unix epoch: changes are stamped in microseconds since it
+  // (the agent sets it from the system clock, the simulator leaves it at 0),
+  // so every node reads a change's time alike.
+  core::TimePoint clock_origin{};
 };
 
 // The device leaders of one node (CoMesh 4.1): for every device group

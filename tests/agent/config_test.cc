@@ -717,6 +717,13 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "mutex.size_margin",
                           "mutex.slow_path",
                           "mutex.max_ok_bytes",
+                          "devices.catalog",
+                          "devices.poll_interval_ms",
+                          "devices.down_after_failures",
+                          "devices.command_timeout_ms",
+                          "devices.catalog_sync_interval_ms",
+                          "devices.subscription_renew_ms",
+                          "devices.subscription_lease_ms",
                           "admin.socket",
                           "admin.ping_timeout_ms",
                           "storage.data_dir",
@@ -724,7 +731,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 81u);
+  EXPECT_EQ(keys.size(), 88u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
@@ -797,6 +804,15 @@ TEST_F(ConfigTest, ExampleFileParsesAndDocumentsEveryKey) {
   EXPECT_EQ(cm.max_ok_bytes, cd.max_ok_bytes);
   EXPECT_EQ(config.admin_socket, defaults.admin_socket);
   EXPECT_EQ(config.data_dir, defaults.data_dir);
+  const DevicesConfig& dv = config.node.devices;
+  const DevicesConfig& dd = defaults.node.devices;
+  EXPECT_TRUE(config.catalog_file.empty());
+  EXPECT_EQ(dv.leaders.poll_interval, dd.leaders.poll_interval);
+  EXPECT_EQ(dv.leaders.down_after_failures, dd.leaders.down_after_failures);
+  EXPECT_EQ(dv.service.command_timeout, dd.service.command_timeout);
+  EXPECT_EQ(dv.sync.interval, dd.sync.interval);
+  EXPECT_EQ(dv.watcher.renew_interval, dd.watcher.renew_interval);
+  EXPECT_EQ(dv.watcher.lease, dd.watcher.lease);
   EXPECT_EQ(config.log_level, defaults.log_level);
   EXPECT_TRUE(config.layer_log_levels.empty());
   const KgroupConfig& kg = config.node.kgroup;
@@ -910,6 +926,36 @@ TEST_F(ConfigTest, KgroupBadValuesNameLineAndKey) {
       expect_error(kMinimal + "[kgroup]\nwrite_attempt_timeout_ms = 60000\n", 6, "kgroup.write_attempt_timeout_ms");
   EXPECT_THAT(message, HasSubstr("requests.dedupe_hold_ms (60000)"));
   expect_error(kMinimal + "[kgroup]\nleader_lease_ms = 600\n", 6, "kgroup.leader_lease_ms");
+}
+
+}  // namespace
+}  // namespace mesh::agent
+
+namespace mesh::agent {
+namespace {
+
+TEST_F(ConfigTest, DevicesCatalogIsLoadedAndItsErrorsNameFileLineAndKey) {
+  write_file(dir_ / "catalog.toml",
+             "[[device]]\nid = \"hall_light\"\nkind = \"dimmer\"\nlocation = [1.0, 2.0, 0.0]\n"
+             "room = \"hall\"\ndriver = \"kasa://10.0.0.20\"\n");
+  const AgentConfig config =
+      parse(kMinimal + "[devices]\ncatalog = \"catalog.toml\"\npoll_interval_ms = 500\ndown_after_failures = 3\n");
+  EXPECT_EQ(config.catalog_file, (dir_ / "catalog.toml").string());
+  ASSERT_EQ(config.node.devices.catalog.size(), 1u);
+  EXPECT_EQ(config.node.devices.catalog[0].id, "hall_light");
+  EXPECT_EQ(config.node.devices.catalog[0].room, "hall");
+  EXPECT_EQ(config.node.devices.catalog_digest.size(), 32u);
+  EXPECT_EQ(config.node.devices.leaders.poll_interval, std::chrono::milliseconds(500));
+  EXPECT_EQ(config.node.devices.leaders.down_after_failures, 3u);
+
+  write_file(dir_ / "catalog.toml", "[[device]]\nid = \"hall_light\"\nkind = \"toaster\"\n");
+  const std::string message = error_of(kMinimal + "[devices]\ncatalog = \"catalog.toml\"\n");
+  EXPECT_THAT(message, HasSubstr("devices.catalog: the catalog is not valid"));
+  EXPECT_THAT(message, HasSubstr((dir_ / "catalog.toml").string() + ":3: device hall_light.kind: unknown kind"));
+  EXPECT_THAT(message, HasSubstr("device hall_light.location: missing"));
+  EXPECT_THAT(error_of(kMinimal + "[devices]\nsubscription_renew_ms = 5000\nsubscription_lease_ms = 4000\n"),
+              HasSubstr("must exceed devices.subscription_renew_ms"));
+  EXPECT_THAT(error_of(kMinimal + "[devices]\npoll_interval_ms = 1\n"), HasSubstr("devices.poll_interval_ms"));
 }
 
 }  // namespace
