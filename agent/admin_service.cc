@@ -21,7 +21,7 @@ namespace {
 constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 constexpr std::string_view kCommands =
     "status, metrics, log_level, ping, neighbors, routes, topology, members, lock, unlock, locks, kgroups, kgroup, "
-    "kgroup_write";
+    "kgroup_write, devices, device_set, device_watch, device_add, device_remove";
 
 proto::AdminResponse error_response(std::string text) {
   proto::AdminResponse response;
@@ -53,7 +53,7 @@ std::string_view phase_name(mutex::Camera::Phase phase) {
 
 }  // namespace
 
-AdminService::AdminService(Node& node) : node_(node) {}
+AdminService::AdminService(Node& node) : node_(node), devices_(node) {}
 
 AdminService::~AdminService() {
   *alive_ = false;
@@ -103,6 +103,21 @@ void AdminService::handle(const proto::AdminRequest& request, Reply reply, Conne
       return;
     case proto::AdminRequest::kKgroupWrite:
       kgroup_write(request.kgroup_write(), std::move(reply));
+      return;
+    case proto::AdminRequest::kDevices:
+      devices_.devices(request.devices(), std::move(reply));
+      return;
+    case proto::AdminRequest::kDeviceSet:
+      devices_.set(request.device_set(), std::move(reply));
+      return;
+    case proto::AdminRequest::kDeviceWatch:
+      devices_.watch(request.device_watch(), std::move(reply), connection);
+      return;
+    case proto::AdminRequest::kDeviceAdd:
+      devices_.add(request.device_add(), std::move(reply));
+      return;
+    case proto::AdminRequest::kDeviceRemove:
+      devices_.remove(request.device_remove(), std::move(reply));
       return;
     case proto::AdminRequest::COMMAND_NOT_SET:
       break;
@@ -284,6 +299,7 @@ proto::AdminResponse AdminService::unlock(const proto::UnlockRequest& request, C
 
 void AdminService::connection_closed(ConnectionId connection) {
   if (connection == 0) return;
+  devices_.connection_closed(connection);
   for (auto it = claims_.begin(); it != claims_.end();) {
     if (it->second.connection != connection) {
       ++it;

@@ -51,9 +51,9 @@ void DeviceService::ensure_groups() {
     return;
   }
   if (env_.now() - view_changed_at_ < options_.ensure_quiet) return;
-  // A node that sees fewer than k live members (just booted, or cut off)
-  // would create groups of itself alone.
-  if (view_.live_members().size() < kgroups_.config().selection.k) return;
+  // A node that sees no other member (just booted, or cut off) would create
+  // groups of itself alone; a mesh of one node (k = 1) is the exception.
+  if (view_.live_members().size() < std::min<size_t>(kgroups_.config().selection.k, 2)) return;
   std::set<std::string> targets;
   for (const auto& [id, spec] : catalog_.devices()) targets.insert(kgroups_.selector().device_group(id).to_string());
   for (const std::string& key : targets) {

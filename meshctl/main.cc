@@ -28,7 +28,7 @@ constexpr const char* kSocketEnv = "MESHCTL_SOCKET";
 // file (see verbs.h) and one line here.
 std::span<const VerbFamily* const> families() {
   static const VerbFamily* const table[] = {
-      &node_verbs(), &routing_verbs(), &membership_verbs(), &lock_verbs(), &kgroup_verbs(),
+      &node_verbs(), &routing_verbs(), &membership_verbs(), &lock_verbs(), &kgroup_verbs(), &device_verbs(),
   };
   return table;
 }
@@ -91,6 +91,11 @@ EXIT STATUS
     2   the command line is wrong.
     For lock, once the resource is granted: the status of CMD. For
     kgroup-write, 1 also when the write was not acknowledged in time.
+    For device set, the command's outcome: 0 ok, 3 refused (outside the
+    device's schema), 4 device down, 5 driver error, 6 the device did not
+    answer in time, 7 interrupted (its leader died while actuating: it may
+    or may not have happened); 1 if no outcome arrived in time. For device
+    add and device remove, 1 if any change was refused.
 
 ENVIRONMENT
     MESHCTL_SOCKET
@@ -109,6 +114,10 @@ EXAMPLES
     meshctl kgroup-write device:lamp 'on at 18:00' --timeout 5
     meshctl --json kgroup device:lamp --log
     meshctl kgroups
+    meshctl devices
+    meshctl device set hall_light power=on brightness=30 --timeout 5
+    meshctl device watch hall_light hall_motion
+    meshctl device add --file new-devices.toml
     meshctl lock pump --timeout 30 -- sh -c 'echo "token $MESH_FENCING_TOKEN"'
     MESHCTL_SOCKET=/tmp/mesh/n1/admin.sock meshctl status
 )";
@@ -197,6 +206,10 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
       line.log = true;
       continue;
     }
+    if (arg == "--replace") {
+      line.replace = true;
+      continue;
+    }
     // Options with a value: "--name VALUE" or "--name=VALUE".
     std::string_view name = arg;
     std::optional<std::string_view> value;
@@ -204,7 +217,8 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     }
-    if (name != "--socket" && name != "--timeout" && name != "--count" && name != "--interval") {
+    if (name != "--socket" && name != "--timeout" && name != "--count" && name != "--interval" && name != "--file" &&
+        name != "--id") {
       return Unexpected(fmt::format("unknown option '{}'", arg));
     }
     if (!value) {
@@ -214,6 +228,12 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
     if (name == "--socket") {
       if (value->empty()) return Unexpected(std::string("--socket needs a path"));
       line.socket = *value;
+    } else if (name == "--file") {
+      if (value->empty()) return Unexpected(std::string("--file needs a path"));
+      line.file = std::string(*value);
+    } else if (name == "--id") {
+      if (value->empty()) return Unexpected(std::string("--id needs a command id"));
+      line.command_id = std::string(*value);
     } else if (name == "--timeout") {
       line.timeout_s = parse_seconds(*value);
       if (!line.timeout_s || *line.timeout_s <= 0) {
@@ -249,6 +269,9 @@ int run(int argc, char** argv) {
   }
   if (line.all && command != "members") return usage_error("--all applies to members only");
   if (line.log && command != "kgroup") return usage_error("--log applies to kgroup only");
+  const std::string sub = line.words.size() > 1 && command == "device" ? line.words[1] : std::string();
+  if ((line.file || line.replace) && sub != "add") return usage_error("--file and --replace apply to device add only");
+  if (line.command_id && sub != "set") return usage_error("--id applies to device set only");
   const Verb* verb = find_verb(command);
   if (verb == nullptr) return usage_error(fmt::format("unknown command '{}' ({})", command, verb_list()));
   AgentConnection connection(line.socket);

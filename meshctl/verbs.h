@@ -34,5 +34,6 @@ const VerbFamily& routing_verbs();     // neighbors, routes, topology
 const VerbFamily& membership_verbs();  // members
 const VerbFamily& lock_verbs();        // lock, locks
 const VerbFamily& kgroup_verbs();      // kgroups, kgroup, kgroup-write
+const VerbFamily& device_verbs();      // devices, device
 
 }  // namespace mesh::meshctl

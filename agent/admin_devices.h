@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/node.h"
+#include "proto/admin.pb.h"
+
+namespace mesh::agent {
+
+// The device commands of the admin protocol (meshctl devices, device ...),
+// for AdminService: listing devices through their groups' leaders, running
+// commands, changing the catalog, and watches that belong to one admin
+// connection (long polls: DeviceWatchRequest).
+class AdminDevices {
+ public:
+  using Reply = std::function<void(proto::AdminResponse response)>;
+  using ConnectionId = uint64_t;
+
+  explicit AdminDevices(Node& node);
+  AdminDevices(const AdminDevices&) = delete;
+  AdminDevices& operator=(const AdminDevices&) = delete;
+  ~AdminDevices();
+
+  void devices(const proto::DevicesRequest& request, Reply reply);
+  void set(const proto::DeviceSetRequest& request, Reply reply);
+  void watch(const proto::DeviceWatchRequest& request, Reply reply, ConnectionId connection);
+  void add(const proto::DeviceAddRequest& request, Reply reply);
+  void remove(const proto::DeviceRemoveRequest& request, Reply reply);
+  // Ends the connection's watch.
+  void connection_closed(ConnectionId connection);
+
+  // Changes a watch keeps for its meshctl between two polls.
+  static constexpr size_t kMaxBufferedChanges = 1024;
+
+ private:
+  struct Watch;
+  void answer_watch(ConnectionId connection);
+  proto::DeviceRow row_of(const routine::DeviceSpec& spec) const;
+
+  Node& node_;
+  std::map<ConnectionId, std::unique_ptr<Watch>> watches_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace mesh::agent

@@ -1,0 +1,306 @@
+// meshctl verbs about devices: devices, device (show, set, watch, add,
+// remove).
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "meshctl/output.h"
+#include "meshctl/verbs.h"
+
+namespace mesh::meshctl {
+namespace {
+
+constexpr std::string_view kHelp = R"(    devices
+        Every device of the mesh's catalog, read through the leader of its
+        device group: id, kind, room, state (as ATTR=VALUE), up or down
+        (with the reason), the node leading it, and the time of its last
+        change. A device whose group cannot be read shows why. With
+        --json: {"devices": [{"id", "kind", "room", "floor", "driver",
+        "location", "state", "known", "up", "reason", "version", "group",
+        "leader", "changed_at_unix_ms", "error"}], "catalog_version"}.
+
+    device ID
+    device show ID
+        One device, as devices prints it, with every field.
+
+    device set ID ATTR=VALUE... [--timeout S] [--id COMMAND_ID]
+        Runs a command: any agent accepts it, the device's leader actuates
+        it through the driver and records the outcome, which is printed.
+        Values follow the device's schema: power=on|off, brightness=0..100,
+        color_temp=2500..9000, locked=true|false, target=5..35. A command
+        is actuated at most once, even across a leader's crash; reusing a
+        COMMAND_ID (--id) makes a retry of an unanswered command safe.
+        The exit status tells the outcome (see EXIT STATUS).
+
+    device watch [ID...]
+        Prints one line per change of the given devices (all, without
+        IDs) until interrupted: time, device, state, up/down, leader. With
+        --json one object per line, as devices prints a device plus
+        "seq".
+
+    device add --file F [--replace]
+        Adds the [[device]] tables of the catalog file F (the format of the
+        agent's [devices] catalog file) to the mesh-wide catalog. Every
+        node sees the change within seconds; it survives crashes and
+        restarts and reaches nodes that were down. A device already defined
+        differently is refused unless --replace is given. Prints the
+        catalog version each device got.
+
+    device remove ID
+        Removes a device from the mesh-wide catalog.
+)";
+
+std::string changed_text(int64_t unix_ms) {
+  if (unix_ms <= 0) return "-";
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  const double ago = static_cast<double>(now - unix_ms) / 1000.0;
+  return ago < 0 ? "just now" : fmt::format("{} s ago", format_number(ago));
+}
+
+std::string up_text(const proto::DeviceRow& d) {
+  if (!d.error().empty() && !d.known()) return "unknown";
+  if (!d.known()) return "unknown";
+  return d.up() ? "up" : "down";
+}
+
+std::vector<std::string> table_row(const proto::DeviceRow& d) {
+  return {d.id(),
+          d.kind(),
+          d.room().empty() ? "-" : d.room(),
+          d.state().empty() ? "-" : d.state(),
+          up_text(d),
+          d.leader().empty() ? "-" : d.leader(),
+          changed_text(d.changed_at_unix_ms())};
+}
+
+double wait_of(const CommandLine& line) { return line.timeout_s.value_or(kDefaultTimeoutS) + kPingAnswerGraceS; }
+
+uint32_t timeout_ms(const CommandLine& line) {
+  return line.timeout_s ? static_cast<uint32_t>(std::min(*line.timeout_s * 1000.0, 3.6e6)) : 0;
+}
+
+int run_devices(AgentConnection& connection, const CommandLine& line) {
+  if (line.words.size() != 1) return usage_error("devices takes no arguments (device ID shows one)");
+  proto::AdminRequest request;
+  request.mutable_devices()->set_timeout_ms(timeout_ms(line));
+  auto response = connection.call(request, wait_of(line));
+  if (!response) return no_agent(connection, response.error());
+  if (!response->error().empty()) return agent_error(response->error());
+  if (!response->has_devices()) return unexpected_answer("devices");
+  const proto::DevicesReply& reply = response->devices();
+  if (line.json) {
+    print_json(reply);
+    return kExitOk;
+  }
+  if (reply.devices().empty()) {
+    std::cout << "the catalog has no devices (meshctl device add --file F adds some)\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {{"ID", "KIND", "ROOM", "STATE", "UP", "LEADER", "CHANGED"}};
+  std::vector<std::string> problems;
+  for (const auto& d : reply.devices()) {
+    rows.push_back(table_row(d));
+    if (!d.error().empty()) problems.push_back(fmt::format("  {}: {}", d.id(), d.error()));
+    if (d.known() && !d.up()) problems.push_back(fmt::format("  {} is down: {}", d.id(), d.reason()));
+  }
+  print_table(rows, {false, false, false, false, false, false, false});
+  for (const auto& p : problems) std::cout << p << "\n";
+  return kExitOk;
+}
+
+int show_device(AgentConnection& connection, const CommandLine& line, const std::string& id) {
+  proto::AdminRequest request;
+  request.mutable_devices()->add_ids(id);
+  request.mutable_devices()->set_timeout_ms(timeout_ms(line));
+  auto response = connection.call(request, wait_of(line));
+  if (!response) return no_agent(connection, response.error());
+  if (!response->error().empty()) return agent_error(response->error());
+  if (!response->has_devices() || response->devices().devices_size() != 1) return unexpected_answer("device");
+  const proto::DeviceRow& d = response->devices().devices(0);
+  if (line.json) {
+    print_json(d);
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"id", d.id()},
+      {"kind", d.kind()},
+      {"room", d.room().empty() ? "-" : d.room()},
+      {"floor", d.floor().empty() ? "-" : d.floor()},
+      {"location", d.location_size() == 3 ? fmt::format("[{}, {}, {}]", format_number(d.location(0)),
+                                                         format_number(d.location(1)), format_number(d.location(2)))
+                                          : "-"},
+      {"driver", d.driver()},
+      {"state", d.state().empty() ? "-" : d.state()},
+      {"up", up_text(d) + (d.known() && !d.up() ? " (" + d.reason() + ")" : "")},
+      {"version", std::to_string(d.version())},
+      {"group", d.group()},
+      {"leader", d.leader().empty() ? "-" : d.leader()},
+      {"changed", changed_text(d.changed_at_unix_ms())}};
+  if (!d.error().empty()) rows.push_back({"error", d.error()});
+  print_table(rows, {false, false});
+  return kExitOk;
+}
+
+int exit_status_of(const std::string& status) {
+  if (status == "ok") return kExitOk;
+  if (status == "refused") return 3;
+  if (status == "device_down") return 4;
+  if (status == "driver_error") return 5;
+  if (status == "timeout") return 6;
+  if (status == "interrupted") return 7;
+  return kExitFailure;
+}
+
+int set_device(AgentConnection& connection, const CommandLine& line) {
+  if (line.words.size() < 4) {
+    return usage_error("device set takes an ID and at least one ATTR=VALUE, e.g. device set hall_light power=on");
+  }
+  proto::AdminRequest request;
+  auto& set = *request.mutable_device_set();
+  set.set_id(line.words[2]);
+  for (size_t i = 3; i < line.words.size(); ++i) set.add_assignments(line.words[i]);
+  set.set_timeout_ms(timeout_ms(line));
+  if (line.command_id) set.set_command_id(*line.command_id);
+  auto response = connection.call(request, wait_of(line));
+  if (!response) return no_agent(connection, response.error());
+  if (!response->error().empty()) return agent_error(response->error());
+  if (!response->has_device_set()) return unexpected_answer("device set");
+  const proto::DeviceSetReply& reply = response->device_set();
+  if (line.json) {
+    print_json(reply);
+  } else if (reply.status() == "ok") {
+    std::cout << fmt::format("{}: ok, now {} (command {})\n", set.id(),
+                             reply.state_after().empty() ? "set" : reply.state_after(), reply.command_id());
+  } else {
+    std::cerr << fmt::format("meshctl: device {}: {}: {} (command {})\n", set.id(), reply.status(), reply.detail(),
+                             reply.command_id());
+  }
+  return exit_status_of(reply.status());
+}
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+int watch_devices(AgentConnection& connection, const CommandLine& line) {
+  std::signal(SIGINT, [](int) { g_interrupted = 1; });
+  std::signal(SIGTERM, [](int) { g_interrupted = 1; });
+  proto::AdminRequest request;
+  auto& watch = *request.mutable_device_watch();
+  for (size_t i = 2; i < line.words.size(); ++i) watch.add_ids(line.words[i]);
+  constexpr uint32_t kPollMs = 1000;  // short polls, so an interrupt ends meshctl within a second
+  watch.set_wait_ms(kPollMs);
+  uint64_t after = 0;
+  while (g_interrupted == 0) {
+    watch.set_after(after);
+    auto response = connection.call(request, kPollMs / 1000.0 + kDefaultTimeoutS);
+    if (g_interrupted != 0) break;
+    if (!response) return no_agent(connection, response.error());
+    if (!response->error().empty()) return agent_error(response->error());
+    if (!response->has_device_watch()) return unexpected_answer("device watch");
+    const proto::DeviceWatchReply& reply = response->device_watch();
+    for (const auto& change : reply.changes()) {
+      const proto::DeviceRow& d = change.device();
+      if (line.json) {
+        print_json(change);
+      } else {
+        const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+        char clock[16];
+        std::strftime(clock, sizeof clock, "%H:%M:%S", std::localtime(&now));
+        std::cout << fmt::format("{} {} {} {}{} leader {}\n", clock, d.id(), d.state().empty() ? "-" : d.state(),
+                                 up_text(d), d.known() && !d.up() ? " (" + d.reason() + ")" : "",
+                                 d.leader().empty() ? "-" : d.leader());
+      }
+      std::cout.flush();
+    }
+    after = std::max(after, reply.last());
+  }
+  return kExitOk;
+}
+
+int add_devices(AgentConnection& connection, const CommandLine& line) {
+  if (line.words.size() != 2 || !line.file) {
+    return usage_error("device add takes --file F (a catalog file of [[device]] tables), e.g. device add --file new.toml");
+  }
+  std::ifstream in(*line.file, std::ios::binary);
+  if (!in) return usage_error(fmt::format("device add: cannot read {}", *line.file));
+  std::ostringstream text;
+  text << in.rdbuf();
+  proto::AdminRequest request;
+  auto& add = *request.mutable_device_add();
+  add.set_catalog(text.str());
+  add.set_source(*line.file);
+  add.set_replace(line.replace);
+  add.set_timeout_ms(timeout_ms(line));
+  auto response = connection.call(request, wait_of(line));
+  if (!response) return no_agent(connection, response.error());
+  if (!response->error().empty()) return agent_error(response->error());
+  if (!response->has_device_add()) return unexpected_answer("device add");
+  int status = kExitOk;
+  if (line.json) print_json(response->device_add());
+  for (const auto& v : response->device_add().verdicts()) {
+    if (v.refused()) status = kExitFailure;
+    if (line.json) continue;
+    if (v.refused()) {
+      std::cerr << fmt::format("meshctl: device {} refused: {}\n", v.id(), v.detail());
+    } else {
+      std::cout << fmt::format("device {} added as catalog version {}\n", v.id(), v.version());
+    }
+  }
+  return status;
+}
+
+int remove_device(AgentConnection& connection, const CommandLine& line) {
+  if (line.words.size() != 3) return usage_error("device remove takes one ID");
+  proto::AdminRequest request;
+  request.mutable_device_remove()->set_id(line.words[2]);
+  request.mutable_device_remove()->set_timeout_ms(timeout_ms(line));
+  auto response = connection.call(request, wait_of(line));
+  if (!response) return no_agent(connection, response.error());
+  if (!response->error().empty()) return agent_error(response->error());
+  if (!response->has_device_remove()) return unexpected_answer("device remove");
+  const auto& v = response->device_remove().verdict();
+  if (line.json) {
+    print_json(response->device_remove());
+  } else if (v.refused()) {
+    std::cerr << fmt::format("meshctl: removing device {} refused: {}\n", v.id(), v.detail());
+  } else {
+    std::cout << fmt::format("device {} removed as catalog version {}\n", v.id(), v.version());
+  }
+  return v.refused() ? kExitFailure : kExitOk;
+}
+
+int run_device(AgentConnection& connection, const CommandLine& line) {
+  if (line.words.size() < 2) return usage_error("device takes ID, or one of show, set, watch, add, remove");
+  const std::string& sub = line.words[1];
+  if (sub == "set") return set_device(connection, line);
+  if (sub == "watch") return watch_devices(connection, line);
+  if (sub == "add") return add_devices(connection, line);
+  if (sub == "remove") return remove_device(connection, line);
+  if (sub == "show") {
+    if (line.words.size() != 3) return usage_error("device show takes one ID");
+    return show_device(connection, line, line.words[2]);
+  }
+  if (line.words.size() != 2) return usage_error(fmt::format("unknown device command '{}'", sub));
+  return show_device(connection, line, sub);
+}
+
+constexpr Verb kVerbs[] = {
+    {"devices", run_devices},
+    {"device", run_device},
+};
+
+}  // namespace
+
+const VerbFamily& device_verbs() {
+  static constexpr VerbFamily family{kHelp, kVerbs};
+  return family;
+}
+
+}  // namespace mesh::meshctl
