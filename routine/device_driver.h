@@ -3,6 +3,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "core/expected.h"
 #include "routine/device_model.h"
@@ -52,6 +54,15 @@ class DeviceDriver {
   // result carries the state after actuation if the device reported it
   // (else empty attributes: the caller reads again).
   virtual void actuate(const Attributes& values, Callback callback) = 0;
+  // actuate() on behalf of the command `command_id`. Drivers that can carry
+  // the id to the device override it (Kasa sends it in an extension field
+  // that the device emulator logs with each actuation, so tests can tell
+  // which command switched what, and how often); by default the id is
+  // ignored.
+  virtual void actuate_command(std::string_view command_id, const Attributes& values, Callback callback) {
+    (void)command_id;
+    actuate(values, std::move(callback));
+  }
   // Push drivers (MQTT) report every state change and loss of contact
   // through `callback` until destroyed, and return true; pull drivers (Kasa,
   // emulated) return false and are polled with read().
