@@ -131,7 +131,7 @@ EXIT STATUS
 
 EXAMPLES
     meshemu --device plug:lamp:9999 --device motion_sensor:hall:10000
-    meshemu --config deploy/examples/meshemu.toml --log /tmp/actuations.log
+    meshemu --config tools/meshemu/example.toml --log /tmp/actuations.log
 )";
 
 std::string help_text() {
