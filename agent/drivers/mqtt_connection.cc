@@ -127,6 +127,7 @@ MqttConnection::MqttConnection(asio::io_context& io, MqttSettings settings)
   mosquitto_connect_callback_set(mosq_, &MqttConnection::on_connect_cb);
   mosquitto_disconnect_callback_set(mosq_, &MqttConnection::on_disconnect_cb);
   mosquitto_message_callback_set(mosq_, &MqttConnection::on_message_cb);
+  mosquitto_subscribe_callback_set(mosq_, &MqttConnection::on_subscribe_cb);
   if (!settings_.username.empty()) {
     mosquitto_username_pw_set(mosq_, settings_.username.c_str(),
                               settings_.password.empty() ? nullptr : settings_.password.c_str());
@@ -355,27 +356,30 @@ void MqttConnection::on_connect_cb(mosquitto* /*m*/, void* self_ptr, int rc) {
                                            mosquitto_connack_string(rc));
     logger().warn("mqtt connect refused broker={} reason=\"{}\"", self->settings_.describe(),
                   mosquitto_connack_string(rc));
+    self->refused_reason_ = reason;
     mosquitto_disconnect(self->mosq_);
     self->schedule_reconnect(reason);
     return;
   }
+  self->refused_reason_.clear();
   self->connected_ = true;
   self->last_error_.clear();
   self->backoff_ = self->settings_.backoff_min;
   ++self->connects_;
   logger().info("mqtt connected broker={} connects={}", self->settings_.describe(), self->connects_);
-  for (const auto& [topic, refs] : self->topic_refs_) {
-    mosquitto_subscribe(self->mosq_, nullptr, topic.c_str(), 1);
-  }
+  self->unacknowledged_.clear();
+  for (const auto& [topic, refs] : self->topic_refs_) self->send_subscribe(topic);
   self->notify_status();
 }
 
 void MqttConnection::on_disconnect_cb(mosquitto* /*m*/, void* self_ptr, int rc) {
   auto* self = static_cast<MqttConnection*>(self_ptr);
   if (self->closing_) return;
-  const std::string reason = rc == 0 ? fmt::format("{}: disconnected", self->settings_.describe())
-                                     : fmt::format("{}: connection lost ({})", self->settings_.describe(),
-                                                   mosquitto_strerror(rc));
+  // After a refused CONNECT the refusal is the reason worth reporting.
+  const std::string reason = !self->refused_reason_.empty() ? self->refused_reason_
+                             : rc == 0 ? fmt::format("{}: disconnected", self->settings_.describe())
+                                       : fmt::format("{}: connection lost ({})", self->settings_.describe(),
+                                                     mosquitto_strerror(rc));
   // Inside a libmosquitto call: reconnect from a handler of our own.
   std::weak_ptr<MqttConnection> weak = self->weak_from_this();
   self->went_down(reason);
@@ -409,7 +413,7 @@ uint64_t MqttConnection::subscribe(const std::string& topic, MessageHandler hand
   const uint64_t id = next_id_++;
   subscriptions_[id] = {topic, std::move(handler)};
   if (topic_refs_[topic]++ == 0 && connected_) {
-    mosquitto_subscribe(mosq_, nullptr, topic.c_str(), 1);
+    send_subscribe(topic);
     sync();
   }
   return id;
@@ -427,6 +431,17 @@ void MqttConnection::unsubscribe(uint64_t id) {
       sync();
     }
   }
+}
+
+void MqttConnection::send_subscribe(const std::string& topic) {
+  int mid = 0;
+  if (mosquitto_subscribe(mosq_, &mid, topic.c_str(), 1) == MOSQ_ERR_SUCCESS) unacknowledged_.insert(mid);
+}
+
+void MqttConnection::on_subscribe_cb(mosquitto* /*m*/, void* self_ptr, int mid, int /*count*/,
+                                     const int* /*granted*/) {
+  auto* self = static_cast<MqttConnection*>(self_ptr);
+  self->unacknowledged_.erase(mid);
 }
 
 uint64_t MqttConnection::on_status(StatusHandler handler) {

@@ -104,6 +104,8 @@ class MqttConnection : public std::enable_shared_from_this<MqttConnection> {
   std::optional<std::string> publish(const std::string& topic, std::string_view payload, int qos, bool retain = false);
 
   bool connected() const { return connected_; }
+  // Connected, and the broker acknowledged every subscription.
+  bool subscribed() const { return connected_ && unacknowledged_.empty(); }
   // Why the connection is down (empty while connected).
   const std::string& last_error() const { return last_error_; }
   const MqttSettings& settings() const { return settings_; }
@@ -130,6 +132,8 @@ class MqttConnection : public std::enable_shared_from_this<MqttConnection> {
 
   static void on_connect_cb(mosquitto* m, void* self, int rc);
   static void on_disconnect_cb(mosquitto* m, void* self, int rc);
+  void send_subscribe(const std::string& topic);
+  static void on_subscribe_cb(mosquitto* m, void* self, int mid, int count, const int* granted);
   static void on_message_cb(mosquitto* m, void* self, const mosquitto_message* message);
 
   asio::io_context& io_;
@@ -155,6 +159,8 @@ class MqttConnection : public std::enable_shared_from_this<MqttConnection> {
   std::map<uint64_t, Subscription> subscriptions_;
   std::map<std::string, int> topic_refs_;
   std::map<uint64_t, StatusHandler> status_handlers_;
+  std::set<int> unacknowledged_;  // SUBSCRIBE message ids without a SUBACK
+  std::string refused_reason_;    // why the broker refused the last CONNECT
 };
 
 // The agent's broker connections, one per MqttSettings::key(), alive while a
