@@ -137,6 +137,7 @@ class MqttBroker : public ::testing::Test {
     std::vector<std::string> argv = {*pub_, "-h", "127.0.0.1", "-p", std::to_string(port_), "-q", "1",
                                      "-t", topic, "-m", payload};
     if (retain) argv.push_back("-r");
+    argv.insert(argv.end(), client_args_.begin(), client_args_.end());
     ASSERT_EQ(wait_for(spawn(argv)), 0) << "mosquitto_pub " << topic;
   }
 
@@ -145,9 +146,10 @@ class MqttBroker : public ::testing::Test {
   fs::path subscribe(asio::io_context& io, const std::string& topic) {
     const fs::path out = dir_ / ("sub_" + std::to_string(subscribers_.size()) + ".txt");
     const std::string probe = "meshtest/probe/" + std::to_string(subscribers_.size());
-    subscribers_.push_back(
-        spawn({*sub_, "-h", "127.0.0.1", "-p", std::to_string(port_), "-v", "-q", "1", "-t", topic, "-t", probe},
-              out.string()));
+    std::vector<std::string> argv = {*sub_, "-h", "127.0.0.1", "-p", std::to_string(port_), "-v", "-q", "1",
+                                     "-t",  topic, "-t", probe};
+    argv.insert(argv.end(), client_args_.begin(), client_args_.end());
+    subscribers_.push_back(spawn(argv, out.string()));
     const bool ready = run_until(io, [&] {
       publish(probe, "x");
       return read_file(out).find(probe) != std::string::npos;
@@ -161,6 +163,7 @@ class MqttBroker : public ::testing::Test {
   uint16_t port_ = 0;
   pid_t broker_pid_ = -1;
   std::vector<pid_t> subscribers_;
+  std::vector<std::string> client_args_;  // extra arguments of mosquitto_pub/_sub (TLS)
 };
 
 routine::DeviceSpec spec(const std::string& id, DeviceKind kind, const std::string& uri) {
@@ -381,6 +384,70 @@ TEST_F(MqttBroker, UsernameAndPassword) {
     return bad->connection().last_error().find("not authori") != std::string::npos;
   })) << bad->connection().last_error();
   EXPECT_FALSE(bad->connection().connected());
+}
+
+TEST_F(MqttBroker, Tls) {
+  const auto openssl = find_program("openssl");
+  if (!openssl) GTEST_SKIP() << "openssl is not installed (needed to make the test's certificates)";
+  auto run_openssl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), *openssl);
+    return wait_for(spawn(args, (dir_ / "openssl.log").string()));
+  };
+  const std::string d = dir_.string() + "/";
+  const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  ASSERT_EQ(run_openssl(with({"req", "-x509", "-days", "2", "-subj", "/CN=meshtest-ca", "-keyout", d + "ca.key", "-out",
+                              d + "ca.pem"},
+                             ec)),
+            0);
+  ASSERT_EQ(run_openssl(with({"req", "-x509", "-days", "2", "-subj", "/CN=other-ca", "-keyout", d + "other.key", "-out",
+                              d + "other.pem"},
+                             ec)),
+            0);
+  ASSERT_EQ(run_openssl(with({"req", "-subj", "/CN=127.0.0.1", "-keyout", d + "server.key", "-out", d + "server.csr"}, ec)),
+            0);
+  std::ofstream(dir_ / "san.ext") << "subjectAltName=IP:127.0.0.1\n";
+  ASSERT_EQ(run_openssl({"x509", "-req", "-days", "2", "-in", d + "server.csr", "-CA", d + "ca.pem", "-CAkey",
+                         d + "ca.key", "-CAcreateserial", "-out", d + "server.pem", "-extfile", d + "san.ext"}),
+            0)
+      << read_file(dir_ / "openssl.log");
+  // mosquitto started as root reads its files as the mosquitto user.
+  fs::permissions(dir_ / "server.key", fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  start_broker("allow_anonymous true\ncafile " + d + "ca.pem\ncertfile " + d + "server.pem\nkeyfile " + d +
+               "server.key\n");
+  client_args_ = {"--cafile", d + "ca.pem"};
+
+  asio::io_context io;
+  MqttBrokers brokers(io);
+  const std::string base = "z2m://127.0.0.1:" + std::to_string(port_) + "/zigbee2mqtt/lamp?ca=";
+  auto driver = open(io, brokers, spec("lamp", DeviceKind::plug, base + d + "ca.pem"));
+  auto untrusted = open(io, brokers, spec("lamp2", DeviceKind::plug, base + d + "other.pem"));
+  ASSERT_TRUE(driver && untrusted);
+  EXPECT_EQ(driver->connection().settings().describe(), "mqtts://127.0.0.1:" + std::to_string(port_));
+  Watched watched;
+  driver->watch(watched.callback());
+  ASSERT_TRUE(run_until(io, [&] { return driver->connection().subscribed(); })) << driver->connection().last_error();
+  publish("zigbee2mqtt/lamp", R"({"state":"ON"})");
+  ASSERT_TRUE(run_until(io, [&] { return watched.has_state({{"power", true}}); }));
+
+  const auto commands = subscribe(io, "zigbee2mqtt/lamp/set");
+  bool answered = false;
+  auto set = run(
+      io, [&](auto cb) { driver->actuate({{"power", false}}, cb); },
+      [&] {
+        if (!answered && read_file(commands).find(R"(zigbee2mqtt/lamp/set {"state":"OFF"})") != std::string::npos) {
+          answered = true;
+          publish("zigbee2mqtt/lamp", R"({"state":"OFF"})");
+        }
+      });
+  ASSERT_TRUE(set && *set) << (set ? set->error().reason : "no result");
+  EXPECT_EQ(**set, (Attributes{{"power", false}}));
+  // A broker whose certificate the CA does not sign is never trusted.
+  EXPECT_FALSE(untrusted->connection().connected());
+  EXPECT_FALSE(untrusted->connection().last_error().empty());
 }
 
 TEST(MqttDriverOpen, UriErrors) {
