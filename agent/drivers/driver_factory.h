@@ -15,11 +15,12 @@
 // broker connections go: drivers hold their connection themselves, so either
 // order of destruction is safe; `io` must outlive both.
 
-#include <asio/io_context.hpp>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <asio/io_context.hpp>
 
 #include "routine/device_driver.h"
 

@@ -1,8 +1,8 @@
 #include "agent/drivers/driver_uri.h"
 
-#include <fmt/format.h>
-
 #include <charconv>
+
+#include <fmt/format.h>
 
 namespace mesh::drivers {
 namespace {
@@ -35,16 +35,15 @@ std::optional<std::string> percent_decode(std::string_view text) {
 bool valid_scheme(std::string_view scheme) {
   if (scheme.empty()) return false;
   for (char c : scheme) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
-                    c == '-' || c == '.';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.';
     if (!ok) return false;
   }
   return true;
 }
 
 bool valid_host_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-         c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
 }
 
 }  // namespace
@@ -73,9 +72,7 @@ std::string DriverUri::authority(uint16_t default_port) const {
 }
 
 core::Expected<DriverUri, std::string> parse_driver_uri(std::string_view text) {
-  auto error = [&](std::string_view what) {
-    return core::Unexpected(fmt::format("driver URI '{}': {}", text, what));
-  };
+  auto error = [&](std::string_view what) { return core::Unexpected(fmt::format("driver URI '{}': {}", text, what)); };
   DriverUri uri;
   const size_t colon = text.find("://");
   if (colon == std::string_view::npos) return error("expected SCHEME://HOST[:PORT][/PATH][?QUERY]");

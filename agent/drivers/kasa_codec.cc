@@ -1,11 +1,11 @@
 #include "agent/drivers/kasa_codec.h"
 
-#include <fmt/format.h>
-
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace mesh::drivers::kasa {
 namespace {
@@ -80,7 +80,8 @@ core::Expected<json, DriverError> parse_json(std::string_view text) {
   }
   json parsed = json::parse(text.begin(), text.end(), nullptr, false);
   if (parsed.is_discarded()) {
-    return core::Unexpected(DriverError{DriverFailure::protocol, fmt::format("reply is not JSON ({} bytes)", text.size())});
+    return core::Unexpected(
+        DriverError{DriverFailure::protocol, fmt::format("reply is not JSON ({} bytes)", text.size())});
   }
   if (!parsed.is_object()) {
     return core::Unexpected(DriverError{DriverFailure::protocol, "reply is not a JSON object"});
@@ -138,7 +139,7 @@ std::optional<double> as_number(const Value& value) {
 
 // The calls that set `values`, or what cannot be set.
 core::Expected<std::vector<Call>, std::string> plan(const Target& target, const Attributes& values,
-                                                     const ActuateOptions& options) {
+                                                    const ActuateOptions& options) {
   std::vector<Call> calls;
   if (!target.child_id.empty() && !is_outlet_kind(target.kind)) {
     return core::Unexpected(outlet_kind_error(target.kind));
@@ -241,8 +242,8 @@ size_t FrameReader::feed(std::string_view bytes) {
     used += n;
     if (header_.size() < kHeaderSize) return used;
     declared_ = (uint32_t{static_cast<uint8_t>(header_[0])} << 24) |
-                (uint32_t{static_cast<uint8_t>(header_[1])} << 16) |
-                (uint32_t{static_cast<uint8_t>(header_[2])} << 8) | uint32_t{static_cast<uint8_t>(header_[3])};
+                (uint32_t{static_cast<uint8_t>(header_[1])} << 16) | (uint32_t{static_cast<uint8_t>(header_[2])} << 8) |
+                uint32_t{static_cast<uint8_t>(header_[3])};
     if (declared_ > max_payload_) {
       status_ = Status::oversized;
       return used;
@@ -317,7 +318,8 @@ DriverResult parse_sysinfo_reply(const Target& target, std::string_view text) {
   if (!target.child_id.empty()) {
     if (!is_outlet_kind(target.kind)) return fail(DriverFailure::protocol, outlet_kind_error(target.kind));
     const json* children = member(info, "children");
-    if (children == nullptr || !children->is_array()) return fail(DriverFailure::protocol, "sysinfo has no children list");
+    if (children == nullptr || !children->is_array())
+      return fail(DriverFailure::protocol, "sysinfo has no children list");
     std::string device_id;
     if (const json* id = member(info, "deviceId"); id != nullptr && id->is_string()) device_id = id->get<std::string>();
     for (const auto& child : *children) {

@@ -1,15 +1,15 @@
 #include "agent/drivers/kasa_driver.h"
 
-#include <fmt/format.h>
-
 #include <array>
+#include <charconv>
+#include <utility>
+
 #include <asio/connect.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
-#include <charconv>
-#include <utility>
+#include <fmt/format.h>
 
 namespace mesh::drivers {
 
@@ -121,9 +121,9 @@ core::Expected<std::unique_ptr<KasaDriver>, std::string> KasaDriver::open(asio::
 
 void KasaDriver::read(Callback callback) {
   const kasa::Target target = target_;
-  submit(kasa::sysinfo_request(),
-         [target](std::string_view payload) { return kasa::parse_sysinfo_reply(target, payload); },
-         std::move(callback));
+  submit(
+      kasa::sysinfo_request(),
+      [target](std::string_view payload) { return kasa::parse_sysinfo_reply(target, payload); }, std::move(callback));
 }
 
 void KasaDriver::actuate(const routine::Attributes& values, Callback callback) {
@@ -156,8 +156,8 @@ void KasaDriver::fail_soon(DriverError error, Callback callback) {
 }
 
 void KasaDriver::submit(std::string payload, Parser parser, Callback callback) {
-  auto request = std::make_shared<Request>(io_, std::move(payload), std::move(parser), std::move(callback),
-                                           options_.max_reply);
+  auto request =
+      std::make_shared<Request>(io_, std::move(payload), std::move(parser), std::move(callback), options_.max_reply);
   std::weak_ptr<KasaDriver*> alive = alive_;
   request->deadline.expires_after(options_.timeout);
   request->deadline.async_wait([this, alive, request](const asio::error_code& error) {
@@ -184,17 +184,16 @@ void KasaDriver::start_next() {
   if (!error) {
     request->stage = "connecting";
     std::weak_ptr<KasaDriver*> alive = alive_;
-    request->socket.async_connect(asio::ip::tcp::endpoint(address, port_),
-                                  [this, alive, request](const asio::error_code& connect_error) {
-                                    if (alive.expired() || request->finished) return;
-                                    if (connect_error) {
-                                      finish(request, failure(DriverFailure::unreachable,
-                                                              fmt::format("connect {}: {}", endpoint_,
-                                                                          connect_error.message())));
-                                      return;
-                                    }
-                                    send(request);
-                                  });
+    request->socket.async_connect(
+        asio::ip::tcp::endpoint(address, port_), [this, alive, request](const asio::error_code& connect_error) {
+          if (alive.expired() || request->finished) return;
+          if (connect_error) {
+            finish(request, failure(DriverFailure::unreachable,
+                                    fmt::format("connect {}: {}", endpoint_, connect_error.message())));
+            return;
+          }
+          send(request);
+        });
     return;
   }
   request->stage = "resolving";
@@ -213,9 +212,9 @@ void KasaDriver::start_next() {
                             [this, alive, request](const asio::error_code& connect_error, const auto& /*endpoint*/) {
                               if (alive.expired() || request->finished) return;
                               if (connect_error) {
-                                finish(request, failure(DriverFailure::unreachable,
-                                                        fmt::format("connect {}: {}", endpoint_,
-                                                                    connect_error.message())));
+                                finish(request,
+                                       failure(DriverFailure::unreachable,
+                                               fmt::format("connect {}: {}", endpoint_, connect_error.message())));
                                 return;
                               }
                               send(request);
@@ -267,13 +266,11 @@ void KasaDriver::receive(const std::shared_ptr<Request>& request) {
             break;
         }
         if (error == asio::error::eof) {
-          const std::string what =
-              reader.consumed() == 0
-                  ? std::string("closed the connection without a reply")
-                  : reader.header_complete()
-                        ? fmt::format("closed the connection after {} of {} reply bytes",
-                                      reader.consumed() - kasa::kHeaderSize, reader.declared_length())
-                        : fmt::format("closed the connection after {} header bytes", reader.consumed());
+          const std::string what = reader.consumed() == 0 ? std::string("closed the connection without a reply")
+                                   : reader.header_complete()
+                                       ? fmt::format("closed the connection after {} of {} reply bytes",
+                                                     reader.consumed() - kasa::kHeaderSize, reader.declared_length())
+                                       : fmt::format("closed the connection after {} header bytes", reader.consumed());
           finish(request, failure(DriverFailure::protocol, fmt::format("{}: {}", endpoint_, what)));
           return;
         }

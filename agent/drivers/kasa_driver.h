@@ -25,7 +25,6 @@
 // the expected shape -> protocol; err_code != 0 -> refused. Each reason names
 // the endpoint and the stage.
 
-#include <asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -34,6 +33,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include <asio/io_context.hpp>
 
 #include "agent/drivers/driver_uri.h"
 #include "agent/drivers/kasa_codec.h"

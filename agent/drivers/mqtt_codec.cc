@@ -1,8 +1,8 @@
 #include "agent/drivers/mqtt_codec.h"
 
-#include <fmt/format.h>
-
 #include <cmath>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/drivers/kasa_codec.h"
@@ -166,7 +166,8 @@ Attributes tasmota_fields(const Device& device, const json* object) {
       if (power == nullptr) power = member(object, "POWER1");
       if (auto on = boolean(power)) out["power"] = *on;
       if (device.kind != DeviceKind::switch_ && device.kind != DeviceKind::plug) {
-        if (auto level = number(member(object, "Dimmer"))) out["brightness"] = std::clamp(std::round(*level), 0.0, 100.0);
+        if (auto level = number(member(object, "Dimmer")))
+          out["brightness"] = std::clamp(std::round(*level), 0.0, 100.0);
       }
       if (device.kind == DeviceKind::bulb) put_color_temp(out, member(object, "CT"));
       break;
@@ -228,8 +229,8 @@ std::vector<std::string> subscriptions(const Device& device) {
     return {base, base + "/availability"};
   }
   const std::string& t = device.name;
-  return {"stat/" + t + "/POWER", "stat/" + t + "/RESULT", "stat/" + t + "/STATUS10", "tele/" + t + "/STATE",
-          "tele/" + t + "/SENSOR", "tele/" + t + "/LWT"};
+  return {"stat/" + t + "/POWER", "stat/" + t + "/RESULT", "stat/" + t + "/STATUS10",
+          "tele/" + t + "/STATE", "tele/" + t + "/SENSOR", "tele/" + t + "/LWT"};
 }
 
 Update parse_message(const Device& device, const std::string& topic, std::string_view payload) {

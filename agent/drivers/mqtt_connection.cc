@@ -1,17 +1,18 @@
 #include "agent/drivers/mqtt_connection.h"
 
-#include <fmt/format.h>
 #include <mosquitto.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include <asio/post.hpp>
 #include <charconv>
 #include <fstream>
 #include <mutex>
 #include <random>
 #include <stdexcept>
 #include <vector>
+
+#include <asio/post.hpp>
+#include <fmt/format.h>
 
 #include "core/log.h"
 
@@ -135,13 +136,13 @@ MqttConnection::MqttConnection(asio::io_context& io, MqttSettings settings)
   if (settings_.tls) {
     const char* ca = settings_.ca_file.empty() ? nullptr : settings_.ca_file.c_str();
     const char* ca_dir = ca == nullptr ? "/etc/ssl/certs" : nullptr;
-    const int rc = mosquitto_tls_set(mosq_, ca, ca_dir, settings_.cert_file.empty() ? nullptr : settings_.cert_file.c_str(),
-                                     settings_.key_file.empty() ? nullptr : settings_.key_file.c_str(), nullptr);
+    const int rc =
+        mosquitto_tls_set(mosq_, ca, ca_dir, settings_.cert_file.empty() ? nullptr : settings_.cert_file.c_str(),
+                          settings_.key_file.empty() ? nullptr : settings_.key_file.c_str(), nullptr);
     if (rc != MOSQ_ERR_SUCCESS) {
       mosquitto_destroy(mosq_);
       throw std::runtime_error(fmt::format("{}: TLS setup (ca={}, cert={}, key={}): {}", settings_.describe(),
-                                           settings_.ca_file, settings_.cert_file, settings_.key_file,
-                                           error_text(rc)));
+                                           settings_.ca_file, settings_.cert_file, settings_.key_file, error_text(rc)));
     }
     if (settings_.insecure) mosquitto_tls_insecure_set(mosq_, true);
   }
@@ -333,8 +334,8 @@ void MqttConnection::tick() {
     if (connecting_ && std::chrono::steady_clock::now() - connect_started_ > settings_.connect_timeout) {
       mosquitto_disconnect(mosq_);
       sync();
-      schedule_reconnect(fmt::format("{}: no CONNACK within {} ms", settings_.describe(),
-                                     settings_.connect_timeout.count()));
+      schedule_reconnect(
+          fmt::format("{}: no CONNACK within {} ms", settings_.describe(), settings_.connect_timeout.count()));
     }
   }
   misc_timer_.expires_after(std::chrono::seconds(1));
@@ -352,8 +353,8 @@ void MqttConnection::on_connect_cb(mosquitto* /*m*/, void* self_ptr, int rc) {
   if (self->closing_) return;
   self->connecting_ = false;
   if (rc != 0) {
-    const std::string reason = fmt::format("{}: broker refused the connection: {}", self->settings_.describe(),
-                                           mosquitto_connack_string(rc));
+    const std::string reason =
+        fmt::format("{}: broker refused the connection: {}", self->settings_.describe(), mosquitto_connack_string(rc));
     logger().warn("mqtt connect refused broker={} reason=\"{}\"", self->settings_.describe(),
                   mosquitto_connack_string(rc));
     self->refused_reason_ = reason;
@@ -376,10 +377,10 @@ void MqttConnection::on_disconnect_cb(mosquitto* /*m*/, void* self_ptr, int rc) 
   auto* self = static_cast<MqttConnection*>(self_ptr);
   if (self->closing_) return;
   // After a refused CONNECT the refusal is the reason worth reporting.
-  const std::string reason = !self->refused_reason_.empty() ? self->refused_reason_
-                             : rc == 0 ? fmt::format("{}: disconnected", self->settings_.describe())
-                                       : fmt::format("{}: connection lost ({})", self->settings_.describe(),
-                                                     mosquitto_strerror(rc));
+  const std::string reason =
+      !self->refused_reason_.empty() ? self->refused_reason_
+      : rc == 0                      ? fmt::format("{}: disconnected", self->settings_.describe())
+                : fmt::format("{}: connection lost ({})", self->settings_.describe(), mosquitto_strerror(rc));
   // Inside a libmosquitto call: reconnect from a handler of our own.
   std::weak_ptr<MqttConnection> weak = self->weak_from_this();
   self->went_down(reason);
@@ -438,8 +439,7 @@ void MqttConnection::send_subscribe(const std::string& topic) {
   if (mosquitto_subscribe(mosq_, &mid, topic.c_str(), 1) == MOSQ_ERR_SUCCESS) unacknowledged_.insert(mid);
 }
 
-void MqttConnection::on_subscribe_cb(mosquitto* /*m*/, void* self_ptr, int mid, int /*count*/,
-                                     const int* /*granted*/) {
+void MqttConnection::on_subscribe_cb(mosquitto* /*m*/, void* self_ptr, int mid, int /*count*/, const int* /*granted*/) {
   auto* self = static_cast<MqttConnection*>(self_ptr);
   self->unacknowledged_.erase(mid);
 }
@@ -455,16 +455,18 @@ void MqttConnection::remove_status(uint64_t id) { status_handlers_.erase(id); }
 std::optional<std::string> MqttConnection::publish(const std::string& topic, std::string_view payload, int qos,
                                                    bool retain) {
   if (!connected_) {
-    return fmt::format("{} is not connected ({})", settings_.describe(), last_error_.empty() ? "connecting" : last_error_);
+    return fmt::format("{} is not connected ({})", settings_.describe(),
+                       last_error_.empty() ? "connecting" : last_error_);
   }
-  const int rc = mosquitto_publish(mosq_, nullptr, topic.c_str(), static_cast<int>(payload.size()), payload.data(),
-                                   qos, retain);
+  const int rc =
+      mosquitto_publish(mosq_, nullptr, topic.c_str(), static_cast<int>(payload.size()), payload.data(), qos, retain);
   sync();
   if (rc != MOSQ_ERR_SUCCESS) return fmt::format("publish {} to {}: {}", topic, settings_.describe(), error_text(rc));
   return std::nullopt;
 }
 
 std::shared_ptr<MqttConnection> MqttBrokers::get(const MqttSettings& settings) {
+  std::erase_if(connections_, [](const auto& entry) { return entry.second.expired(); });
   const std::string key = settings.key();
   auto it = connections_.find(key);
   if (it != connections_.end()) {

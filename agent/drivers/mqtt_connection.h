@@ -32,9 +32,6 @@
 //   password_file=/path   the password: the file's first line
 //   keepalive_s=N         MQTT keepalive, 5..3600, default 30
 
-#include <asio/io_context.hpp>
-#include <asio/posix/stream_descriptor.hpp>
-#include <asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -44,6 +41,10 @@
 #include <set>
 #include <string>
 #include <string_view>
+
+#include <asio/io_context.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "agent/drivers/driver_uri.h"
 #include "core/expected.h"
@@ -140,7 +141,7 @@ class MqttConnection : public std::enable_shared_from_this<MqttConnection> {
   MqttSettings settings_;
   mosquitto* mosq_ = nullptr;
   asio::posix::stream_descriptor descriptor_;
-  int fd_ = -1;        // libmosquitto's socket, as last seen
+  int fd_ = -1;              // libmosquitto's socket, as last seen
   uint64_t generation_ = 0;  // of descriptor_, so stale wait handlers do nothing
   bool reading_ = false;
   bool writing_ = false;

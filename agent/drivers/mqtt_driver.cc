@@ -1,11 +1,11 @@
 #include "agent/drivers/mqtt_driver.h"
 
-#include <fmt/format.h>
+#include <charconv>
+#include <utility>
 
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
-#include <charconv>
-#include <utility>
+#include <fmt/format.h>
 
 #include "core/log.h"
 
@@ -45,7 +45,8 @@ MqttDriver::MqttDriver(asio::io_context& io, std::shared_ptr<MqttConnection> con
     subscriptions_.push_back(connection_->subscribe(
         topic, [this](const std::string& t, std::string_view payload) { on_message(t, payload); }));
   }
-  status_id_ = connection_->on_status([this](bool connected, const std::string& reason) { on_status(connected, reason); });
+  status_id_ =
+      connection_->on_status([this](bool connected, const std::string& reason) { on_status(connected, reason); });
 }
 
 MqttDriver::~MqttDriver() {
@@ -101,9 +102,10 @@ core::Expected<std::unique_ptr<MqttDriver>, std::string> MqttDriver::open(asio::
   }
   for (const auto& [key, value] : uri.query) {
     if (used.count(key) == 0) {
-      return error(fmt::format("unknown option '{}' (known: timeout_ms, qos, tls, ca, cert, key, insecure, user, "
-                               "password_file, keepalive_s)",
-                               key));
+      return error(
+          fmt::format("unknown option '{}' (known: timeout_ms, qos, tls, ca, cert, key, insecure, user, "
+                      "password_file, keepalive_s)",
+                      key));
     }
   }
   std::shared_ptr<MqttConnection> connection;
@@ -116,7 +118,8 @@ core::Expected<std::unique_ptr<MqttDriver>, std::string> MqttDriver::open(asio::
 }
 
 std::string MqttDriver::label() const {
-  if (device_.flavor == mqtt::Flavor::z2m) return fmt::format("{}/{}/{}", connection_->settings().describe(), device_.base, device_.name);
+  if (device_.flavor == mqtt::Flavor::z2m)
+    return fmt::format("{}/{}/{}", connection_->settings().describe(), device_.base, device_.name);
   return fmt::format("{}/{}", connection_->settings().describe(), device_.name);
 }
 
@@ -148,8 +151,9 @@ uint64_t MqttDriver::add_pending(bool is_read, std::set<std::string> wanted, Cal
 
 void MqttDriver::read(Callback callback) {
   if (!connection_->connected()) {
-    fail_soon({DriverFailure::unreachable, fmt::format("{}: broker not connected: {}", label(), connection_->last_error())},
-              std::move(callback));
+    fail_soon(
+        {DriverFailure::unreachable, fmt::format("{}: broker not connected: {}", label(), connection_->last_error())},
+        std::move(callback));
     return;
   }
   if (online_ == false) {
@@ -180,8 +184,9 @@ void MqttDriver::actuate(const routine::Attributes& values, Callback callback) {
     return;
   }
   if (!connection_->connected()) {
-    fail_soon({DriverFailure::unreachable, fmt::format("{}: broker not connected: {}", label(), connection_->last_error())},
-              std::move(callback));
+    fail_soon(
+        {DriverFailure::unreachable, fmt::format("{}: broker not connected: {}", label(), connection_->last_error())},
+        std::move(callback));
     return;
   }
   if (online_ == false) {
@@ -218,8 +223,8 @@ void MqttDriver::on_message(const std::string& topic, std::string_view payload) 
       have_state_ = false;
       std::vector<uint64_t> ids;
       for (const auto& [id, pending] : pending_) ids.push_back(id);
-      const DriverResult down =
-          core::Unexpected(DriverError{DriverFailure::unreachable, fmt::format("{}: the device reports itself offline", label())});
+      const DriverResult down = core::Unexpected(
+          DriverError{DriverFailure::unreachable, fmt::format("{}: the device reports itself offline", label())});
       complete(ids, down, was ? std::optional<DriverResult>(down) : std::nullopt);
     }
     return;
@@ -248,7 +253,8 @@ void MqttDriver::on_status(bool connected, const std::string& reason) {
     // Ask for the state again so a watcher hears of changes missed while the
     // broker was away (retained state also arrives on the new subscription).
     if (watcher_) {
-      for (const auto& message : mqtt::read_request(device_)) connection_->publish(message.topic, message.payload, options_.qos);
+      for (const auto& message : mqtt::read_request(device_))
+        connection_->publish(message.topic, message.payload, options_.qos);
     }
     return;
   }
@@ -256,8 +262,8 @@ void MqttDriver::on_status(bool connected, const std::string& reason) {
   online_.reset();
   std::vector<uint64_t> ids;
   for (const auto& [id, pending] : pending_) ids.push_back(id);
-  const DriverResult down =
-      core::Unexpected(DriverError{DriverFailure::unreachable, fmt::format("{}: broker connection lost: {}", label(), reason)});
+  const DriverResult down = core::Unexpected(
+      DriverError{DriverFailure::unreachable, fmt::format("{}: broker connection lost: {}", label(), reason)});
   complete(ids, down, down);
 }
 

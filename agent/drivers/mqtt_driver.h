@@ -13,7 +13,8 @@
 //   qos=0|1               of commands, default 1
 //   tls=1, ca=, cert=, key=, insecure=1, user=, password_file=, keepalive_s=
 //                         the broker connection (mqtt_connection.h)
-// e.g. z2m://10.0.0.2/zigbee2mqtt/hall_light?tls=1&ca=/etc/meshagent/ca.pem&user=mesh&password_file=/etc/meshagent/mqtt.pw
+// e.g.
+// z2m://10.0.0.2/zigbee2mqtt/hall_light?tls=1&ca=/etc/meshagent/ca.pem&user=mesh&password_file=/etc/meshagent/mqtt.pw
 //
 // Devices on the same broker with the same credentials share one connection.
 //
@@ -28,7 +29,6 @@
 // Unreachable: the broker connection is down, or the device's availability /
 // LWT topic says offline.
 
-#include <asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -36,6 +36,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <asio/io_context.hpp>
 
 #include "agent/drivers/driver_uri.h"
 #include "agent/drivers/mqtt_codec.h"

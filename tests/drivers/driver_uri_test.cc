@@ -42,10 +42,11 @@ TEST(DriverUri, PathsQueriesAndIpv6) {
 }
 
 TEST(DriverUri, ErrorsQuoteTheUri) {
-  for (const char* bad : {"kasa", "kasa:/x", "://x", "ka sa://x", "kasa://", "kasa://:99", "kasa://h:", "kasa://h:0",
-                          "kasa://h:65536", "kasa://h:12x", "kasa://u@h", "kasa://h#frag", "kasa://[::1", "kasa://[::1]x",
-                          "kasa://[zz]", "kasa://h?a=%zz", "kasa://h?a=%2", "kasa://h?=1", "kasa://h?a=1&a=2",
-                          "kasa://h/st", "kasa://h o"}) {
+  for (const char* bad : {"kasa",           "kasa:/x",       "://x",        "ka sa://x",        "kasa://",
+                          "kasa://:99",     "kasa://h:",     "kasa://h:0",  "kasa://h:65536",   "kasa://h:12x",
+                          "kasa://u@h",     "kasa://h#frag", "kasa://[::1", "kasa://[::1]x",    "kasa://[zz]",
+                          "kasa://h?a=%zz", "kasa://h?a=%2", "kasa://h?=1", "kasa://h?a=1&a=2", "kasa://h/st",
+                          "kasa://h o"}) {
     auto uri = parse_driver_uri(bad);
     if (std::string_view(bad) == "kasa://h/st") {
       EXPECT_TRUE(uri) << bad;  // a path is the scheme's business

@@ -1,9 +1,9 @@
 #include "agent/drivers/kasa_codec.h"
 
-#include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace mesh::drivers::kasa {
 namespace {
@@ -109,8 +109,9 @@ TEST(KasaRequest, PerKind) {
             R"({"system":{"set_relay_state":{"state":1}}})");
   EXPECT_EQ(*actuate_request({DeviceKind::switch_, ""}, {{"power", false}}),
             R"({"system":{"set_relay_state":{"state":0}}})");
-  EXPECT_EQ(*actuate_request({DeviceKind::dimmer, ""}, {{"power", true}, {"brightness", 30.0}}),
-            R"({"smartlife.iot.dimmer":{"set_brightness":{"brightness":30}},"system":{"set_relay_state":{"state":1}}})");
+  EXPECT_EQ(
+      *actuate_request({DeviceKind::dimmer, ""}, {{"power", true}, {"brightness", 30.0}}),
+      R"({"smartlife.iot.dimmer":{"set_brightness":{"brightness":30}},"system":{"set_relay_state":{"state":1}}})");
   EXPECT_EQ(*actuate_request({DeviceKind::bulb, ""}, {{"power", true}, {"brightness", 40.0}, {"color_temp", 2700.0}},
                              {"", 500}),
             R"({"smartlife.iot.smartbulb.lightingservice":{"transition_light_state":)"
@@ -153,8 +154,8 @@ TEST(KasaReply, Plug) {
 }
 
 TEST(KasaReply, Dimmer) {
-  auto state = parse_sysinfo_reply(
-      {DeviceKind::dimmer, ""}, R"({"system":{"get_sysinfo":{"relay_state":0,"brightness":35,"err_code":0}}})");
+  auto state = parse_sysinfo_reply({DeviceKind::dimmer, ""},
+                                   R"({"system":{"get_sysinfo":{"relay_state":0,"brightness":35,"err_code":0}}})");
   ASSERT_TRUE(state);
   EXPECT_EQ(*state, (Attributes{{"power", false}, {"brightness", 35.0}}));
 }
@@ -186,9 +187,9 @@ TEST(KasaReply, StripChildByFullOrShortId) {
 }
 
 TEST(KasaReply, SensorExtension) {
-  EXPECT_EQ(*parse_sysinfo_reply({DeviceKind::motion_sensor, ""},
-                                 R"({"system":{"get_sysinfo":{"motion":1,"err_code":0}}})"),
-            (Attributes{{"motion", true}}));
+  EXPECT_EQ(
+      *parse_sysinfo_reply({DeviceKind::motion_sensor, ""}, R"({"system":{"get_sysinfo":{"motion":1,"err_code":0}}})"),
+      (Attributes{{"motion", true}}));
   EXPECT_EQ(*parse_sysinfo_reply({DeviceKind::sensor, ""},
                                  R"({"system":{"get_sysinfo":{"temperature":21.5,"humidity":40,"err_code":0}}})"),
             (Attributes{{"temperature", 21.5}, {"humidity", 40.0}}));
@@ -209,10 +210,10 @@ TEST(KasaReply, ErrCodeIsRefused) {
 
 TEST(KasaReply, WrongShapesAreProtocolErrors) {
   const Target plug{DeviceKind::plug, ""};
-  for (const char* reply : {"", "not json", "[]", "42", R"({"system":1})", R"({"system":{"get_sysinfo":[]}})",
-                            R"({"system":{"get_sysinfo":{"relay_state":"on"}}})",
-                            R"({"system":{"get_sysinfo":{"err_code":"x"}}})", R"({"system":{"get_sysinfo":{}}})",
-                            R"({"system":{"get_sysinfo":{"relay_state":1)"}) {
+  for (const char* reply :
+       {"", "not json", "[]", "42", R"({"system":1})", R"({"system":{"get_sysinfo":[]}})",
+        R"({"system":{"get_sysinfo":{"relay_state":"on"}}})", R"({"system":{"get_sysinfo":{"err_code":"x"}}})",
+        R"({"system":{"get_sysinfo":{}}})", R"({"system":{"get_sysinfo":{"relay_state":1)"}) {
     auto state = parse_sysinfo_reply(plug, reply);
     ASSERT_FALSE(state) << reply;
     EXPECT_EQ(state.error().failure, DriverFailure::protocol) << reply;

@@ -3,16 +3,16 @@
 // network can.
 #include "agent/drivers/kasa_driver.h"
 
-#include <gtest/gtest.h>
-
-#include <asio/ip/tcp.hpp>
-#include <asio/write.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <asio/ip/tcp.hpp>
+#include <asio/write.hpp>
+#include <gtest/gtest.h>
 
 #include "agent/drivers/kasa_codec.h"
 #include "tools/meshemu/emulator.h"
@@ -296,13 +296,19 @@ TEST(KasaMisbehaving, EveryFailureIsReportedWithAReason) {
   const std::vector<Misbehaviour> cases = {
       {"closes at once", [] { return std::string(); }, DriverFailure::protocol, "without a reply"},
       {"half a header", [] { return std::string("\0\0", 2); }, DriverFailure::protocol, "header bytes"},
-      {"partial frame", [good] { return good.substr(0, good.size() / 2); }, DriverFailure::protocol, "closed the connection after"},
-      {"oversized length", [] { return std::string("\x7f\xff\xff\xff", 4) + "xxxx"; }, DriverFailure::protocol, "more than"},
-      {"plain text", [] { return std::string("HTTP/1.1 400 Bad Request\r\n\r\n"); }, DriverFailure::protocol, "more than"},
+      {"partial frame", [good] { return good.substr(0, good.size() / 2); }, DriverFailure::protocol,
+       "closed the connection after"},
+      {"oversized length", [] { return std::string("\x7f\xff\xff\xff", 4) + "xxxx"; }, DriverFailure::protocol,
+       "more than"},
+      {"plain text", [] { return std::string("HTTP/1.1 400 Bad Request\r\n\r\n"); }, DriverFailure::protocol,
+       "more than"},
       {"garbage payload", [] { return std::string("\0\0\0\x05hello", 9); }, DriverFailure::protocol, "not JSON"},
-      {"wrong shape", [] { return kasa::encode_frame(R"({"system":{"get_sysinfo":[]}})"); }, DriverFailure::protocol, "get_sysinfo"},
-      {"deep nesting", [] { return kasa::encode_frame(std::string(5000, '[') + std::string(5000, ']')); }, DriverFailure::protocol, "deeper"},
-      {"error code", [] { return kasa::encode_frame(R"({"system":{"get_sysinfo":{"err_code":-1,"err_msg":"no"}}})"); }, DriverFailure::refused, "err_code -1"},
+      {"wrong shape", [] { return kasa::encode_frame(R"({"system":{"get_sysinfo":[]}})"); }, DriverFailure::protocol,
+       "get_sysinfo"},
+      {"deep nesting", [] { return kasa::encode_frame(std::string(5000, '[') + std::string(5000, ']')); },
+       DriverFailure::protocol, "deeper"},
+      {"error code", [] { return kasa::encode_frame(R"({"system":{"get_sysinfo":{"err_code":-1,"err_msg":"no"}}})"); },
+       DriverFailure::refused, "err_code -1"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

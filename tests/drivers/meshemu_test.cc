@@ -1,14 +1,20 @@
 // meshemu: configuration, scripted and random sensors, the actuation log.
-#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <asio/io_context.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <thread>
 
+#include <asio/io_context.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "agent/drivers/kasa_driver.h"
 #include "tools/meshemu/emulator.h"
 
 namespace mesh::meshemu {
@@ -41,7 +47,8 @@ TEST(MeshemuConfig, ExampleFileParses) {
 }
 
 TEST(MeshemuConfig, RelativeLogPathAndErrorsNameLineAndKey) {
-  auto config = parse_config("actuation_log = \"a.log\"\n[[device]]\nname = \"p\"\nkind = \"plug\"\n", "x.toml", "/srv");
+  auto config =
+      parse_config("actuation_log = \"a.log\"\n[[device]]\nname = \"p\"\nkind = \"plug\"\n", "x.toml", "/srv");
   ASSERT_TRUE(config) << config.error();
   EXPECT_EQ(config->actuation_log, "/srv/a.log");
 
@@ -161,8 +168,7 @@ TEST(Meshemu, HandlesRequestsLikeADevice) {
 }
 
 TEST(Meshemu, ActuationLogIsJsonLines) {
-  const auto path =
-      std::filesystem::temp_directory_path() / ("meshemu_test_" + std::to_string(::getpid()) + ".log");
+  const auto path = std::filesystem::temp_directory_path() / ("meshemu_test_" + std::to_string(::getpid()) + ".log");
   std::filesystem::remove(path);
   {
     asio::io_context io;
@@ -171,7 +177,8 @@ TEST(Meshemu, ActuationLogIsJsonLines) {
     config.devices.push_back(device("lamp", "dimmer"));
     Emulator emulator(io, config);
     emulator.handle("lamp", R"({"system":{"get_sysinfo":{}}})");
-    emulator.handle("lamp", R"({"smartlife.iot.dimmer":{"set_brightness":{"brightness":5}},"meshagent":{"command_id":"c-1"}})");
+    emulator.handle("lamp",
+                    R"({"smartlife.iot.dimmer":{"set_brightness":{"brightness":5}},"meshagent":{"command_id":"c-1"}})");
     emulator.handle("lamp", R"({"system":{"set_relay_state":{"state":1}}})");
   }
   std::ifstream in(path);
@@ -204,6 +211,59 @@ TEST(Meshemu, StartupErrorsNameTheDevice) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("device b: cannot listen on"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace mesh::meshemu
+
+// The meshemu program end to end: starts, prints its endpoints, answers the
+// Kasa driver, logs the actuation, exits 0 on SIGTERM.
+namespace mesh::meshemu {
+namespace {
+
+TEST(MeshemuProgram, ServesTheKasaDriverAndLogs) {
+  const auto dir = std::filesystem::temp_directory_path() / ("meshemu_program_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto out = dir / "stdout.txt";
+  const auto log = dir / "actuations.log";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::FILE* redirected = std::freopen(out.c_str(), "w", stdout);
+    (void)redirected;
+    ::execl(MESHEMU_BINARY, "meshemu", "--device", "plug:lamp:0", "--log", log.c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  std::string text;
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (text.find("ready\n") == std::string::npos && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(10ms);
+    std::ifstream in(out);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_NE(text.find("ready\n"), std::string::npos) << text;
+  const auto colon = text.find("lamp plug 127.0.0.1:");
+  ASSERT_NE(colon, std::string::npos) << text;
+  const auto port = static_cast<uint16_t>(std::stoi(text.substr(colon + 20)));
+
+  asio::io_context io;
+  drivers::KasaDriver driver(io, {routine::DeviceKind::plug, ""}, "127.0.0.1", port, {});
+  std::optional<routine::DriverResult> result;
+  driver.actuate_command("cmd-42", {{"power", true}}, [&](const routine::DriverResult& r) { result = r; });
+  while (!result && std::chrono::steady_clock::now() < give_up) io.run_one_for(50ms);
+  ASSERT_TRUE(result && *result) << (result ? result->error().reason : "no answer");
+
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::ifstream in(log);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const auto entry = nlohmann::json::parse(line);
+  EXPECT_EQ(entry["device"], "lamp");
+  EXPECT_EQ(entry["command_id"], "cmd-42");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -33,8 +33,9 @@ TEST(Z2m, StateOfEveryKind) {
   EXPECT_EQ(state(DeviceKind::motion_sensor, R"({"occupancy":true,"battery":90})"), (Attributes{{"motion", true}}));
   EXPECT_EQ(state(DeviceKind::occupancy_sensor, R"({"presence":false})"), (Attributes{{"occupancy", false}}));
   EXPECT_EQ(state(DeviceKind::contact_sensor, R"({"contact":false})"), (Attributes{{"contact", false}}));
-  EXPECT_EQ(state(DeviceKind::sensor, R"({"temperature":21.5,"humidity":40.2,"illuminance":17000,"illuminance_lux":50})"),
-            (Attributes{{"temperature", 21.5}, {"humidity", 40.2}, {"illuminance", 50.0}}));
+  EXPECT_EQ(
+      state(DeviceKind::sensor, R"({"temperature":21.5,"humidity":40.2,"illuminance":17000,"illuminance_lux":50})"),
+      (Attributes{{"temperature", 21.5}, {"humidity", 40.2}, {"illuminance", 50.0}}));
   EXPECT_EQ(state(DeviceKind::lock, R"({"state":"LOCK","lock_state":"unlocked"})"), (Attributes{{"locked", false}}));
   EXPECT_EQ(state(DeviceKind::thermostat, R"({"current_heating_setpoint":21,"local_temperature":19.5})"),
             (Attributes{{"target", 21.0}, {"temperature", 19.5}}));
@@ -55,7 +56,8 @@ TEST(Z2m, AvailabilityAndBadPayloads) {
 }
 
 TEST(Z2m, Commands) {
-  auto messages = command_messages(z2m(DeviceKind::bulb), {{"power", true}, {"brightness", 50.0}, {"color_temp", 2700.0}});
+  auto messages =
+      command_messages(z2m(DeviceKind::bulb), {{"power", true}, {"brightness", 50.0}, {"color_temp", 2700.0}});
   ASSERT_TRUE(messages) << messages.error();
   EXPECT_EQ(*messages,
             (std::vector<Message>{{"zigbee2mqtt/hall/set", R"({"brightness":127,"color_temp":370,"state":"ON"})"}}));
@@ -76,20 +78,23 @@ TEST(Tasmota, TopicsAndMessages) {
   EXPECT_EQ(parse_message(plug, "stat/sonoff/POWER", "ON").state, (Attributes{{"power", true}}));
   EXPECT_TRUE(parse_message(plug, "stat/sonoff/POWER", "MAYBE").error);
   EXPECT_EQ(parse_message(plug, "tele/sonoff/LWT", "Offline").online, false);
-  EXPECT_EQ(parse_message(tasmota(DeviceKind::bulb), "stat/sonoff/RESULT", R"({"POWER":"OFF","Dimmer":40,"CT":250})").state,
-            (Attributes{{"power", false}, {"brightness", 40.0}, {"color_temp", 4000.0}}));
-  EXPECT_EQ(parse_message(tasmota(DeviceKind::sensor), "tele/sonoff/SENSOR",
-                          R"({"Time":"2026-11-25T01:00:00","AM2301":{"Temperature":21.5,"Humidity":40},"TempUnit":"C"})")
-                .state,
-            (Attributes{{"temperature", 21.5}, {"humidity", 40.0}}));
+  EXPECT_EQ(
+      parse_message(tasmota(DeviceKind::bulb), "stat/sonoff/RESULT", R"({"POWER":"OFF","Dimmer":40,"CT":250})").state,
+      (Attributes{{"power", false}, {"brightness", 40.0}, {"color_temp", 4000.0}}));
+  EXPECT_EQ(
+      parse_message(tasmota(DeviceKind::sensor), "tele/sonoff/SENSOR",
+                    R"({"Time":"2026-11-25T01:00:00","AM2301":{"Temperature":21.5,"Humidity":40},"TempUnit":"C"})")
+          .state,
+      (Attributes{{"temperature", 21.5}, {"humidity", 40.0}}));
   EXPECT_EQ(parse_message(tasmota(DeviceKind::sensor), "stat/sonoff/STATUS10",
                           R"({"StatusSNS":{"BH1750":{"Illuminance":320}}})")
                 .state,
             (Attributes{{"illuminance", 320.0}}));
   EXPECT_EQ(parse_message(tasmota(DeviceKind::motion_sensor), "tele/sonoff/SENSOR", R"({"Switch1":"ON"})").state,
             (Attributes{{"motion", true}}));
-  EXPECT_EQ(*command_messages(tasmota(DeviceKind::bulb), {{"power", false}, {"brightness", 30.0}, {"color_temp", 4000.0}}),
-            (std::vector<Message>{{"cmnd/sonoff/Dimmer", "30"}, {"cmnd/sonoff/CT", "250"}, {"cmnd/sonoff/POWER", "OFF"}}));
+  EXPECT_EQ(
+      *command_messages(tasmota(DeviceKind::bulb), {{"power", false}, {"brightness", 30.0}, {"color_temp", 4000.0}}),
+      (std::vector<Message>{{"cmnd/sonoff/Dimmer", "30"}, {"cmnd/sonoff/CT", "250"}, {"cmnd/sonoff/POWER", "OFF"}}));
   EXPECT_FALSE(command_messages(tasmota(DeviceKind::lock), {{"locked", true}}));
 }
 

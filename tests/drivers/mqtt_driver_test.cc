@@ -4,12 +4,10 @@
 // the broker or the clients are not installed.
 #include "agent/drivers/mqtt_driver.h"
 
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +18,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <asio/ip/tcp.hpp>
+#include <gtest/gtest.h>
 
 #include "agent/drivers/driver_factory.h"
 
@@ -134,8 +135,8 @@ class MqttBroker : public ::testing::Test {
   }
 
   void publish(const std::string& topic, const std::string& payload, bool retain = false) {
-    std::vector<std::string> argv = {*pub_, "-h", "127.0.0.1", "-p", std::to_string(port_), "-q", "1",
-                                     "-t", topic, "-m", payload};
+    std::vector<std::string> argv = {*pub_, "-h",  "127.0.0.1", "-p",   std::to_string(port_), "-q", "1",
+                                     "-t",  topic, "-m",        payload};
     if (retain) argv.push_back("-r");
     argv.insert(argv.end(), client_args_.begin(), client_args_.end());
     ASSERT_EQ(wait_for(spawn(argv)), 0) << "mosquitto_pub " << topic;
@@ -146,8 +147,8 @@ class MqttBroker : public ::testing::Test {
   fs::path subscribe(asio::io_context& io, const std::string& topic) {
     const fs::path out = dir_ / ("sub_" + std::to_string(subscribers_.size()) + ".txt");
     const std::string probe = "meshtest/probe/" + std::to_string(subscribers_.size());
-    std::vector<std::string> argv = {*sub_, "-h", "127.0.0.1", "-p", std::to_string(port_), "-v", "-q", "1",
-                                     "-t",  topic, "-t", probe};
+    std::vector<std::string> argv = {*sub_, "-h",  "127.0.0.1", "-p", std::to_string(port_), "-v", "-q", "1",
+                                     "-t",  topic, "-t",        probe};
     argv.insert(argv.end(), client_args_.begin(), client_args_.end());
     subscribers_.push_back(spawn(argv, out.string()));
     const bool ready = run_until(io, [&] {
@@ -241,10 +242,13 @@ TEST_F(MqttBroker, Z2mStateInCommandsOut) {
   const auto commands = subscribe(io, "zigbee2mqtt/lamp/set");
   bool answered = false;
   auto set = run(
-      io, [&](auto cb) { driver->actuate({{"power", true}, {"brightness", 100.0}}, cb); },
+      io,
+      [&](auto cb) {
+        driver->actuate({{"power", true}, {"brightness", 100.0}}, cb);
+      },
       [&] {
-        if (!answered && read_file(commands).find(R"(zigbee2mqtt/lamp/set {"brightness":254,"state":"ON"})") !=
-                             std::string::npos) {
+        if (!answered &&
+            read_file(commands).find(R"(zigbee2mqtt/lamp/set {"brightness":254,"state":"ON"})") != std::string::npos) {
           answered = true;
           publish("zigbee2mqtt/lamp", R"({"state":"ON","brightness":254})");
         }
@@ -318,7 +322,10 @@ TEST_F(MqttBroker, TasmotaStateInCommandsOut) {
   const auto commands = subscribe(io, "cmnd/sonoff_kettle/POWER");
   bool answered = false;
   auto set = run(
-      io, [&](auto cb) { plug->actuate({{"power", false}}, cb); },
+      io,
+      [&](auto cb) {
+        plug->actuate({{"power", false}}, cb);
+      },
       [&] {
         if (!answered && read_file(commands).find("cmnd/sonoff_kettle/POWER OFF") != std::string::npos) {
           answered = true;
@@ -336,7 +343,8 @@ TEST_F(MqttBroker, BrokerRestartIsSurvived) {
   start_broker();
   asio::io_context io;
   MqttBrokers brokers(io);
-  auto driver = open(io, brokers, spec("lamp", DeviceKind::plug, "z2m://127.0.0.1:" + std::to_string(port_) + "/zigbee2mqtt/lamp"));
+  auto driver = open(io, brokers,
+                     spec("lamp", DeviceKind::plug, "z2m://127.0.0.1:" + std::to_string(port_) + "/zigbee2mqtt/lamp"));
   ASSERT_TRUE(driver);
   Watched watched;
   driver->watch(watched.callback());
@@ -352,10 +360,12 @@ TEST_F(MqttBroker, BrokerRestartIsSurvived) {
   EXPECT_EQ((*down).error().failure, DriverFailure::unreachable);
   EXPECT_NE((*down).error().reason.find("broker not connected"), std::string::npos) << (*down).error().reason;
   // Let a few reconnect attempts fail against the dead port.
-  run_until(io, [] { return false; }, 600ms);
+  run_until(
+      io, [] { return false; }, 600ms);
 
   start_broker();
-  ASSERT_TRUE(run_until(io, [&] { return driver->connection().subscribed(); }, 8000ms))
+  ASSERT_TRUE(run_until(
+      io, [&] { return driver->connection().subscribed(); }, 8000ms))
       << driver->connection().last_error();
   EXPECT_EQ(driver->connection().connects(), 2u);
   // The subscription was renewed: state published after the restart arrives.
@@ -380,9 +390,8 @@ TEST_F(MqttBroker, UsernameAndPassword) {
   ASSERT_TRUE(good && bad);
   EXPECT_EQ(brokers.live(), 2u) << "other credentials, other connection";
   ASSERT_TRUE(run_until(io, [&] { return good->connection().connected(); }));
-  ASSERT_TRUE(run_until(io, [&] {
-    return bad->connection().last_error().find("not authori") != std::string::npos;
-  })) << bad->connection().last_error();
+  ASSERT_TRUE(run_until(io, [&] { return bad->connection().last_error().find("not authori") != std::string::npos; }))
+      << bad->connection().last_error();
   EXPECT_FALSE(bad->connection().connected());
 }
 
@@ -407,8 +416,9 @@ TEST_F(MqttBroker, Tls) {
                               d + "other.pem"},
                              ec)),
             0);
-  ASSERT_EQ(run_openssl(with({"req", "-subj", "/CN=127.0.0.1", "-keyout", d + "server.key", "-out", d + "server.csr"}, ec)),
-            0);
+  ASSERT_EQ(
+      run_openssl(with({"req", "-subj", "/CN=127.0.0.1", "-keyout", d + "server.key", "-out", d + "server.csr"}, ec)),
+      0);
   std::ofstream(dir_ / "san.ext") << "subjectAltName=IP:127.0.0.1\n";
   ASSERT_EQ(run_openssl({"x509", "-req", "-days", "2", "-in", d + "server.csr", "-CA", d + "ca.pem", "-CAkey",
                          d + "ca.key", "-CAcreateserial", "-out", d + "server.pem", "-extfile", d + "san.ext"}),
@@ -436,7 +446,10 @@ TEST_F(MqttBroker, Tls) {
   const auto commands = subscribe(io, "zigbee2mqtt/lamp/set");
   bool answered = false;
   auto set = run(
-      io, [&](auto cb) { driver->actuate({{"power", false}}, cb); },
+      io,
+      [&](auto cb) {
+        driver->actuate({{"power", false}}, cb);
+      },
       [&] {
         if (!answered && read_file(commands).find(R"(zigbee2mqtt/lamp/set {"state":"OFF"})") != std::string::npos) {
           answered = true;
@@ -453,9 +466,10 @@ TEST_F(MqttBroker, Tls) {
 TEST(MqttDriverOpen, UriErrors) {
   asio::io_context io;
   MqttBrokers brokers(io);
-  for (const char* bad : {"z2m://127.0.0.1/onlyname", "tasmota://127.0.0.1", "z2m://127.0.0.1/z/a?qos=2",
-                          "z2m://127.0.0.1/z/a?colour=1", "z2m://127.0.0.1/z/+?x", "z2m://127.0.0.1/z/a?cert=/c",
-                          "z2m://127.0.0.1/z/a?password_file=/p", "z2m://127.0.0.1/z/a?user=u&password_file=/nonexistent"}) {
+  for (const char* bad :
+       {"z2m://127.0.0.1/onlyname", "tasmota://127.0.0.1", "z2m://127.0.0.1/z/a?qos=2", "z2m://127.0.0.1/z/a?colour=1",
+        "z2m://127.0.0.1/z/+?x", "z2m://127.0.0.1/z/a?cert=/c", "z2m://127.0.0.1/z/a?password_file=/p",
+        "z2m://127.0.0.1/z/a?user=u&password_file=/nonexistent"}) {
     auto uri = parse_driver_uri(bad);
     ASSERT_TRUE(uri) << bad;
     auto driver = MqttDriver::open(io, brokers, spec("d", DeviceKind::plug, bad), *uri);

@@ -1,11 +1,11 @@
 // meshemu's configuration: a TOML file (see meshemu --help) or --device
 // options.
-#include <fmt/format.h>
-
 #include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "tools/meshemu/emulator.h"
@@ -143,8 +143,8 @@ class Parser {
     if (device.kind != "strip") {
       auto parsed = routine::parse_kind(device.kind);
       if (!parsed) {
-        return fail(*kind, "kind", fmt::format("unknown kind '{}' (known: {})", device.kind,
-                                               fmt::join(emulated_kinds(), ", ")));
+        return fail(*kind, "kind",
+                    fmt::format("unknown kind '{}' (known: {})", device.kind, fmt::join(emulated_kinds(), ", ")));
       }
       model_kind = *parsed;
     }

@@ -1,18 +1,19 @@
 #include "tools/meshemu/emulator.h"
 
-#include <fmt/format.h>
 #include <time.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+
 #include <asio/post.hpp>
 #include <asio/write.hpp>
-#include <cmath>
-#include <ctime>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <cerrno>
-#include <cstring>
-#include <stdexcept>
 
 #include "agent/drivers/kasa_codec.h"
 
@@ -93,7 +94,8 @@ struct Walk {
   double max;
   double step;
 };
-constexpr std::array<Walk, 3> kWalks = {{{"temperature", 15, 30, 0.5}, {"humidity", 20, 80, 2}, {"illuminance", 0, 1000, 50}}};
+constexpr std::array<Walk, 3> kWalks = {
+    {{"temperature", 15, 30, 0.5}, {"humidity", 20, 80, 2}, {"illuminance", 0, 1000, 50}}};
 
 // The initial state of a kind: everything off, sensors at rest.
 Attributes default_state(DeviceKind kind) {
@@ -124,7 +126,8 @@ Attributes default_state(DeviceKind kind) {
 }  // namespace
 
 struct Emulator::Device {
-  Device(asio::io_context& io, DeviceConfig cfg) : config(std::move(cfg)), acceptor(io), timeline_timer(io), random_timer(io) {}
+  Device(asio::io_context& io, DeviceConfig cfg)
+      : config(std::move(cfg)), acceptor(io), timeline_timer(io), random_timer(io) {}
 
   DeviceConfig config;
   bool strip = false;
@@ -445,12 +448,12 @@ std::optional<std::string> Emulator::handle(const std::string& name, std::string
       reply[module] = error_reply(-1, "module not support");
       continue;
     }
-    const bool known_module = module == "system" || (module == drivers::kasa::kDimmerModule && !device->strip &&
-                                                     device->kind == DeviceKind::dimmer) ||
-                              (module == drivers::kasa::kBulbModule && bulb) ||
-                              (module == drivers::kasa::kLockModule && !device->strip && device->kind == DeviceKind::lock) ||
-                              (module == drivers::kasa::kThermostatModule && !device->strip &&
-                               device->kind == DeviceKind::thermostat);
+    const bool known_module =
+        module == "system" ||
+        (module == drivers::kasa::kDimmerModule && !device->strip && device->kind == DeviceKind::dimmer) ||
+        (module == drivers::kasa::kBulbModule && bulb) ||
+        (module == drivers::kasa::kLockModule && !device->strip && device->kind == DeviceKind::lock) ||
+        (module == drivers::kasa::kThermostatModule && !device->strip && device->kind == DeviceKind::thermostat);
     if (!known_module) {
       reply[module] = error_reply(-1, "module not support");
       continue;
@@ -459,8 +462,8 @@ std::optional<std::string> Emulator::handle(const std::string& name, std::string
     answers = json::object();
     for (const auto& [method, args] : methods.items()) {
       if (module == "system" && method == "get_sysinfo") {
-        answers[method] =
-            sysinfo_of(name, device->strip, device->kind, device->device_id, device->mac, device->state, device->outlets);
+        answers[method] = sysinfo_of(name, device->strip, device->kind, device->device_id, device->mac, device->state,
+                                     device->outlets);
       } else if (module == "system" && method == "set_relay_state" && relay) {
         auto state = flag(member(args, "state"));
         if (!state) {
@@ -612,8 +615,8 @@ void Emulator::schedule_timeline(Device& device, size_t step, double cycle_start
     cycle_start += device.config.repeat_after;
   }
   const double at = cycle_start + timeline[step].at;
-  device.timeline_timer.expires_at(started_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                  std::chrono::duration<double>(at)));
+  device.timeline_timer.expires_at(
+      started_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(at)));
   std::weak_ptr<Emulator*> alive = alive_;
   device.timeline_timer.async_wait([this, alive, &device, step, cycle_start](const asio::error_code& error) {
     if (alive.expired() || error) return;

@@ -4,9 +4,6 @@
 // (agent/drivers/kasa_codec.h), one TCP listener per device, on one asio
 // thread. See meshemu --help for the configuration format.
 
-#include <asio/io_context.hpp>
-#include <asio/ip/tcp.hpp>
-#include <asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +14,10 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "core/expected.h"
 #include "routine/device_model.h"

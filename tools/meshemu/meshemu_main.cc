@@ -1,14 +1,14 @@
 // meshemu: emulated TP-Link Kasa devices for the testbed and the demo.
-#include <fmt/format.h>
-
-#include <asio/io_context.hpp>
-#include <asio/signal_set.hpp>
 #include <charconv>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/signal_set.hpp>
+#include <fmt/format.h>
 
 #include "tools/meshemu/emulator.h"
 
@@ -27,8 +27,8 @@ DESCRIPTION
     meshagent's protocol extension) sensors, locks and thermostats. Each device
     listens on its own TCP endpoint and speaks the real Kasa local protocol: a
     4-byte big-endian length, then JSON enciphered with the XOR autokey cipher
-    (initial key 171). meshagent's Kasa driver (kasa://HOST:PORT), python-kasa
-    and tplink_smartplug.py all talk to it as to a real device.
+    (initial key 171). meshagent's Kasa driver (kasa://HOST:PORT) talks to it
+    as to a real device, and so can other clients of the local protocol.
 
     Supported requests: system.get_sysinfo, system.set_relay_state (strips:
     with "context":{"child_ids":[...]}), smartlife.iot.dimmer.set_brightness,
@@ -50,8 +50,9 @@ OPTIONS
     --config FILE
         The devices, in TOML (below).
     --device KIND:NAME:PORT[:ADDRESS]
-        One device, repeatable, instead of a file. KIND is one of
-        KINDS. PORT 0 picks a free port.
+        One device, repeatable, instead of a file. PORT 0 picks a free
+        port. KIND is one of:
+            KINDS
     --log FILE
         Append the actuation log to FILE (overrides actuation_log).
     --seed N
@@ -71,7 +72,7 @@ CONFIGURATION
 
         [[device]]
         name = "hall_plug"              # used in the log and sysinfo alias
-        kind = "plug"                   # KINDS
+        kind = "plug"                   # a KIND listed under --device
         port = 9901                     # 0 = any free port
         power = "on"                    # initial state: any attribute of the kind
 
@@ -136,8 +137,24 @@ EXAMPLES
 
 std::string help_text() {
   std::string text = kHelp;
+  // One line of kinds, wrapped to the help's width.
   std::string kinds;
-  for (const auto& kind : mesh::meshemu::emulated_kinds()) kinds += (kinds.empty() ? "" : ", ") + kind;
+  size_t line = 0;
+  for (const auto& kind : mesh::meshemu::emulated_kinds()) {
+    if (!kinds.empty()) {
+      kinds += ",";
+      ++line;
+      if (line + kind.size() + 1 > 60) {
+        kinds += "\n            ";
+        line = 0;
+      } else {
+        kinds += " ";
+        ++line;
+      }
+    }
+    kinds += kind;
+    line += kind.size();
+  }
   for (size_t at = text.find("KINDS"); at != std::string::npos; at = text.find("KINDS", at)) {
     text.replace(at, 5, kinds);
     at += kinds.size();
