@@ -14,8 +14,8 @@ AgentDriverFactory::AgentDriverFactory(asio::io_context& io) : io_(io), brokers_
 AgentDriverFactory::~AgentDriverFactory() = default;
 
 const std::vector<std::string_view>& AgentDriverFactory::schemes() {
-  static const std::vector<std::string_view> known = {"kasa", "z2m", "tasmota"};
-  return known;
+  static const std::vector<std::string_view> kKnown = {"kasa", "z2m", "tasmota"};
+  return kKnown;
 }
 
 core::Expected<std::unique_ptr<routine::DeviceDriver>, std::string> AgentDriverFactory::open(

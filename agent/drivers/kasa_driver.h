@@ -78,7 +78,7 @@ class KasaDriver final : public routine::DeviceDriver {
   struct Request;
   using Parser = std::function<routine::DriverResult(std::string_view payload)>;
 
-  void submit(std::string payload, Parser parser, Callback callback);
+  void submit(const std::string& payload, Parser parser, Callback callback);
   void fail_soon(routine::DriverError error, Callback callback);
   void start_next();
   void connect(const std::shared_ptr<Request>& request);
@@ -86,7 +86,7 @@ class KasaDriver final : public routine::DeviceDriver {
   void receive(const std::shared_ptr<Request>& request);
   // Completes `request` once: cleans up, starts the next request, then runs
   // the callback last (it may destroy the driver).
-  void finish(const std::shared_ptr<Request>& request, routine::DriverResult result);
+  void finish(const std::shared_ptr<Request>& request, const routine::DriverResult& result);
 
   asio::io_context& io_;
   kasa::Target target_;

@@ -41,8 +41,8 @@ std::optional<bool> parse_flag(const std::string& text) {
 
 std::string client_id() {
   static uint64_t counter = 0;
-  static const uint32_t random = std::random_device{}();
-  return fmt::format("meshagent-{:08x}-{}", random, ++counter);
+  static const uint32_t kRandom = std::random_device{}();
+  return fmt::format("meshagent-{:08x}-{}", kRandom, ++counter);
 }
 
 std::string error_text(int rc) {
@@ -152,8 +152,13 @@ MqttConnection::~MqttConnection() {
   closing_ = true;
   asio::error_code ignored;
   descriptor_.close(ignored);
-  misc_timer_.cancel();
-  reconnect_timer_.cancel();
+  // asio's timers report a failed cancel() only by exception; a destructor
+  // must not throw, and the timers die with this object anyway.
+  try {
+    misc_timer_.cancel();
+    reconnect_timer_.cancel();
+  } catch (...) {  // NOLINT(bugprone-empty-catch)
+  }
   if (mosq_ != nullptr) {
     if (connected_) {
       mosquitto_disconnect(mosq_);
@@ -343,7 +348,6 @@ void MqttConnection::tick() {
   misc_timer_.async_wait([weak](const asio::error_code& error) {
     auto self = weak.lock();
     if (!self || error) return;
-    auto keep = self;
     self->tick();
   });
 }

@@ -159,7 +159,7 @@ TEST_F(KasaEmulated, RequestsRunInOrder) {
       results.push_back(r);
     });
     driver->read([&](const DriverResult& r) {
-      order.push_back("read");
+      order.emplace_back("read");
       results.push_back(r);
     });
   }

@@ -1,9 +1,9 @@
 // meshemu: configuration, scripted and random sensors, the actuation log.
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <optional>

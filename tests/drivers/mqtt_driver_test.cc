@@ -4,11 +4,11 @@
 // the broker or the clients are not installed.
 #include "agent/drivers/mqtt_driver.h"
 
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -50,6 +50,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& output = "/
     (void)out;
     ::dup2(::fileno(stdout), 2);
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);
     ::execv(args[0], args.data());
@@ -137,7 +138,7 @@ class MqttBroker : public ::testing::Test {
   void publish(const std::string& topic, const std::string& payload, bool retain = false) {
     std::vector<std::string> argv = {*pub_, "-h",  "127.0.0.1", "-p",   std::to_string(port_), "-q", "1",
                                      "-t",  topic, "-m",        payload};
-    if (retain) argv.push_back("-r");
+    if (retain) argv.emplace_back("-r");
     argv.insert(argv.end(), client_args_.begin(), client_args_.end());
     ASSERT_EQ(wait_for(spawn(argv)), 0) << "mosquitto_pub " << topic;
   }
@@ -145,7 +146,7 @@ class MqttBroker : public ::testing::Test {
   // Starts mosquitto_sub on `topic`, printing "topic payload" lines to a
   // file, and returns once it is subscribed (it has seen a probe message).
   fs::path subscribe(asio::io_context& io, const std::string& topic) {
-    const fs::path out = dir_ / ("sub_" + std::to_string(subscribers_.size()) + ".txt");
+    fs::path out = dir_ / ("sub_" + std::to_string(subscribers_.size()) + ".txt");
     const std::string probe = "meshtest/probe/" + std::to_string(subscribers_.size());
     std::vector<std::string> argv = {*sub_, "-h",  "127.0.0.1", "-p", std::to_string(port_), "-v", "-q", "1",
                                      "-t",  topic, "-t",        probe};
