@@ -25,6 +25,7 @@
 #include <fmt/ranges.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "agent/prometheus_text.h"
 #include "core/expected.h"
 #include "core/node_id.h"
 #include "proto/admin.pb.h"
@@ -72,9 +73,14 @@ COMMANDS
         layer (bottom up), and the one-hop neighbours with the time since
         each was last heard.
 
-    metrics
+    metrics [--prometheus]
         Every counter and histogram of the node (count, mean, p50, p99,
-        max), one series per line, sorted by name and labels.
+        max), one series per line, sorted by name and labels. With
+        --prometheus, the Prometheus text format instead: counters as
+        meshagent_NAME_total, histograms as summaries (quantiles 0.5 and
+        0.99, _sum, _count) with a meshagent_NAME_max gauge, and
+        meshagent_up 1; the package's meshagent-prometheus.timer writes it
+        for node_exporter's textfile collector.
 
     log LEVEL [LAYER]
         Sets the log level of LAYER (core, routing, agent, ...), or of
@@ -225,6 +231,7 @@ struct CommandLine {
   bool json = false;
   bool all = false;
   bool log = false;
+  bool prometheus = false;
   std::optional<double> timeout_s;
   std::optional<unsigned> count;
   std::optional<double> interval_s;
@@ -287,6 +294,10 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
     }
     if (arg == "--log") {
       line.log = true;
+      continue;
+    }
+    if (arg == "--prometheus") {
+      line.prometheus = true;
       continue;
     }
     // Options with a value: "--name VALUE" or "--name=VALUE".
@@ -513,6 +524,10 @@ int run_metrics(AgentConnection& connection, const CommandLine& line) {
   if (!response->error().empty()) return agent_error(response->error());
   if (!response->has_metrics()) return unexpected_answer("metrics");
   const mesh::proto::MetricsReply& metrics = response->metrics();
+  if (line.prometheus) {
+    std::cout << mesh::agent::to_prometheus_text(metrics);
+    return kExitOk;
+  }
   if (line.json) {
     print_json(metrics);
     return kExitOk;
@@ -981,6 +996,7 @@ int main(int argc, char** argv) {
   }
   if (line.all && command != "members") return usage_error("--all applies to members only");
   if (line.log && command != "kgroup") return usage_error("--log applies to kgroup only");
+  if (line.prometheus && command != "metrics") return usage_error("--prometheus applies to metrics only");
   AgentConnection connection(line.socket);
   if (command == "status") return run_status(connection, line);
   if (command == "metrics") return run_metrics(connection, line);
