@@ -492,9 +492,9 @@ int run(const std::string& path) {
   node->start();
   log.info("meshagent started id={} name={} link={} admin={} version={}", node_config.id.to_string(), node_config.name,
            link_summary(config), config.admin_socket, kVersion);
-  if (std::string error; !notifier.notify(fmt::format("READY=1\nSTATUS=serving id={}", node_config.id.to_string()),
-                                          &error)) {
-    log.warn("systemd notification failed error=\"{}\"", error);
+  std::string notify_error;
+  if (!notifier.notify(fmt::format("READY=1\nSTATUS=serving id={}", node_config.id.to_string()), &notify_error)) {
+    log.warn("systemd notification failed error=\"{}\"", notify_error);
   }
   watchdog.start();
 

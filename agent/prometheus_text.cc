@@ -105,13 +105,14 @@ std::string to_prometheus_text(const proto::MetricsReply& metrics, std::string_v
     const LabelList labels = sorted_labels(h.labels());
     Family& summary = families[name];
     summary.type = "summary";
-    summary.help = fmt::format("meshagent histogram {} (log-bucketed, about 4 % relative error on quantiles)", h.name());
+    summary.help =
+        fmt::format("meshagent histogram {} (log-bucketed, about 4 % relative error on quantiles)", h.name());
     const double sum = h.mean() * static_cast<double>(h.count());
     summary.lines.push_back(
-        {labels, fmt::format("{}{} {}\n{}{} {}\n{}_sum{} {}\n{}_count{} {}", name, label_text(labels, "quantile", "0.5"),
-                             prometheus_number(h.p50()), name, label_text(labels, "quantile", "0.99"),
-                             prometheus_number(h.p99()), name, label_text(labels), prometheus_number(sum), name,
-                             label_text(labels), h.count())});
+        {labels, fmt::format("{}{} {}\n{}{} {}\n{}_sum{} {}\n{}_count{} {}", name,
+                             label_text(labels, "quantile", "0.5"), prometheus_number(h.p50()), name,
+                             label_text(labels, "quantile", "0.99"), prometheus_number(h.p99()), name,
+                             label_text(labels), prometheus_number(sum), name, label_text(labels), h.count())});
     Family& max = families[name + "_max"];
     max.type = "gauge";
     max.help = fmt::format("meshagent histogram {}: largest value recorded", h.name());

@@ -42,9 +42,9 @@ std::optional<std::chrono::microseconds> parse_watchdog(const char* usec, const 
 
 SystemdNotifier SystemdNotifier::from_environment() {
   const char* socket = std::getenv("NOTIFY_SOCKET");
-  return SystemdNotifier(socket != nullptr ? socket : "",
-                         parse_watchdog(std::getenv("WATCHDOG_USEC"), std::getenv("WATCHDOG_PID"),
-                                        static_cast<long>(::getpid())));
+  return SystemdNotifier(
+      socket != nullptr ? socket : "",
+      parse_watchdog(std::getenv("WATCHDOG_USEC"), std::getenv("WATCHDOG_PID"), static_cast<long>(::getpid())));
 }
 
 SystemdNotifier::SystemdNotifier(std::string socket, std::optional<std::chrono::microseconds> watchdog)
@@ -67,8 +67,8 @@ bool SystemdNotifier::notify(std::string_view state, std::string* error) const {
   }
   std::memcpy(address.sun_path, socket_.data(), socket_.size());
   if (socket_[0] == '@') address.sun_path[0] = '\0';
-  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socket_.size() +
-                                             (socket_[0] == '@' ? 0 : 1));
+  const auto length =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socket_.size() + (socket_[0] == '@' ? 0 : 1));
 
   const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return fail(fmt::format("socket(AF_UNIX): {}", std::strerror(errno)));

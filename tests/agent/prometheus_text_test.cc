@@ -1,8 +1,8 @@
 #include "agent/prometheus_text.h"
 
-#include <gtest/gtest.h>
-
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "proto/admin.pb.h"
 

@@ -4,14 +4,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
-#include <asio/io_context.hpp>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <asio/io_context.hpp>
+#include <gtest/gtest.h>
 
 namespace mesh::agent {
 namespace {
