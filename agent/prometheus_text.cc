@@ -89,7 +89,7 @@ std::string to_prometheus_text(const proto::MetricsReply& metrics, std::string_v
   Family& up = families[p + "up"];
   up.type = "gauge";
   up.help = "1 when the agent answered meshctl";
-  up.lines.push_back({{}, fmt::format("{}up 1", p)});
+  up.lines.emplace_back(LabelList{}, fmt::format("{}up 1", p));
 
   for (const auto& c : metrics.counters()) {
     std::string name = p + prometheus_name(c.name());
@@ -98,7 +98,7 @@ std::string to_prometheus_text(const proto::MetricsReply& metrics, std::string_v
     family.type = "counter";
     family.help = fmt::format("meshagent counter {}", c.name());
     const LabelList labels = sorted_labels(c.labels());
-    family.lines.push_back({labels, fmt::format("{}{} {}", name, label_text(labels), c.value())});
+    family.lines.emplace_back(labels, fmt::format("{}{} {}", name, label_text(labels), c.value()));
   }
   for (const auto& h : metrics.histograms()) {
     const std::string name = p + prometheus_name(h.name());
@@ -108,15 +108,15 @@ std::string to_prometheus_text(const proto::MetricsReply& metrics, std::string_v
     summary.help =
         fmt::format("meshagent histogram {} (log-bucketed, about 4 % relative error on quantiles)", h.name());
     const double sum = h.mean() * static_cast<double>(h.count());
-    summary.lines.push_back(
-        {labels, fmt::format("{}{} {}\n{}{} {}\n{}_sum{} {}\n{}_count{} {}", name,
-                             label_text(labels, "quantile", "0.5"), prometheus_number(h.p50()), name,
-                             label_text(labels, "quantile", "0.99"), prometheus_number(h.p99()), name,
-                             label_text(labels), prometheus_number(sum), name, label_text(labels), h.count())});
+    summary.lines.emplace_back(
+        labels, fmt::format("{}{} {}\n{}{} {}\n{}_sum{} {}\n{}_count{} {}", name, label_text(labels, "quantile", "0.5"),
+                            prometheus_number(h.p50()), name, label_text(labels, "quantile", "0.99"),
+                            prometheus_number(h.p99()), name, label_text(labels), prometheus_number(sum), name,
+                            label_text(labels), h.count()));
     Family& max = families[name + "_max"];
     max.type = "gauge";
     max.help = fmt::format("meshagent histogram {}: largest value recorded", h.name());
-    max.lines.push_back({labels, fmt::format("{}_max{} {}", name, label_text(labels), prometheus_number(h.max()))});
+    max.lines.emplace_back(labels, fmt::format("{}_max{} {}", name, label_text(labels), prometheus_number(h.max())));
   }
 
   std::string out;

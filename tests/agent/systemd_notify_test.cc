@@ -29,7 +29,7 @@ class NotifySocket {
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     std::memcpy(address.sun_path, name_.data(), name_.size());
-    socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name_.size() + 1);
+    auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name_.size() + 1);
     if (abstract) {
       address.sun_path[0] = '\0';
       length -= 1;
