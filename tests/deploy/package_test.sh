@@ -101,6 +101,8 @@ if command -v groff >/dev/null; then
   done
 fi
 check "/etc/meshagent/agent.toml is a conffile" bash -c "dpkg-query -W -f='\${Conffiles}' meshagent | grep -q /etc/meshagent/agent.toml"
+check "meshagent.service enabled (deb-systemd-helper)" test -L /etc/systemd/system/multi-user.target.wants/meshagent.service
+check "the Prometheus timer is not enabled" test ! -e /etc/systemd/system/timers.target.wants/meshagent-prometheus.timer
 check "systemd units installed" test -f /lib/systemd/system/meshagent.service -a -f /lib/systemd/system/meshagent-prometheus.timer
 check "Prometheus textfile writer installed" test -x /usr/libexec/meshagent/prometheus-textfile
 check "meshagent system user" bash -c 'u=$(getent passwd meshagent) && [ "$(echo "$u" | cut -d: -f3)" -lt 1000 ] && echo "$u" | grep -q ":/var/lib/meshagent:/usr/sbin/nologin$"'
@@ -161,6 +163,7 @@ dpkg -P meshagent >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; exit 1; }
 check "/etc/meshagent gone (config and key)" test ! -e /etc/meshagent
 check "/var/lib/meshagent gone" test ! -e /var/lib/meshagent
 check "no unit left" test ! -e /lib/systemd/system/meshagent.service
+check "no enablement symlink left" test ! -e /etc/systemd/system/multi-user.target.wants/meshagent.service
 check "dpkg forgot the package" bash -c '! dpkg-query -W -f="\${Status}" meshagent 2>/dev/null | grep -q installed'
 echo "  (the meshagent user and group stay, as Debian does for system users)"
 
