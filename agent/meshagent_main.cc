@@ -36,8 +36,10 @@
 #include "agent/runtime/asio_env.h"
 #include "agent/runtime/file_storage.h"
 #include "agent/runtime/kernel_route_sync.h"
+#include "agent/runtime/key_file_check.h"
 #include "agent/runtime/kernel_routes.h"
 #include "agent/runtime/loopback_link.h"
+#include "agent/runtime/systemd_notify.h"
 #include "agent/runtime/udp_link.h"
 #include "agent/topology_file.h"
 #include "core/log.h"
@@ -125,7 +127,7 @@ OPTIONS
         Prints this text.
 
 FILES
-    /etc/meshagent/meshagent.toml
+    /etc/meshagent/agent.toml
         The usual configuration file (systemd unit: meshagent.service).
         Tables: [node] name, address, location; [link] mode, interfaces,
         topology_file, agent_port (default 6980), olsr_port; [security]
@@ -142,6 +144,16 @@ FILES
         Removed when the agent stops.
     /var/lib/meshagent/
         Durable state (storage.data_dir), created with mode 0700.
+
+SYSTEMD
+    Under a Type=notify unit the agent sends READY=1 once it serves,
+    STOPPING=1 when it starts to stop, and, when WatchdogSec= is set,
+    WATCHDOG=1 every half period from its event loop (sd_notify(3)
+    protocol on $NOTIFY_SOCKET). Elsewhere nothing is sent.
+
+    The agent refuses to start (exit 2), and --check-config fails, when
+    the mesh key file grants any access to its group or to other users;
+    fix it with chmod 600 on the file, owned by the user the agent runs as.
 
 SIGNALS
     SIGINT, SIGTERM
@@ -165,7 +177,7 @@ EXIT STATUS
     2   the command line or the configuration is wrong.
 
 EXAMPLES
-    A node on a Pi, /etc/meshagent/meshagent.toml:
+    A node on a Pi, /etc/meshagent/agent.toml:
         [node]
         name = "kitchen"
         [link]
@@ -189,8 +201,8 @@ EXAMPLES
         [storage]
         data_dir = "/tmp/mesh/n1/data"
 
-    meshagent --check-config /etc/meshagent/meshagent.toml
-    meshagent --config /etc/meshagent/meshagent.toml
+    meshagent --check-config /etc/meshagent/agent.toml
+    meshagent --config /etc/meshagent/agent.toml
     scripts/demo        (starts a 9-node loopback mesh)
 
 SEE ALSO
@@ -216,6 +228,10 @@ std::string id_summary(const AgentConfig& config) {
 int check_config(const std::string& path) {
   try {
     const AgentConfig config = load_config(path);
+    if (const auto problem = check_key_file_permissions(config.mesh_key_file)) {
+      std::fprintf(stderr, "%s: security.mesh_key_file: %s\n", config.source.c_str(), problem->c_str());
+      return kExitConfig;
+    }
     std::printf("%s: ok\n", path.c_str());
     const std::string kernel_routes =
         config.kernel_routes.install ? fmt::format("proto{}", config.kernel_routes.protocol) : std::string("off");
@@ -364,6 +380,10 @@ int run(const std::string& path) {
     std::fprintf(stderr, "%s\n", e.what());
     return kExitConfig;
   }
+  if (const auto problem = check_key_file_permissions(config.mesh_key_file)) {
+    std::fprintf(stderr, "meshagent: refusing to start: %s\n", problem->c_str());
+    return kExitConfig;
+  }
   if (!core::set_log_level(config.log_level)) {
     std::fprintf(stderr, "%s: log.level: unknown level \"%s\"\n", config.source.c_str(), config.log_level.c_str());
     return kExitConfig;
@@ -437,6 +457,11 @@ int run(const std::string& path) {
     return kExitRuntime;
   }
 
+  // Under systemd (Type=notify, WatchdogSec=): READY=1 once serving,
+  // WATCHDOG=1 from this event loop, STOPPING=1 on the way out.
+  const SystemdNotifier notifier = SystemdNotifier::from_environment();
+  WatchdogPinger watchdog(io, notifier);
+
   asio::signal_set signals(io, SIGINT, SIGTERM);
   asio::steady_timer leave_timer(io);
   int stop_signal = 0;
@@ -448,6 +473,7 @@ int run(const std::string& path) {
       return;
     }
     stop_signal = signal_number;
+    notifier.notify("STOPPING=1");
     log.info("meshagent stopping signal={} leave_grace_ms={}", signal_number == SIGINT ? "SIGINT" : "SIGTERM",
              std::chrono::duration_cast<std::chrono::milliseconds>(kLeaveGrace).count());
     admin->stop();
@@ -466,6 +492,11 @@ int run(const std::string& path) {
   node->start();
   log.info("meshagent started id={} name={} link={} admin={} version={}", node_config.id.to_string(), node_config.name,
            link_summary(config), config.admin_socket, kVersion);
+  std::string notify_error;
+  if (!notifier.notify(fmt::format("READY=1\nSTATUS=serving id={}", node_config.id.to_string()), &notify_error)) {
+    log.warn("systemd notification failed error=\"{}\"", notify_error);
+  }
+  watchdog.start();
 
   try {
     io.run();

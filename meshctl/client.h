@@ -36,6 +36,7 @@ struct CommandLine {
   bool json = false;
   bool all = false;
   bool log = false;
+  bool prometheus = false;  // metrics
   std::optional<double> timeout_s;
   std::optional<unsigned> count;
   std::optional<double> interval_s;

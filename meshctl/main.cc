@@ -206,6 +206,10 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
       line.log = true;
       continue;
     }
+    if (arg == "--prometheus") {
+      line.prometheus = true;
+      continue;
+    }
     if (arg == "--replace") {
       line.replace = true;
       continue;
@@ -269,6 +273,7 @@ int run(int argc, char** argv) {
   }
   if (line.all && command != "members") return usage_error("--all applies to members only");
   if (line.log && command != "kgroup") return usage_error("--log applies to kgroup only");
+  if (line.prometheus && command != "metrics") return usage_error("--prometheus applies to metrics only");
   const std::string sub = line.words.size() > 1 && command == "device" ? line.words[1] : std::string();
   if ((line.file || line.replace) && sub != "add") return usage_error("--file and --replace apply to device add only");
   if (line.command_id && sub != "set") return usage_error("--id applies to device set only");

@@ -12,6 +12,7 @@
 
 #include "core/node_id.h"
 #include "meshctl/output.h"
+#include "meshctl/prometheus_text.h"
 #include "meshctl/verbs.h"
 
 namespace mesh::meshctl {
@@ -28,9 +29,14 @@ constexpr std::string_view kHelp = R"(    status
         layer (bottom up), and the one-hop neighbours with the time since
         each was last heard.
 
-    metrics
+    metrics [--prometheus]
         Every counter and histogram of the node (count, mean, p50, p99,
-        max), one series per line, sorted by name and labels.
+        max), one series per line, sorted by name and labels. With
+        --prometheus, the Prometheus text format instead: counters as
+        meshagent_NAME_total, histograms as summaries (quantiles 0.5 and
+        0.99, _sum, _count) with a meshagent_NAME_max gauge, and
+        meshagent_up 1; the package's meshagent-prometheus.timer writes it
+        for node_exporter's textfile collector.
 
     log LEVEL [LAYER]
         Sets the log level of LAYER (core, routing, agent, ...), or of
@@ -85,6 +91,10 @@ int run_metrics(AgentConnection& connection, const CommandLine& line) {
   if (!response->error().empty()) return agent_error(response->error());
   if (!response->has_metrics()) return unexpected_answer("metrics");
   const mesh::proto::MetricsReply& metrics = response->metrics();
+  if (line.prometheus) {
+    std::cout << to_prometheus_text(metrics);
+    return kExitOk;
+  }
   if (line.json) {
     print_json(metrics);
     return kExitOk;
