@@ -144,25 +144,37 @@ void AdminDevices::set(const proto::DeviceSetRequest& request, Reply reply) {
     reply(error_response(fmt::format("no device {} in the catalog (meshctl devices lists them)", request.id())));
     return;
   }
+  // A value outside the schema is refused here, with the outcome a leader
+  // would give it, so meshctl's exit status is the same either way.
+  auto refused = [&](std::string detail) {
+    proto::AdminResponse response;
+    response.mutable_device_set()->set_status("refused");
+    response.mutable_device_set()->set_detail(std::move(detail));
+    reply(std::move(response));
+  };
   routine::Attributes values;
   for (const std::string& assignment : request.assignments()) {
     const size_t eq = assignment.find('=');
     if (eq == std::string::npos || eq == 0) {
-      reply(error_response(fmt::format("'{}' is not ATTR=VALUE (e.g. power=on)", assignment)));
+      refused(fmt::format("'{}' is not ATTR=VALUE (e.g. power=on)", assignment));
       return;
     }
     const std::string name = assignment.substr(0, eq);
     const auto* attribute = routine::find_attribute(spec->kind, name);
     if (attribute == nullptr) {
-      reply(error_response(*routine::check_command(*spec, {{name, true}})));
+      refused(*routine::check_command(*spec, {{name, true}}));
       return;
     }
     auto value = routine::parse_value(*attribute, std::string_view(assignment).substr(eq + 1));
     if (!value) {
-      reply(error_response(fmt::format("device {}: {}", spec->id, value.error())));
+      refused(fmt::format("device {}: {}", spec->id, value.error()));
       return;
     }
     values[name] = std::move(*value);
+  }
+  if (auto problem = routine::check_command(*spec, values)) {
+    refused(*problem);
+    return;
   }
   const routine::DeviceKind kind = spec->kind;
   node_.devices().command(

@@ -31,6 +31,7 @@
 
 #include "agent/admin_service.h"
 #include "agent/config.h"
+#include "agent/drivers/driver_factory.h"
 #include "agent/node.h"
 #include "agent/runtime/admin_server.h"
 #include "agent/runtime/asio_env.h"
@@ -427,6 +428,8 @@ int run(const std::string& path) {
   std::unique_ptr<FileStorage> storage;
   // Before the node: it outlives the node, whose routes listener calls it.
   std::unique_ptr<KernelRouteInstaller> kernel_routes;
+  // Declared before the node, so it outlives every driver the node opens.
+  std::unique_ptr<drivers::AgentDriverFactory> drivers;
   std::unique_ptr<Node> node;
   std::unique_ptr<AdminService> service;
   std::unique_ptr<AdminServer> admin;
@@ -440,7 +443,8 @@ int run(const std::string& path) {
     // all nodes share (through NTP), read here and nowhere in protocol code.
     node_config.kgroup.epoch_origin =
         env.now() - std::chrono::duration_cast<core::Duration>(std::chrono::system_clock::now().time_since_epoch());
-    node = std::make_unique<Node>(node_config, NodeContext{env, *link, *olsr_link, *storage});
+    drivers = std::make_unique<drivers::AgentDriverFactory>(io);
+    node = std::make_unique<Node>(node_config, NodeContext{env, *link, *olsr_link, *storage, drivers.get()});
     if (kernel_routes) {
       node->add_routes_listener([installer = kernel_routes.get()](const std::vector<routing::olsr::Route>& routes) {
         installer->update(routes);

@@ -177,11 +177,11 @@ int set_device(AgentConnection& connection, const CommandLine& line) {
   if (line.json) {
     print_json(reply);
   } else if (reply.status() == "ok") {
-    std::cout << fmt::format("{}: ok, now {} (command {})\n", set.id(),
-                             reply.state_after().empty() ? "set" : reply.state_after(), reply.command_id());
+    std::cout << fmt::format("{}: ok{} (command {})\n", set.id(),
+                             reply.state_after().empty() ? "" : ", now " + reply.state_after(), reply.command_id());
   } else {
-    std::cerr << fmt::format("meshctl: device {}: {}: {} (command {})\n", set.id(), reply.status(), reply.detail(),
-                             reply.command_id());
+    std::cerr << fmt::format("meshctl: device {}: {}: {}{}\n", set.id(), reply.status(), reply.detail(),
+                             reply.command_id().empty() ? "" : " (command " + reply.command_id() + ")");
   }
   return exit_status_of(reply.status());
 }

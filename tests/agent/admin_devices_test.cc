@@ -149,8 +149,9 @@ TEST_F(AdminDevicesTest, AddListSetWatchRemove) {
   set.mutable_device_set()->clear_assignments();
   set.mutable_device_set()->add_assignments("brightness=150");
   response = ask(1, set, seconds(1));
-  ASSERT_TRUE(response.has_value());
-  EXPECT_THAT(response->error(), HasSubstr("brightness=150 is out of range: allowed is an integer 0..100"));
+  ASSERT_TRUE(response && response->has_device_set());
+  EXPECT_EQ(response->device_set().status(), "refused");
+  EXPECT_THAT(response->device_set().detail(), HasSubstr("brightness=150 is out of range: allowed is an integer 0..100"));
   EXPECT_TRUE(hall_.actuations().empty());
 
   // A device that stops answering: its command reports it down.
