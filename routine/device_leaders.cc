@@ -404,21 +404,41 @@ void DeviceLeaders::submit(const SessionKey& key, const proto::DeviceUpdate& upd
 void DeviceLeaders::on_subscribe(const core::Message& message, const proto::DeviceSubscribe& subscribe) {
   const auto lease = std::min<core::Duration>(std::chrono::milliseconds(subscribe.lease_ms()),
                                               options_.subscription_lease);
-  for (const std::string& device : subscribe.devices()) {
+  // Answer the devices this node leads whose state differs from the
+  // subscriber's, a few per datagram.
+  std::map<SessionKey, proto::RoutineBody> answers;
+  auto send = [this, &message](const SessionKey& key, proto::RoutineBody& body) {
+    proto::DeviceNotify& notify = *body.mutable_notify();
+    notify.set_leader(messages_.self().value());
+    notify.set_group(std::get<0>(key));
+    notify.set_epoch(std::get<1>(key));
+    notify.set_generation(std::get<2>(key));
+    notify.set_answer(true);
+    notifications_.add();
+    messages_.send(message.src, body);
+    body.Clear();
+  };
+  for (int i = 0; i < subscribe.devices_size(); ++i) {
+    const std::string& device = subscribe.devices(i);
     if (check_device_id(device)) continue;
     subscribers_[device][message.src] = env_.now() + lease;
-    // Answer with the current state if this node leads the device.
+    const uint64_t held = i < subscribe.versions_size() ? subscribe.versions(i) : 0;
     for (const auto& [key, s] : sessions_) {
       if (s->watches.count(device) == 0) continue;
-      if (const DeviceGroupState* st = state(key)) {
-        if (const auto* record = st->device(device)) notify(key, device, *record, message.src);
-      }
+      const DeviceGroupState* st = state(key);
+      const auto* record = st == nullptr ? nullptr : st->device(device);
+      if (record == nullptr || record->version == held) continue;
+      auto& body = answers[key];
+      *body.mutable_notify()->add_devices() = to_proto(device, *record);
+      if (body.notify().devices_size() >= kDevicesPerAnswer) send(key, body);
     }
+  }
+  for (auto& [key, body] : answers) {
+    if (body.notify().devices_size() > 0) send(key, body);
   }
 }
 
-void DeviceLeaders::notify(const SessionKey& key, const std::string& device, const DeviceGroupState::Device& record,
-                           std::optional<core::NodeId> only) {
+void DeviceLeaders::notify(const SessionKey& key, const std::string& device, const DeviceGroupState::Device& record) {
   const auto subscribers = subscribers_.find(device);
   if (subscribers == subscribers_.end()) return;
   proto::RoutineBody body;
@@ -428,10 +448,10 @@ void DeviceLeaders::notify(const SessionKey& key, const std::string& device, con
   notify.set_group(std::get<0>(key));
   notify.set_epoch(std::get<1>(key));
   notify.set_generation(std::get<2>(key));
-  notify.set_answer(only.has_value());
+
   const core::TimePoint now = env_.now();
   for (const auto& [subscriber, until] : subscribers->second) {
-    if (until <= now || (only && *only != subscriber)) continue;
+    if (until <= now) continue;
     notifications_.add();
     messages_.send(subscriber, body);
   }

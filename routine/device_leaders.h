@@ -53,8 +53,9 @@ struct DeviceLeaderOptions {
 //    subscribed (DeviceSubscribe, a soft lease the subscriber renews at all
 //    members), so a new leader knows its subscribers at once; the leader
 //    sends each committed change (DeviceNotify, with the version) to them,
-//    its devices' whole state when it takes over, and the current state in
-//    answer to every renewal. A subscriber that missed a notification
+//    its devices' whole state when it takes over, and, in answer to a
+//    renewal, the devices whose version differs from the one the renewal
+//    says the subscriber holds. A subscriber that missed a notification
 //    converges on the next one or on its next renewal.
 class DeviceLeaders {
  public:
@@ -91,10 +92,10 @@ class DeviceLeaders {
   const DeviceGroupState* state(const SessionKey& key) const;
 
   void on_subscribe(const core::Message& message, const proto::DeviceSubscribe& subscribe);
-  // Sends the device's committed state to its subscribers (`only`: to the
-  // one subscriber whose renewal this answers).
-  void notify(const SessionKey& key, const std::string& device, const DeviceGroupState::Device& record,
-              std::optional<core::NodeId> only = std::nullopt);
+  // Sends the device's committed state to its subscribers.
+  void notify(const SessionKey& key, const std::string& device, const DeviceGroupState::Device& record);
+  // Devices per answer to a renewal (about 60 bytes each): one datagram.
+  static constexpr int kDevicesPerAnswer = 12;
 
   core::Env& env_;
   kgroup::GroupHost& host_;

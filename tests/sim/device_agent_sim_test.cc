@@ -343,6 +343,8 @@ Outcome run(const Plan& plan, uint64_t seed) {
     sim.restart(*victim);
     down.erase(*victim);
     sim.node(*victim)->device_watcher().watch({}, {});  // a new life, a new subscriber
+    // Back, it may be cut off (its neighbours are the node that stays down).
+    out.partitioned = out.partitioned || !connected_without(sim.topology(), down);
   }
   // Quiescence: clients stopped at `stop`; let notifications and renewals settle.
   sim.run_until(stop + seconds(40));
@@ -378,6 +380,9 @@ Outcome run(const Plan& plan, uint64_t seed) {
                                            node->catalog().version()));
     }
     for (const auto& [id, spec] : node->catalog().devices()) {
+      // A group that lost its quorum (two of three members crashed) holds
+      // nothing new: its devices' views may lag, as the model allows.
+      if (!quorum_alive(sim, id)) continue;
       EmulatedDevice* device = devices.find(id);
       const auto& view = node->device_watcher().view();
       const auto seen = view.find(id);
