@@ -404,8 +404,8 @@ void DeviceLeaders::submit(const SessionKey& key, const proto::DeviceUpdate& upd
 void DeviceLeaders::on_subscribe(const core::Message& message, const proto::DeviceSubscribe& subscribe) {
   const auto lease = std::min<core::Duration>(std::chrono::milliseconds(subscribe.lease_ms()),
                                               options_.subscription_lease);
-  // Answer the devices this node leads whose state differs from the
-  // subscriber's, a few per datagram.
+  // Answer with the state of every device this node leads, a dozen per
+  // datagram: a subscriber that missed a notification converges here.
   std::map<SessionKey, proto::RoutineBody> answers;
   auto send = [this, &message](const SessionKey& key, proto::RoutineBody& body) {
     proto::DeviceNotify& notify = *body.mutable_notify();
@@ -422,12 +422,11 @@ void DeviceLeaders::on_subscribe(const core::Message& message, const proto::Devi
     const std::string& device = subscribe.devices(i);
     if (check_device_id(device)) continue;
     subscribers_[device][message.src] = env_.now() + lease;
-    const uint64_t held = i < subscribe.versions_size() ? subscribe.versions(i) : 0;
     for (const auto& [key, s] : sessions_) {
       if (s->watches.count(device) == 0) continue;
       const DeviceGroupState* st = state(key);
       const auto* record = st == nullptr ? nullptr : st->device(device);
-      if (record == nullptr || record->version == held) continue;
+      if (record == nullptr) continue;
       auto& body = answers[key];
       *body.mutable_notify()->add_devices() = to_proto(device, *record);
       if (body.notify().devices_size() >= kDevicesPerAnswer) send(key, body);

@@ -53,10 +53,10 @@ struct DeviceLeaderOptions {
 //    subscribed (DeviceSubscribe, a soft lease the subscriber renews at all
 //    members), so a new leader knows its subscribers at once; the leader
 //    sends each committed change (DeviceNotify, with the version) to them,
-//    its devices' whole state when it takes over, and, in answer to a
-//    renewal, the devices whose version differs from the one the renewal
-//    says the subscriber holds. A subscriber that missed a notification
-//    converges on the next one or on its next renewal.
+//    its devices' whole state when it takes over, and the current state of
+//    the renewed devices in answer to every renewal (a dozen per datagram).
+//    A subscriber that missed a notification converges on the next one or
+//    on its next renewal.
 class DeviceLeaders {
  public:
   DeviceLeaders(core::Env& env, kgroup::GroupHost& host, const kgroup::GroupSelector& selector,

@@ -58,9 +58,6 @@ void DeviceWatcher::renew() {
     }
     auto& body = by_group[target.to_string()];
     body.mutable_subscribe()->add_devices(device);
-    const auto seen = view_.find(device);
-    body.mutable_subscribe()->add_versions(
-        seen != view_.end() && seen->second.group == target.to_string() ? seen->second.record.version : 0);
     body.mutable_subscribe()->set_lease_ms(
         static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease).count()));
   }
