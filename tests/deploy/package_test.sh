@@ -4,7 +4,7 @@
 # user, conffile and maintainer-script actions, upgrade over itself and to a
 # newer revision (config and data kept, the service restarted once, never
 # stopped), remove, purge; lintian. Needs root and dpkg; exits 77 (skipped)
-# with the reason otherwise. No systemd runs here, so a stub deb-systemd-invoke
+# with the reason otherwise. No systemd runs here, so a fake deb-systemd-invoke
 # on PATH records what the maintainer scripts ask systemd to do.
 #
 # usage: tests/deploy/package_test.sh --build-dir DIR [--keep]
@@ -73,17 +73,17 @@ deb2=$(ls "$work"/r2/meshagent_*.deb)
 echo "$(basename "$deb1"): $(stat -c %s "$deb1") bytes; installed size $(dpkg-deb -f "$deb1" Installed-Size) KiB"
 echo "Depends: $(dpkg-deb -f "$deb1" Depends)"
 
-# Stub systemd front ends: record each request.
-mkdir -p "$work/stub"
+# Fake systemd front ends: record each request.
+mkdir -p "$work/fake"
 for tool in deb-systemd-invoke; do
-  cat >"$work/stub/$tool" <<STUB
+  cat >"$work/fake/$tool" <<FAKE
 #!/bin/sh
 echo "$tool \$*" >>"$work/systemd.log"
-STUB
-  chmod +x "$work/stub/$tool"
+FAKE
+  chmod +x "$work/fake/$tool"
 done
 : >"$work/systemd.log"
-export PATH="$work/stub:$PATH"
+export PATH="$work/fake:$PATH"
 actions() { cat "$work/systemd.log"; : >"$work/systemd.log"; }
 
 step "install"
