@@ -286,9 +286,14 @@ void DeviceLeaders::run_commands(const SessionKey& key) {
       continue;
     }
     if (w == nullptr) {
+      // Never actuated here (an actuating one was handled above): refuse it
+      // with the reason, so its client hears at once and may send it again.
       const bool known = catalog_.find(command->device) != nullptr;
-      if (known) continue;  // a catalog change moved it; its new group's leader is not this one
-      finish_command(key, id, proto::COMMAND_REFUSED, fmt::format("no device {} in the catalog", command->device),
+      finish_command(key, id, proto::COMMAND_REFUSED,
+                     known ? fmt::format("device {} moved to group {} (a catalog change re-clustered it); send the "
+                                         "command again",
+                                         command->device, selector_.device_group(command->device).to_string())
+                           : fmt::format("no device {} in the catalog", command->device),
                      {});
       continue;
     }
