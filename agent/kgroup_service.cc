@@ -336,7 +336,7 @@ void KgroupService::on_request(const core::Message& request, core::Responder res
         reply.set_leader(replica->leader().value());
         reply.set_epoch(replica->config().epoch);
         reply.set_generation(replica->config().generation);
-      } else if (genesis_.count(key) != 0) {
+      } else if (const auto running = genesis_.find(key); running != genesis_.end() && running->second.create) {
         // Two nodes creating the same group at once (their views disagree
         // on the preferred leader): the lower id creates it, the other
         // steps back and sends its writes there.
@@ -379,7 +379,14 @@ GroupReplica* KgroupService::route(const GroupTarget& target, bool create, Reply
       return nullptr;
     }
     if (!create) {
-      reply(make_reply(proto::KGROUP_CLIENT_FAILED, {}, fmt::format("no group of {} exists yet", key)));
+      // Views may disagree on the preferred leader: look for the group on
+      // every live node before saying there is none.
+      if (const auto absent = absent_until_.find(key); absent != absent_until_.end() && absent->second > env_.now()) {
+        reply(make_reply(proto::KGROUP_CLIENT_FAILED, {}, fmt::format("no group of {} exists yet", key)));
+        return nullptr;
+      }
+      start_genesis(target, selected, /*create=*/false);
+      reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "looking for the group"));
       return nullptr;
     }
     start_genesis(target, selected);
@@ -477,10 +484,15 @@ void KgroupService::serve_write(const GroupTarget& target, uint64_t write_id, st
 
 // ---- genesis ----------------------------------------------------------------
 
-void KgroupService::start_genesis(const GroupTarget& target, const kgroup::GroupSelector::Selected& selected) {
+void KgroupService::start_genesis(const GroupTarget& target, const kgroup::GroupSelector::Selected& selected,
+                                  bool create) {
   const std::string key = target.to_string();
-  if (genesis_.count(key) != 0) return;
+  if (const auto running = genesis_.find(key); running != genesis_.end()) {
+    running->second.create = running->second.create || create;
+    return;
+  }
   Genesis& genesis = genesis_[key];
+  genesis.create = create;
   genesis.epoch = selected.epoch;
   for (const auto& member : selected.members) genesis.members.push_back(member.id);
   // Every live node is asked, not only the computed members: a group of the
@@ -538,6 +550,11 @@ void KgroupService::finish_genesis(const std::string& key) {
     // A group of the target exists already: send writes to it.
     hints_[key] = Hint{*genesis.hosted_at, env_.now() + config_.write_attempt_timeout};
     core::log("kgroup").info("genesis not needed target={} hosted_at={}", key, genesis.hosted_at->to_string());
+    return;
+  }
+  if (!genesis.create) {
+    if (genesis.silent == 0) absent_until_[key] = env_.now() + config_.write_attempt_timeout;
+    core::log("kgroup").debug("no group of {} found for a read", key);
     return;
   }
   if (genesis.silent > 0) {

@@ -137,7 +137,11 @@ class KgroupService {
   kgroup::GroupReplica* route(const kgroup::GroupTarget& target, bool create, Reply& reply);
   void start(std::unique_ptr<Write> write);
   void serve_create(const core::Message& request, const proto::KgroupClientCreate& create, core::Responder responder);
-  void start_genesis(const kgroup::GroupTarget& target, const kgroup::GroupSelector::Selected& selected);
+  // Probes every live node for a group of `target` and creates it if none
+  // has one and `create`; a search for a read (create false) only learns
+  // where the group is (a hint) or that there is none.
+  void start_genesis(const kgroup::GroupTarget& target, const kgroup::GroupSelector::Selected& selected,
+                     bool create = true);
   void finish_genesis(const std::string& target);
   // Another node is creating the same target's group and has the lower id:
   // stop ours and send writes there.
@@ -166,8 +170,13 @@ class KgroupService {
     size_t awaiting = 0;  // probes not answered yet
     size_t silent = 0;    // probes that got no usable answer
     std::optional<core::NodeId> hosted_at;
+    // False while only reads asked: find the group, never create it.
+    bool create = true;
   };
   std::map<std::string, Genesis> genesis_;
+  // A read-only search found no group of the target anywhere: reads fail
+  // at once until then.
+  std::map<std::string, core::TimePoint> absent_until_;
   // A probe found the target's group elsewhere: send writes there for a while.
   struct Hint {
     core::NodeId node;

@@ -68,7 +68,7 @@ void DeviceWatcher::renew() {
     if (locate_ && locating_.count(group) == 0 &&
         (heard == group_heard_.end() || env_.now() - heard->second > options_.lease)) {
       locating_.insert(group);
-      locate_(*target, [this, group, body](std::optional<core::NodeId> leader,
+      locate_(*target, [this, group = group, body = body](std::optional<core::NodeId> leader,
                                           const std::vector<proto::DeviceStateMsg>& states) {
         locating_.erase(group);
         if (!leader) return;
