@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "agent/drivers/json_fields.h"
+
 namespace mesh::drivers::kasa {
 namespace {
 
@@ -22,33 +24,17 @@ DriverResult fail(DriverFailure failure, std::string reason) {
   return core::Unexpected(DriverError{failure, std::move(reason)});
 }
 
-// Dumps without throwing: invalid UTF-8 in a string becomes U+FFFD.
-std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-// Type-checked access: nullptr / nullopt instead of an exception.
-const json* member(const json* object, std::string_view key) {
-  if (object == nullptr || !object->is_object()) return nullptr;
-  auto it = object->find(key);
-  return it == object->end() ? nullptr : &*it;
-}
-
-std::optional<double> number(const json* value) {
-  if (value == nullptr || !value->is_number()) return std::nullopt;
-  const double out = value->get<double>();
-  if (!std::isfinite(out)) return std::nullopt;
-  return out;
-}
 
 // Kasa writes flags as 0/1; accept JSON booleans too.
 std::optional<bool> flag(const json* value) {
   if (value == nullptr) return std::nullopt;
   if (value->is_boolean()) return value->get<bool>();
-  if (auto n = number(value)) return *n != 0;
+  if (auto n = json_number(value)) return *n != 0;
   return std::nullopt;
 }
 
 std::string short_text(const json& value) {
-  std::string text = dump(value);
+  std::string text = dump_json(value);
   if (text.size() > 80) text = text.substr(0, 77) + "...";
   return text;
 }
@@ -58,13 +44,13 @@ std::optional<DriverError> check_err_code(const json* result, std::string_view w
   if (result == nullptr || !result->is_object()) {
     return DriverError{DriverFailure::protocol, fmt::format("reply has no {} object", what)};
   }
-  const json* code = member(result, "err_code");
+  const json* code = json_member(result, "err_code");
   if (code == nullptr) return std::nullopt;
-  auto value = number(code);
+  auto value = json_number(code);
   if (!value) return DriverError{DriverFailure::protocol, fmt::format("{}: err_code is {}", what, short_text(*code))};
   if (*value == 0) return std::nullopt;
   std::string message;
-  if (const json* msg = member(result, "err_msg"); msg != nullptr && msg->is_string()) {
+  if (const json* msg = json_member(result, "err_msg"); msg != nullptr && msg->is_string()) {
     message = msg->get<std::string>();
     if (message.size() > 120) message = message.substr(0, 117) + "...";
   }
@@ -93,23 +79,23 @@ void put_flag(Attributes& out, const char* name, const json* value) {
   if (auto f = flag(value)) out[name] = *f;
 }
 void put_number(Attributes& out, const char* name, const json* value) {
-  if (auto n = number(value)) out[name] = *n;
+  if (auto n = json_number(value)) out[name] = *n;
 }
 
 // Light state of a bulb: on_off, brightness, color_temp; the latter two from
 // dft_on_state when the bulb is off and does not report them directly.
 void put_light_state(Attributes& out, const json* state) {
-  put_flag(out, "power", member(state, "on_off"));
-  const json* fallback = member(state, "dft_on_state");
+  put_flag(out, "power", json_member(state, "on_off"));
+  const json* fallback = json_member(state, "dft_on_state");
   for (const char* name : {"brightness", "color_temp"}) {
-    const json* value = member(state, name);
-    if (!number(value)) value = member(fallback, name);
+    const json* value = json_member(state, name);
+    if (!json_number(value)) value = json_member(fallback, name);
     put_number(out, name, value);
   }
 }
 
 bool child_matches(const std::string& wanted, const json& child, const std::string& device_id) {
-  const json* id = member(&child, "id");
+  const json* id = json_member(&child, "id");
   if (id == nullptr || !id->is_string()) return false;
   const auto& text = id->get_ref<const std::string&>();
   if (text == wanted) return true;
@@ -305,26 +291,26 @@ core::Expected<std::string, std::string> actuate_request(const Target& target, c
   for (auto& call : *calls) request[call.module][call.method] = std::move(call.arguments);
   if (!target.child_id.empty()) request["context"] = {{"child_ids", json::array({target.child_id})}};
   if (!options.command_id.empty()) request[std::string(kCommandIdModule)] = {{"command_id", options.command_id}};
-  return dump(request);
+  return dump_json(request);
 }
 
 DriverResult parse_sysinfo_reply(const Target& target, std::string_view text) {
   auto parsed = parse_json(text);
   if (!parsed) return core::Unexpected(parsed.error());
-  const json* info = member(member(&*parsed, "system"), "get_sysinfo");
+  const json* info = json_member(json_member(&*parsed, "system"), "get_sysinfo");
   if (auto error = check_err_code(info, "system.get_sysinfo")) return core::Unexpected(*error);
 
   Attributes out;
   if (!target.child_id.empty()) {
     if (!is_outlet_kind(target.kind)) return fail(DriverFailure::protocol, outlet_kind_error(target.kind));
-    const json* children = member(info, "children");
+    const json* children = json_member(info, "children");
     if (children == nullptr || !children->is_array())
       return fail(DriverFailure::protocol, "sysinfo has no children list");
     std::string device_id;
-    if (const json* id = member(info, "deviceId"); id != nullptr && id->is_string()) device_id = id->get<std::string>();
+    if (const json* id = json_member(info, "deviceId"); id != nullptr && id->is_string()) device_id = id->get<std::string>();
     for (const auto& child : *children) {
       if (!child_matches(target.child_id, child, device_id)) continue;
-      auto state = flag(member(&child, "state"));
+      auto state = flag(json_member(&child, "state"));
       if (!state) return fail(DriverFailure::protocol, fmt::format("outlet {} has no state", target.child_id));
       out["power"] = *state;
       return out;
@@ -335,33 +321,33 @@ DriverResult parse_sysinfo_reply(const Target& target, std::string_view text) {
   switch (target.kind) {
     case DeviceKind::switch_:
     case DeviceKind::plug:
-      put_flag(out, "power", member(info, "relay_state"));
+      put_flag(out, "power", json_member(info, "relay_state"));
       break;
     case DeviceKind::dimmer:
-      put_flag(out, "power", member(info, "relay_state"));
-      put_number(out, "brightness", member(info, "brightness"));
+      put_flag(out, "power", json_member(info, "relay_state"));
+      put_number(out, "brightness", json_member(info, "brightness"));
       break;
     case DeviceKind::bulb:
-      put_light_state(out, member(info, "light_state"));
+      put_light_state(out, json_member(info, "light_state"));
       break;
     case DeviceKind::motion_sensor:
-      put_flag(out, "motion", member(info, "motion"));
+      put_flag(out, "motion", json_member(info, "motion"));
       break;
     case DeviceKind::contact_sensor:
-      put_flag(out, "contact", member(info, "contact"));
+      put_flag(out, "contact", json_member(info, "contact"));
       break;
     case DeviceKind::occupancy_sensor:
-      put_flag(out, "occupancy", member(info, "occupancy"));
+      put_flag(out, "occupancy", json_member(info, "occupancy"));
       break;
     case DeviceKind::sensor:
-      for (const char* name : {"temperature", "humidity", "illuminance"}) put_number(out, name, member(info, name));
+      for (const char* name : {"temperature", "humidity", "illuminance"}) put_number(out, name, json_member(info, name));
       break;
     case DeviceKind::lock:
-      put_flag(out, "locked", member(info, "locked"));
+      put_flag(out, "locked", json_member(info, "locked"));
       break;
     case DeviceKind::thermostat:
-      put_number(out, "target", member(info, "target"));
-      put_number(out, "temperature", member(info, "temperature"));
+      put_number(out, "target", json_member(info, "target"));
+      put_number(out, "temperature", json_member(info, "temperature"));
       break;
   }
   if (out.empty()) {
@@ -378,7 +364,7 @@ DriverResult parse_actuate_reply(const Target& target, const Attributes& values,
   if (!parsed) return core::Unexpected(parsed.error());
   Attributes out;
   for (const auto& call : *calls) {
-    const json* result = member(member(&*parsed, call.module), call.method);
+    const json* result = json_member(json_member(&*parsed, call.module), call.method);
     if (auto error = check_err_code(result, call.module + "." + call.method)) return core::Unexpected(*error);
     if (call.module == kBulbModule) put_light_state(out, result);
   }

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "agent/drivers/json_fields.h"
+
 #include "agent/drivers/kasa_codec.h"
 
 namespace mesh::drivers::mqtt {
@@ -16,20 +18,6 @@ using routine::DeviceKind;
 
 constexpr int kMaxDepth = kasa::kMaxJsonDepth;
 
-std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-const json* member(const json* object, std::string_view key) {
-  if (object == nullptr || !object->is_object()) return nullptr;
-  auto it = object->find(key);
-  return it == object->end() ? nullptr : &*it;
-}
-
-std::optional<double> number(const json* value) {
-  if (value == nullptr || !value->is_number()) return std::nullopt;
-  const double out = value->get<double>();
-  if (!std::isfinite(out)) return std::nullopt;
-  return out;
-}
 
 std::optional<std::string> text(const json* value) {
   if (value == nullptr || !value->is_string()) return std::nullopt;
@@ -64,7 +52,7 @@ std::optional<json> parse_json(std::string_view payload) {
 double mired_to_kelvin(double mired) { return std::round(1e6 / mired); }
 
 void put_color_temp(Attributes& out, const json* mired) {
-  if (auto m = number(mired); m && *m > 0) out["color_temp"] = mired_to_kelvin(*m);
+  if (auto m = json_number(mired); m && *m > 0) out["color_temp"] = mired_to_kelvin(*m);
 }
 
 // --- zigbee2mqtt ---
@@ -85,46 +73,46 @@ Update parse_z2m_state(const Device& device, std::string_view payload) {
     case DeviceKind::plug:
     case DeviceKind::dimmer:
     case DeviceKind::bulb:
-      if (auto on = boolean(member(state, "state"))) out["power"] = *on;
+      if (auto on = boolean(json_member(state, "state"))) out["power"] = *on;
       if (device.kind == DeviceKind::dimmer || device.kind == DeviceKind::bulb) {
-        if (auto level = number(member(state, "brightness"))) {
+        if (auto level = json_number(json_member(state, "brightness"))) {
           out["brightness"] = std::round(std::clamp(*level, 0.0, 254.0) * 100.0 / 254.0);
         }
       }
-      if (device.kind == DeviceKind::bulb) put_color_temp(out, member(state, "color_temp"));
+      if (device.kind == DeviceKind::bulb) put_color_temp(out, json_member(state, "color_temp"));
       break;
     case DeviceKind::motion_sensor:
-      if (auto v = boolean(member(state, "occupancy"))) out["motion"] = *v;
+      if (auto v = boolean(json_member(state, "occupancy"))) out["motion"] = *v;
       break;
     case DeviceKind::occupancy_sensor:
-      if (auto v = boolean(member(state, "occupancy"))) {
+      if (auto v = boolean(json_member(state, "occupancy"))) {
         out["occupancy"] = *v;
-      } else if (auto presence = boolean(member(state, "presence"))) {
+      } else if (auto presence = boolean(json_member(state, "presence"))) {
         out["occupancy"] = *presence;
       }
       break;
     case DeviceKind::contact_sensor:
-      if (auto v = boolean(member(state, "contact"))) out["contact"] = *v;
+      if (auto v = boolean(json_member(state, "contact"))) out["contact"] = *v;
       break;
     case DeviceKind::sensor:
-      if (auto v = number(member(state, "temperature"))) out["temperature"] = *v;
-      if (auto v = number(member(state, "humidity"))) out["humidity"] = *v;
-      if (auto v = number(member(state, "illuminance_lux"))) {
+      if (auto v = json_number(json_member(state, "temperature"))) out["temperature"] = *v;
+      if (auto v = json_number(json_member(state, "humidity"))) out["humidity"] = *v;
+      if (auto v = json_number(json_member(state, "illuminance_lux"))) {
         out["illuminance"] = *v;
-      } else if (auto raw = number(member(state, "illuminance"))) {
+      } else if (auto raw = json_number(json_member(state, "illuminance"))) {
         out["illuminance"] = *raw;
       }
       break;
     case DeviceKind::lock:
-      if (auto v = text(member(state, "lock_state")); v && (*v == "locked" || *v == "unlocked")) {
+      if (auto v = text(json_member(state, "lock_state")); v && (*v == "locked" || *v == "unlocked")) {
         out["locked"] = *v == "locked";
-      } else if (auto s = text(member(state, "state")); s && (*s == "LOCK" || *s == "UNLOCK")) {
+      } else if (auto s = text(json_member(state, "state")); s && (*s == "LOCK" || *s == "UNLOCK")) {
         out["locked"] = *s == "LOCK";
       }
       break;
     case DeviceKind::thermostat:
-      if (auto v = number(member(state, "current_heating_setpoint"))) out["target"] = *v;
-      if (auto v = number(member(state, "local_temperature"))) out["temperature"] = *v;
+      if (auto v = json_number(json_member(state, "current_heating_setpoint"))) out["target"] = *v;
+      if (auto v = json_number(json_member(state, "local_temperature"))) out["temperature"] = *v;
       break;
   }
   update.state = std::move(out);
@@ -135,7 +123,7 @@ std::optional<bool> parse_availability(std::string_view payload) {
   if (payload == "online" || payload == "Online") return true;
   if (payload == "offline" || payload == "Offline") return false;
   if (auto parsed = parse_json(payload)) {
-    if (auto state = text(member(&*parsed, "state"))) {
+    if (auto state = text(json_member(&*parsed, "state"))) {
       if (*state == "online") return true;
       if (*state == "offline") return false;
     }
@@ -147,10 +135,10 @@ std::optional<bool> parse_availability(std::string_view payload) {
 
 // The first `key` in `object` or one level down (a sensor's object).
 const json* find_reading(const json* object, std::string_view key) {
-  if (const json* direct = member(object, key)) return direct;
+  if (const json* direct = json_member(object, key)) return direct;
   if (object == nullptr || !object->is_object()) return nullptr;
   for (const auto& [name, child] : object->items()) {
-    if (const json* nested = member(&child, key)) return nested;
+    if (const json* nested = json_member(&child, key)) return nested;
   }
   return nullptr;
 }
@@ -162,14 +150,14 @@ Attributes tasmota_fields(const Device& device, const json* object) {
     case DeviceKind::plug:
     case DeviceKind::dimmer:
     case DeviceKind::bulb: {
-      const json* power = member(object, "POWER");
-      if (power == nullptr) power = member(object, "POWER1");
+      const json* power = json_member(object, "POWER");
+      if (power == nullptr) power = json_member(object, "POWER1");
       if (auto on = boolean(power)) out["power"] = *on;
       if (device.kind != DeviceKind::switch_ && device.kind != DeviceKind::plug) {
-        if (auto level = number(member(object, "Dimmer")))
+        if (auto level = json_number(json_member(object, "Dimmer")))
           out["brightness"] = std::clamp(std::round(*level), 0.0, 100.0);
       }
-      if (device.kind == DeviceKind::bulb) put_color_temp(out, member(object, "CT"));
+      if (device.kind == DeviceKind::bulb) put_color_temp(out, json_member(object, "CT"));
       break;
     }
     case DeviceKind::motion_sensor:
@@ -182,9 +170,9 @@ Attributes tasmota_fields(const Device& device, const json* object) {
       break;
     }
     case DeviceKind::sensor:
-      if (auto v = number(find_reading(object, "Temperature"))) out["temperature"] = *v;
-      if (auto v = number(find_reading(object, "Humidity"))) out["humidity"] = *v;
-      if (auto v = number(find_reading(object, "Illuminance"))) out["illuminance"] = *v;
+      if (auto v = json_number(find_reading(object, "Temperature"))) out["temperature"] = *v;
+      if (auto v = json_number(find_reading(object, "Humidity"))) out["humidity"] = *v;
+      if (auto v = json_number(find_reading(object, "Illuminance"))) out["illuminance"] = *v;
       break;
     case DeviceKind::lock:
     case DeviceKind::thermostat:
@@ -216,7 +204,7 @@ Update parse_tasmota(const Device& device, const std::string& topic, std::string
     return update;
   }
   const json* object = &*parsed;
-  if (topic == "stat/" + t + "/STATUS10") object = member(object, "StatusSNS");
+  if (topic == "stat/" + t + "/STATUS10") object = json_member(object, "StatusSNS");
   update.state = tasmota_fields(device, object);
   return update;
 }
@@ -287,7 +275,7 @@ core::Expected<std::vector<Message>, std::string> command_messages(const Device&
       return unsupported(name);
     }
   }
-  if (device.flavor == Flavor::z2m) out.push_back({z2m_topic(device) + "/set", dump(z2m)});
+  if (device.flavor == Flavor::z2m) out.push_back({z2m_topic(device) + "/set", dump_json(z2m)});
   return out;
 }
 
@@ -307,7 +295,7 @@ std::vector<Message> read_request(const Device& device) {
     }
     // Sensors report on their own (most sleep between reports): nothing to ask.
     if (get.empty()) return {};
-    return {{z2m_topic(device) + "/get", dump(get)}};
+    return {{z2m_topic(device) + "/get", dump_json(get)}};
   }
   if (switchable(device.kind)) return {{"cmnd/" + device.name + "/STATE", ""}};
   return {{"cmnd/" + device.name + "/STATUS", "10"}};
