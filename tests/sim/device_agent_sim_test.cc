@@ -432,11 +432,7 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.failed += o.failed;
     totals.actuations += o.actuations;
     totals.partitioned += o.partitioned ? 1 : 0;
-    if (o.violations.empty()) continue;
-    std::string msg = test_support::failing_seed("DEVICE_AGENT", seed);
-    for (const auto& v : o.violations) msg += "  " + v + "\n";
-    ADD_FAILURE() << msg;
-    if (!std::getenv("DEVICE_AGENT_ALL")) return;
+    if (test_support::report_violations("DEVICE_AGENT", seed, o.violations)) return;
   }
   std::printf("seeds=%llu (partitioned, safety only: %llu) commands ok=%llu failed=%llu actuations=%llu\n",
               static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),

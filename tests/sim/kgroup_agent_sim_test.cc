@@ -291,11 +291,7 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.failed += o.failed;
     totals.acked_after_crash += o.acked_after_crash;
     totals.partitioned += o.partitioned ? 1 : 0;
-    if (o.violations.empty()) continue;
-    std::string msg = test_support::failing_seed("KGROUP_AGENT", seed);
-    for (const auto& v : o.violations) msg += "  " + v + "\n";
-    ADD_FAILURE() << msg;
-    if (!std::getenv("KGROUP_AGENT_ALL")) return;
+    if (test_support::report_violations("KGROUP_AGENT", seed, o.violations)) return;
   }
   std::printf(
       "seeds=%llu (partitioned by the crash, safety only: %llu) acked=%llu acked_after_crash=%llu "

@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
 
 namespace mesh::test_support {
 
@@ -30,6 +33,17 @@ inline SeedRange seed_range(const std::string& prefix, uint64_t first, uint64_t 
 // Opens a failing seed's report with the command line that replays it.
 inline std::string failing_seed(const std::string& prefix, uint64_t seed) {
   return "FAILING SEED " + std::to_string(seed) + " (replay: " + prefix + "_SEED=" + std::to_string(seed) + ")\n";
+}
+
+// Fails the test with a failing seed's violations, one per line, under its
+// replay line. Returns true when the sweep should stop: after the first
+// failing seed, unless <PREFIX>_ALL is set (then every failing seed is listed).
+inline bool report_violations(const std::string& prefix, uint64_t seed, const std::vector<std::string>& violations) {
+  if (violations.empty()) return false;
+  std::string message = failing_seed(prefix, seed);
+  for (const auto& v : violations) message += "  " + v + "\n";
+  ADD_FAILURE() << message;
+  return std::getenv((prefix + "_ALL").c_str()) == nullptr;
 }
 
 }  // namespace mesh::test_support
