@@ -118,6 +118,40 @@ void KgroupService::write(const GroupTarget& target, std::string text, core::Dur
         fmt::format("the text is {} bytes; at most {} are accepted", text.size(), config_.max_text_bytes)));
     return;
   }
+  start_write(target, std::move(text), timeout, std::move(callback));
+}
+
+void KgroupService::write_to(const GroupTarget& target, std::string payload, core::Duration timeout,
+                             kgroup::GroupClient::WriteCallback callback) {
+  // The write id rides in front of the payload (ClientStateMachine).
+  const size_t limit = config_.replica.max_update_bytes - 8;
+  if (payload.size() > limit) {
+    callback(core::Unexpected(
+        fmt::format("the update is {} bytes; a group commits at most {}", payload.size(), limit)));
+    return;
+  }
+  start_write(target, std::move(payload), timeout, [callback = std::move(callback)](const auto& result) {
+    if (!result) {
+      callback(core::Unexpected(result.error()));
+    } else {
+      callback(kgroup::GroupClient::Written{result->leader});
+    }
+  });
+}
+
+void KgroupService::read_from(const GroupTarget& target, std::string query, core::Duration timeout,
+                              kgroup::GroupClient::ReadCallback callback) {
+  read(target, std::move(query), timeout, [callback = std::move(callback)](const auto& result) {
+    if (!result) {
+      callback(core::Unexpected(result.error()));
+    } else {
+      callback(kgroup::GroupClient::Answer{result->answer, result->leader});
+    }
+  });
+}
+
+void KgroupService::start_write(const GroupTarget& target, std::string text, core::Duration timeout,
+                                WriteCallback callback) {
   auto write = std::make_unique<Write>(env_);
   write->target = target;
   // Unique across the mesh with overwhelming probability; it only needs to

@@ -15,6 +15,7 @@
 #include "core/metrics.h"
 #include "core/storage.h"
 #include "kgroup/epoch_schedule.h"
+#include "kgroup/group_client.h"
 #include "kgroup/group_host.h"
 #include "kgroup/group_selector.h"
 #include "membership/member_view.h"
@@ -77,7 +78,7 @@ inline constexpr uint32_t kKgroupClientBodyType = proto::Envelope::kKgroupClient
 // do not see each other at all (neither lists the other live), or a group
 // whose every member is down or cut off, are not found, and a second group
 // of the target is created.
-class KgroupService {
+class KgroupService : public kgroup::GroupClient {
  public:
   struct WriteResult {
     uint64_t seq = 0;  // position in the target's text log
@@ -112,6 +113,13 @@ class KgroupService {
   // answers "no group". The callback runs once.
   void read(const kgroup::GroupTarget& target, std::string query, core::Duration timeout, ReadCallback callback);
 
+  // kgroup::GroupClient, for protocol code above the groups: a write of any
+  // payload that fits one update (max_update_bytes), and read().
+  void write_to(const kgroup::GroupTarget& target, std::string payload, core::Duration timeout,
+                kgroup::GroupClient::WriteCallback callback) override;
+  void read_from(const kgroup::GroupTarget& target, std::string query, core::Duration timeout,
+                 kgroup::GroupClient::ReadCallback callback) override;
+
   // The group of `target` in the current epoch, from this node's view alone.
   kgroup::GroupSelector::Selected select(const kgroup::GroupTarget& target) const;
   uint64_t current_epoch(const kgroup::GroupTarget& target) const;
@@ -135,6 +143,8 @@ class KgroupService {
   // The replica that should answer for `target`, or the reply that says
   // where to go instead (redirect, retry, or "no group" for reads).
   kgroup::GroupReplica* route(const kgroup::GroupTarget& target, bool create, Reply& reply);
+  void start_write(const kgroup::GroupTarget& target, std::string payload, core::Duration timeout,
+                   WriteCallback callback);
   void start(std::unique_ptr<Write> write);
   void serve_create(const core::Message& request, const proto::KgroupClientCreate& create, core::Responder responder);
   // Probes every live node for a group of `target` and creates it if none
