@@ -1,5 +1,7 @@
 #include "routine/device_group_state.h"
 
+#include <fmt/format.h>
+
 #include "routine/device_codec.h"
 
 namespace mesh::routine {
@@ -38,6 +40,8 @@ proto::CommandRecordMsg to_proto(const DeviceGroupState::Command& command) {
   msg.set_device(command.device);
   to_proto(command.values, *msg.mutable_values());
   msg.set_origin(command.origin.value());
+  msg.set_lock_holder(command.lock_holder);
+  msg.set_lock_token(command.lock_token);
   msg.set_accepted_position(command.accepted_position);
   msg.set_actuating(command.actuating);
   *msg.mutable_outcome() = command.outcome;
@@ -80,15 +84,28 @@ void DeviceGroupState::apply_update(std::string_view update) {
       command.device = accept.device();
       command.values = from_proto(accept.values());
       command.origin = core::NodeId(accept.origin());
+      command.lock_holder = accept.lock_holder();
+      command.lock_token = accept.lock_token();
       command.accepted_position = position_;
       command.outcome.set_command_id(command.id);
       return;
     }
     case proto::DeviceUpdate::kActuating: {
       const auto it = commands_.find(decoded->actuating().command_id());
-      if (it != commands_.end() && !it->second.done()) it->second.actuating = true;
+      if (it == commands_.end() || it->second.done() || it->second.actuating) return;
+      if (auto refusal = lock_refusal(it->second)) {
+        finish(it->second, proto::COMMAND_REFUSED, std::move(*refusal));
+        return;
+      }
+      it->second.actuating = true;
       return;
     }
+    case proto::DeviceUpdate::kLock:
+      locks_.request(decoded->lock().device(), decoded->lock().holder(), decoded->lock().wait());
+      return;
+    case proto::DeviceUpdate::kUnlock:
+      locks_.release(decoded->unlock().device(), decoded->unlock().holder());
+      return;
     case proto::DeviceUpdate::kOutcome: {
       const auto& outcome = decoded->outcome();
       const auto it = commands_.find(outcome.command_id());
@@ -114,6 +131,27 @@ void DeviceGroupState::apply_update(std::string_view update) {
     case proto::DeviceUpdate::KIND_NOT_SET:
       return;
   }
+}
+
+std::optional<std::string> DeviceGroupState::lock_refusal(const Command& command) const {
+  const DeviceLocks::Lock* lock = locks_.find(command.device);
+  const bool locked = lock != nullptr && !lock->free();
+  if (command.lock_holder.empty()) {
+    if (!locked) return std::nullopt;
+    return fmt::format("device {} is locked by routine invocation {}; try again when it ends", command.device,
+                       lock->holder);
+  }
+  if (locked && lock->holder == command.lock_holder && lock->token == command.lock_token) return std::nullopt;
+  return fmt::format("the lock of {} on device {} (token {}) is no longer held{}", command.lock_holder, command.device,
+                     command.lock_token, locked ? "; it is held by " + lock->holder : std::string());
+}
+
+void DeviceGroupState::finish(Command& command, proto::CommandStatus status, std::string detail) {
+  command.outcome.set_command_id(command.id);
+  command.outcome.set_status(status);
+  command.outcome.set_detail(std::move(detail));
+  finished_order_.push_back(command.id);
+  forget_old_commands();
 }
 
 void DeviceGroupState::forget_old_commands() {
@@ -156,6 +194,11 @@ core::Expected<std::string, std::string> DeviceGroupState::read(std::string_view
   switch (decoded->kind_case()) {
     case proto::DeviceQuery::kAllDevices:
       for (const auto& [id, device] : devices_) *reply.add_devices() = to_proto(id, device);
+      for (auto& lock : locks_.to_proto()) *reply.add_locks() = std::move(lock);
+      reply.set_found(true);
+      break;
+    case proto::DeviceQuery::kLock:
+      *reply.mutable_lock() = locks_.status(decoded->lock().device(), decoded->lock().holder());
       reply.set_found(true);
       break;
     case proto::DeviceQuery::kCommandId:
@@ -178,6 +221,7 @@ std::string DeviceGroupState::snapshot() const {
   for (const Command* command : pending()) *snapshot.add_commands() = to_proto(*command);
   for (const auto& id : finished_order_) *snapshot.add_commands() = to_proto(commands_.at(id));
   snapshot.set_position(position_);
+  for (auto& lock : locks_.to_proto()) *snapshot.add_locks() = std::move(lock);
   return snapshot.SerializeAsString();
 }
 
@@ -194,14 +238,19 @@ bool DeviceGroupState::restore(std::string_view snapshot) {
     command.device = msg.device();
     command.values = from_proto(msg.values());
     command.origin = core::NodeId(msg.origin());
+    command.lock_holder = msg.lock_holder();
+    command.lock_token = msg.lock_token();
     command.accepted_position = msg.accepted_position();
     command.actuating = msg.actuating();
     command.outcome = msg.outcome();
     if (command.id.empty() || !commands.emplace(command.id, command).second) return false;
     if (command.done()) finished.push_back(command.id);
   }
+  DeviceLocks locks;
+  if (!locks.restore(decoded->locks())) return false;
   devices_ = std::move(devices);
   commands_ = std::move(commands);
+  locks_ = std::move(locks);
   finished_order_ = std::move(finished);
   position_ = decoded->position();
   position_by_group_seq_.clear();

@@ -11,6 +11,7 @@
 #include "core/node_id.h"
 #include "kgroup/client_state_machine.h"
 #include "proto/routine.pb.h"
+#include "routine/device_locks.h"
 #include "routine/device_model.h"
 
 namespace mesh::routine {
@@ -26,6 +27,12 @@ namespace mesh::routine {
 // applied and reports it interrupted instead of actuating it again), and its
 // outcome. So across leader changes a command is actuated at most once, and
 // an accepted command is never dropped: it ends with an outcome.
+//
+// The group also holds its devices' locks (DeviceLocks). The actuating step
+// is where locks are enforced: applied while the device is locked, it is
+// refused unless the command carries the current holder's fencing token, so
+// a command with no lock cannot cut into a routine, and a routine whose lock
+// was reclaimed cannot actuate after the next holder was granted it.
 class DeviceGroupState : public kgroup::ClientStateMachine {
  public:
   struct Device {
@@ -41,6 +48,9 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
     std::string device;
     Attributes values;
     core::NodeId origin;
+    // A routine's command: the lock it was sent under (DeviceLocks).
+    std::string lock_holder;
+    uint64_t lock_token = 0;
     uint64_t accepted_position = 0;
     bool actuating = false;
     proto::CommandOutcome outcome;  // status COMMAND_PENDING until done
@@ -60,6 +70,7 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
   const std::map<std::string, Device>& devices() const { return devices_; }
   const Device* device(const std::string& id) const;
   const Command* command(const std::string& id) const;
+  const DeviceLocks& locks() const { return locks_; }
   // Commands without an outcome, in the order they were accepted.
   std::vector<const Command*> pending() const;
   uint64_t position() const { return position_; }
@@ -75,11 +86,16 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
 
  private:
   void apply_update(std::string_view update);
+  // The fencing check of a command about to be actuated: why it must not
+  // be, given the device's lock now, or nothing.
+  std::optional<std::string> lock_refusal(const Command& command) const;
+  void finish(Command& command, proto::CommandStatus status, std::string detail);
   void forget_old_commands();
 
   std::map<std::string, Device> devices_;
   std::map<std::string, Command> commands_;
   std::deque<std::string> finished_order_;
+  DeviceLocks locks_;
   uint64_t position_ = 0;
   std::map<uint64_t, uint64_t> position_by_group_seq_;
   std::function<void()> on_apply_;

@@ -37,6 +37,8 @@ struct DeviceLeaders::Watch {
 };
 
 struct DeviceLeaders::Session {
+  core::TimePoint started;
+  std::set<std::string> reclaiming;  // devices whose lock release is being committed
   std::map<std::string, std::unique_ptr<Watch>> watches;
   bool announced = false;
   bool commands_scheduled = false;
@@ -58,9 +60,13 @@ DeviceLeaders::DeviceLeaders(core::Env& env, kgroup::GroupHost& host, const kgro
       commands_ok_(metrics.counter("device_commands_total", {{"result", "ok"}})),
       commands_failed_(metrics.counter("device_commands_total", {{"result", "failed"}})),
       notifications_(metrics.counter("device_notifications_total")),
-      driver_errors_(metrics.counter("device_driver_errors_total")) {
+      driver_errors_(metrics.counter("device_driver_errors_total")),
+      locks_reclaimed_(metrics.counter("device_locks_reclaimed_total")) {
   messages_.on(proto::RoutineBody::kSubscribe, [this](const core::Message& message, const proto::RoutineBody& body) {
     on_subscribe(message, body.subscribe());
+  });
+  messages_.on(proto::RoutineBody::kLockRenew, [this](const core::Message& message, const proto::RoutineBody& body) {
+    on_lock_renew(message, body.lock_renew());
   });
 }
 
@@ -119,6 +125,7 @@ void DeviceLeaders::scan() {
     auto& slot = sessions_[key];
     if (!slot) {
       slot = std::make_unique<Session>();
+      slot->started = env_.now();
       core::log("routine").info("leading devices of group={} epoch={} generation={} term={} node={}", std::get<0>(key),
                                 config.epoch, config.generation, r->term(), messages_.self().to_string());
       device_state->set_on_apply([this, key] {
@@ -135,6 +142,7 @@ void DeviceLeaders::scan() {
     }
     sync_session(*slot, *r);
     run_commands(key);
+    reclaim_locks(key);
   }
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     if (leading.count(it->first) != 0) {
@@ -315,12 +323,21 @@ void DeviceLeaders::run_commands(const SessionKey& key) {
     kgroup::GroupReplica* r = replica(key);
     update.mutable_actuating()->set_term(r == nullptr ? 0 : r->term());
     submit(key, update, [this, key, id, device = command->device](bool committed) {
-      if (committed) {
+      const DeviceGroupState* now = state(key);
+      const DeviceGroupState::Command* applied = now == nullptr ? nullptr : now->command(id);
+      if (committed && applied != nullptr && applied->actuating && !applied->done()) {
         actuate(key, id);
         return;
       }
-      // Not leading any more: the successor finds it accepted (never
-      // actuated) or actuating (then reports it interrupted).
+      if (committed && applied != nullptr && applied->done()) {
+        // Refused when applied: the device's lock did not allow it.
+        commands_failed_.add();
+        core::log("routine").info("command {} device={} {}: {}", id, device,
+                                  proto::CommandStatus_Name(applied->outcome.status()), applied->outcome.detail());
+        env_.start_timer(core::Duration::zero(), [this, key] { run_commands(key); });
+      }
+      // Done, or not leading any more: the successor finds it accepted
+      // (never actuated) or actuating (then reports it interrupted).
       if (Session* again = session(key)) {
         if (const auto found = again->watches.find(device); found != again->watches.end()) {
           found->second->busy_command.clear();
@@ -439,6 +456,45 @@ void DeviceLeaders::on_subscribe(const core::Message& message, const proto::Devi
   }
   for (auto& [key, body] : answers) {
     if (body.notify().devices_size() > 0) send(key, body);
+  }
+}
+
+void DeviceLeaders::on_lock_renew(const core::Message&, const proto::LockRenew& renew) {
+  const core::TimePoint now = env_.now();
+  for (const auto& lock : renew.locks()) {
+    if (check_device_id(lock.device()) || lock.holder().empty()) continue;
+    lock_renewals_[lock.device()][lock.holder()] = now;
+  }
+}
+
+void DeviceLeaders::reclaim_locks(const SessionKey& key) {
+  Session* s = session(key);
+  const DeviceGroupState* st = state(key);
+  if (s == nullptr || st == nullptr) return;
+  const core::TimePoint now = env_.now();
+  for (const auto& [device, lock] : st->locks().locks()) {
+    auto& renewals = lock_renewals_[device];
+    std::erase_if(renewals, [&](const auto& entry) {
+      return entry.first != lock.holder &&
+             std::find(lock.waiting.begin(), lock.waiting.end(), entry.first) == lock.waiting.end();
+    });
+    if (lock.free()) continue;
+    // Counted from this session's start at the earliest.
+    auto [renewed, inserted] = renewals.try_emplace(lock.holder, now);
+    if (inserted || s->reclaiming.count(device) != 0) continue;
+    if (renewed->second < s->started) renewed->second = s->started;
+    if (now - renewed->second < options_.lock_reclaim_after) continue;
+    proto::DeviceUpdate update;
+    update.mutable_unlock()->set_device(device);
+    update.mutable_unlock()->set_holder(lock.holder);
+    update.mutable_unlock()->set_reclaimed(true);
+    s->reclaiming.insert(device);
+    core::log("routine").warn("device {}: reclaiming the lock of {} (token {}): not renewed for {} ms", device,
+                              lock.holder, lock.token, core::to_millis(now - renewed->second));
+    submit(key, update, [this, key, device](bool committed) {
+      if (Session* again = session(key)) again->reclaiming.erase(device);
+      if (committed) locks_reclaimed_.add();
+    });
   }
 }
 

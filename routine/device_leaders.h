@@ -28,6 +28,11 @@ struct DeviceLeaderOptions {
   core::Duration scan_interval = std::chrono::milliseconds(200);
   // A subscription lapses unless renewed within this.
   core::Duration subscription_lease = std::chrono::seconds(10);
+  // A held lock whose holder has not renewed it (LockRenew) for this long is
+  // taken back: its routine's whole group is gone or cut off. Routine
+  // leaders renew every few seconds; a new device leader counts from its
+  // take-over, so a fail-over never shortens a holder's time.
+  core::Duration lock_reclaim_after = std::chrono::seconds(30);
   // Env time at the Unix epoch: changes are stamped in microseconds since it
   // (the agent sets it from the system clock, the simulator leaves it at 0),
   // so every node reads a change's time alike.
@@ -57,6 +62,11 @@ struct DeviceLeaderOptions {
 //    the renewed devices in answer to every renewal (a dozen per datagram).
 //    A subscriber that missed a notification converges on the next one or
 //    on its next renewal.
+//  - Locks: requests and releases are writes to the group, granted at apply
+//    (DeviceLocks). Holders renew their locks to every member; a lock not
+//    renewed within lock_reclaim_after is released by the leader
+//    (reclaimed), and the fencing token keeps the old holder from
+//    actuating afterwards.
 class DeviceLeaders {
  public:
   DeviceLeaders(core::Env& env, kgroup::GroupHost& host, const kgroup::GroupSelector& selector,
@@ -92,6 +102,9 @@ class DeviceLeaders {
   const DeviceGroupState* state(const SessionKey& key) const;
 
   void on_subscribe(const core::Message& message, const proto::DeviceSubscribe& subscribe);
+  void on_lock_renew(const core::Message& message, const proto::LockRenew& renew);
+  // Releases the locks of this session's devices whose holders stopped renewing.
+  void reclaim_locks(const SessionKey& key);
   // Sends the device's committed state to its subscribers.
   void notify(const SessionKey& key, const std::string& device, const DeviceGroupState::Device& record);
   // Devices per answer to a renewal (about 60 bytes each): one datagram.
@@ -108,12 +121,15 @@ class DeviceLeaders {
   std::map<SessionKey, std::unique_ptr<Session>> sessions_;
   // device -> subscriber -> lease end
   std::map<std::string, std::map<core::NodeId, core::TimePoint>> subscribers_;
+  // device -> holder -> last renewal heard (by any member, so by this node)
+  std::map<std::string, std::map<std::string, core::TimePoint>> lock_renewals_;
 
   core::Counter& observations_;
   core::Counter& commands_ok_;
   core::Counter& commands_failed_;
   core::Counter& notifications_;
   core::Counter& driver_errors_;
+  core::Counter& locks_reclaimed_;
 };
 
 }  // namespace mesh::routine

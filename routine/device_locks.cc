@@ -1,0 +1,102 @@
+#include "routine/device_locks.h"
+
+#include <algorithm>
+#include <set>
+
+namespace mesh::routine {
+
+void DeviceLocks::grant(Lock& lock, std::string holder) {
+  lock.holder = std::move(holder);
+  lock.token = ++lock.last_token;
+}
+
+void DeviceLocks::request(const std::string& device, const std::string& holder, bool wait) {
+  if (device.empty() || holder.empty()) return;
+  Lock& lock = locks_[device];
+  if (lock.holder == holder || std::find(lock.waiting.begin(), lock.waiting.end(), holder) != lock.waiting.end()) {
+    return;
+  }
+  if (lock.free()) {
+    grant(lock, holder);
+  } else if (wait && lock.waiting.size() < kMaxWaiting) {
+    lock.waiting.push_back(holder);
+  }
+}
+
+std::optional<std::string> DeviceLocks::release(const std::string& device, const std::string& holder) {
+  const auto it = locks_.find(device);
+  if (it == locks_.end()) return std::nullopt;
+  Lock& lock = it->second;
+  if (lock.holder != holder) {
+    std::erase(lock.waiting, holder);
+    return std::nullopt;
+  }
+  lock.holder.clear();
+  lock.token = 0;
+  if (lock.waiting.empty()) return std::nullopt;
+  std::string next = std::move(lock.waiting.front());
+  lock.waiting.pop_front();
+  grant(lock, next);
+  return next;
+}
+
+proto::LockStatusMsg DeviceLocks::status(const std::string& device, const std::string& holder) const {
+  proto::LockStatusMsg status;
+  const Lock* lock = find(device);
+  if (lock == nullptr) return status;
+  status.set_current_holder(lock->holder);
+  if (lock->holder == holder) {
+    status.set_state(proto::LOCK_HELD);
+    status.set_token(lock->token);
+    return status;
+  }
+  const auto it = std::find(lock->waiting.begin(), lock->waiting.end(), holder);
+  if (it != lock->waiting.end()) {
+    status.set_state(proto::LOCK_WAITING);
+    status.set_ahead(static_cast<uint32_t>(1 + (it - lock->waiting.begin())));
+  }
+  return status;
+}
+
+const DeviceLocks::Lock* DeviceLocks::find(const std::string& device) const {
+  const auto it = locks_.find(device);
+  return it == locks_.end() ? nullptr : &it->second;
+}
+
+std::vector<proto::DeviceLockMsg> DeviceLocks::to_proto() const {
+  std::vector<proto::DeviceLockMsg> out;
+  for (const auto& [device, lock] : locks_) {
+    if (lock.free() && lock.waiting.empty() && lock.last_token == 0) continue;
+    proto::DeviceLockMsg& msg = out.emplace_back();
+    msg.set_device(device);
+    msg.set_holder(lock.holder);
+    msg.set_token(lock.token);
+    for (const auto& waiting : lock.waiting) msg.add_waiting(waiting);
+    msg.set_last_token(lock.last_token);
+  }
+  return out;
+}
+
+bool DeviceLocks::restore(const google::protobuf::RepeatedPtrField<proto::DeviceLockMsg>& msgs) {
+  std::map<std::string, Lock> locks;
+  for (const auto& msg : msgs) {
+    Lock lock;
+    lock.holder = msg.holder();
+    lock.token = msg.token();
+    lock.last_token = msg.last_token();
+    std::set<std::string> seen{lock.holder};
+    for (const auto& waiting : msg.waiting()) {
+      if (waiting.empty() || !seen.insert(waiting).second) return false;
+      lock.waiting.push_back(waiting);
+    }
+    if (lock.token > lock.last_token || (lock.free() && (lock.token != 0 || !lock.waiting.empty())) ||
+        lock.waiting.size() > kMaxWaiting) {
+      return false;
+    }
+    if (msg.device().empty() || !locks.emplace(msg.device(), std::move(lock)).second) return false;
+  }
+  locks_ = std::move(locks);
+  return true;
+}
+
+}  // namespace mesh::routine
