@@ -472,11 +472,13 @@ void DeviceLeaders::reclaim_locks(const SessionKey& key) {
   const DeviceGroupState* st = state(key);
   if (s == nullptr || st == nullptr) return;
   const core::TimePoint now = env_.now();
-  for (const auto& [device, lock] : st->locks().locks()) {
+  for (const auto& entry : st->locks().locks()) {
+    const std::string& device = entry.first;
+    const DeviceLocks::Lock& lock = entry.second;
     auto& renewals = lock_renewals_[device];
-    std::erase_if(renewals, [&](const auto& entry) {
-      return entry.first != lock.holder &&
-             std::find(lock.waiting.begin(), lock.waiting.end(), entry.first) == lock.waiting.end();
+    std::erase_if(renewals, [&](const auto& renewal) {
+      return renewal.first != lock.holder &&
+             std::find(lock.waiting.begin(), lock.waiting.end(), renewal.first) == lock.waiting.end();
     });
     if (lock.free()) continue;
     // Counted from this session's start at the earliest.
