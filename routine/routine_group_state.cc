@@ -1,0 +1,261 @@
+#include "routine/routine_group_state.h"
+
+#include <fmt/format.h>
+
+#include "routine/device_codec.h"
+
+namespace mesh::routine {
+namespace {
+
+constexpr size_t kMaxRemembered = 4096;
+// Bounds what one snapshot may hold, so a corrupt one cannot blow up memory.
+constexpr int kMaxInvocations = 4096;
+
+}  // namespace
+
+std::string holder_name(const std::string& routine, uint64_t seq) { return fmt::format("{}#{}", routine, seq); }
+
+std::string command_id(const std::string& routine, uint64_t seq, uint32_t index) {
+  return fmt::format("{}#{}#{}", routine, seq, index);
+}
+
+proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
+  proto::InvocationMsg msg;
+  msg.set_seq(invocation.seq);
+  msg.set_request_id(invocation.request_id);
+  msg.set_manual(invocation.manual);
+  msg.set_definition(invocation.definition);
+  msg.set_phase(invocation.phase);
+  msg.set_outcome(invocation.outcome);
+  msg.set_detail(invocation.detail);
+  for (const auto& [device, token] : invocation.locks) {
+    auto& lock = *msg.add_locks();
+    lock.set_device(device);
+    lock.set_token(token);
+  }
+  for (const auto& [index, result] : invocation.commands) {
+    auto& command = *msg.add_commands();
+    command.set_index(index);
+    command.set_status(result.status);
+    command.set_detail(result.detail);
+    msg.add_command_done_at_us(result.done_at_us);
+  }
+  msg.set_triggered_at_us(invocation.triggered_at_us);
+  msg.set_locked_at_us(invocation.locked_at_us);
+  msg.set_releasing_at_us(invocation.releasing_at_us);
+  msg.set_ended_at_us(invocation.ended_at_us);
+  return msg;
+}
+
+RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
+  RoutineGroupState::Invocation invocation;
+  invocation.seq = msg.seq();
+  invocation.request_id = msg.request_id();
+  invocation.manual = msg.manual();
+  invocation.definition = msg.definition();
+  invocation.phase = msg.phase();
+  invocation.outcome = msg.outcome();
+  invocation.detail = msg.detail();
+  for (const auto& lock : msg.locks()) invocation.locks[lock.device()] = lock.token();
+  for (int i = 0; i < msg.commands_size(); ++i) {
+    auto& result = invocation.commands[msg.commands(i).index()];
+    result.status = msg.commands(i).status();
+    result.detail = msg.commands(i).detail();
+    result.done_at_us = i < msg.command_done_at_us_size() ? msg.command_done_at_us(i) : 0;
+  }
+  invocation.triggered_at_us = msg.triggered_at_us();
+  invocation.locked_at_us = msg.locked_at_us();
+  invocation.releasing_at_us = msg.releasing_at_us();
+  invocation.ended_at_us = msg.ended_at_us();
+  return invocation;
+}
+
+void RoutineGroupState::apply(uint64_t seq, std::string_view update) {
+  ++position_;
+  position_by_group_seq_[seq] = position_;
+  while (position_by_group_seq_.size() > kMaxRemembered) position_by_group_seq_.erase(position_by_group_seq_.begin());
+  apply_update(update);
+  if (on_apply_) on_apply_();
+}
+
+void RoutineGroupState::apply_update(std::string_view update) {
+  const auto write = decode_write(update);
+  if (!write) return;
+  const auto decoded = parse_message<proto::RoutineUpdate>(write->payload);
+  if (!decoded) return;
+  switch (decoded->kind_case()) {
+    case proto::RoutineUpdate::kTrigger:
+      apply_trigger(decoded->trigger());
+      return;
+    case proto::RoutineUpdate::kStep:
+      apply_step(decoded->step());
+      return;
+    case proto::RoutineUpdate::kHello:
+    case proto::RoutineUpdate::KIND_NOT_SET:
+      return;
+  }
+}
+
+void RoutineGroupState::apply_trigger(const proto::RoutineTrigger& trigger) {
+  if (!trigger.request_id().empty()) {
+    for (const auto& [seq, invocation] : invocations_) {
+      if (invocation.request_id == trigger.request_id()) return;
+    }
+  }
+  if (!trigger.manual()) {
+    // A change already acted on (a new leader re-evaluating what its
+    // predecessor saw) is not a new trigger...
+    bool news = trigger.causes_size() == 0;
+    for (const auto& cause : trigger.causes()) news = news || cause.version() > cause_version(cause.device());
+    if (!news) return;
+    // ...and automatic triggers are spaced by the routine's minimum interval.
+    const int64_t spacing = static_cast<int64_t>(trigger.min_retrigger_ms()) * 1000;
+    if (last_trigger_at_us_ != 0 && trigger.at_us() < last_trigger_at_us_ + spacing) return;
+  }
+  for (const auto& cause : trigger.causes()) {
+    uint64_t& version = cause_versions_[cause.device()];
+    version = std::max(version, cause.version());
+  }
+  if (!trigger.manual()) last_trigger_at_us_ = std::max(last_trigger_at_us_, trigger.at_us());
+  Invocation& invocation = invocations_[next_seq_];
+  invocation.seq = next_seq_++;
+  invocation.request_id = trigger.request_id();
+  invocation.manual = trigger.manual();
+  invocation.definition = trigger.definition();
+  invocation.triggered_at_us = trigger.at_us();
+}
+
+void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
+  const auto it = invocations_.find(step.seq());
+  if (it == invocations_.end() || it->second.done()) return;
+  Invocation& invocation = it->second;
+  switch (step.kind_case()) {
+    case proto::InvocationStep::kLockHeld:
+      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS && !step.lock_held().device().empty()) {
+        invocation.locks[step.lock_held().device()] = step.lock_held().token();
+      }
+      return;
+    case proto::InvocationStep::kLockDropped:
+      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS) invocation.locks.erase(step.lock_dropped());
+      return;
+    case proto::InvocationStep::kPhase:
+      if (step.phase() == proto::PHASE_EXECUTING && invocation.phase == proto::PHASE_ACQUIRING_LOCKS) {
+        invocation.phase = proto::PHASE_EXECUTING;
+        invocation.locked_at_us = step.at_us();
+      } else if (step.phase() == proto::PHASE_RELEASING_LOCKS &&
+                 (invocation.phase == proto::PHASE_ACQUIRING_LOCKS || invocation.phase == proto::PHASE_EXECUTING)) {
+        invocation.phase = proto::PHASE_RELEASING_LOCKS;
+        invocation.releasing_at_us = step.at_us();
+      }
+      return;
+    case proto::InvocationStep::kCommand: {
+      const auto& command = step.command();
+      if (invocation.phase != proto::PHASE_EXECUTING || command.status() == proto::COMMAND_PENDING) return;
+      auto [result, inserted] = invocation.commands.try_emplace(command.index());
+      if (!inserted) return;
+      result->second.status = command.status();
+      result->second.detail = command.detail();
+      result->second.done_at_us = step.at_us();
+      return;
+    }
+    case proto::InvocationStep::kEnd:
+      if (invocation.phase != proto::PHASE_RELEASING_LOCKS || step.end().outcome() == proto::INVOCATION_RUNNING) {
+        return;
+      }
+      invocation.phase = proto::PHASE_DONE;
+      invocation.outcome = step.end().outcome();
+      invocation.detail = step.end().detail();
+      invocation.ended_at_us = step.at_us();
+      finished_order_.push_back(invocation.seq);
+      while (finished_order_.size() > kMaxFinished) {
+        invocations_.erase(finished_order_.front());
+        finished_order_.pop_front();
+      }
+      return;
+    case proto::InvocationStep::KIND_NOT_SET:
+      return;
+  }
+}
+
+const RoutineGroupState::Invocation* RoutineGroupState::invocation(uint64_t seq) const {
+  const auto it = invocations_.find(seq);
+  return it == invocations_.end() ? nullptr : &it->second;
+}
+
+uint64_t RoutineGroupState::cause_version(const std::string& device) const {
+  const auto it = cause_versions_.find(device);
+  return it == cause_versions_.end() ? 0 : it->second;
+}
+
+std::optional<uint64_t> RoutineGroupState::position_of(uint64_t group_seq) const {
+  const auto it = position_by_group_seq_.find(group_seq);
+  if (it == position_by_group_seq_.end()) return std::nullopt;
+  return it->second;
+}
+
+core::Expected<std::string, std::string> RoutineGroupState::read(std::string_view query) const {
+  const auto decoded = parse_message<proto::RoutineQuery>(query);
+  if (!decoded) return core::Unexpected(std::string("malformed routine query"));
+  proto::RoutineQueryReply reply;
+  switch (decoded->kind_case()) {
+    case proto::RoutineQuery::kAll:
+      for (const auto& [seq, invocation] : invocations_) *reply.add_invocations() = to_proto(invocation);
+      reply.set_found(true);
+      break;
+    case proto::RoutineQuery::kRequestId:
+      for (const auto& [seq, invocation] : invocations_) {
+        if (invocation.request_id != decoded->request_id()) continue;
+        *reply.add_invocations() = to_proto(invocation);
+        reply.set_found(true);
+      }
+      break;
+    case proto::RoutineQuery::KIND_NOT_SET:
+      return core::Unexpected(std::string("empty routine query"));
+  }
+  return reply.SerializeAsString();
+}
+
+std::string RoutineGroupState::snapshot() const {
+  proto::RoutineGroupSnapshot snapshot;
+  // Running ones in sequence order, then finished ones oldest first, so
+  // restore() rebuilds the same forgetting order.
+  for (const auto& [seq, invocation] : invocations_) {
+    if (!invocation.done()) *snapshot.add_invocations() = to_proto(invocation);
+  }
+  for (uint64_t seq : finished_order_) *snapshot.add_invocations() = to_proto(invocations_.at(seq));
+  snapshot.set_next_seq(next_seq_);
+  snapshot.set_last_trigger_at_us(last_trigger_at_us_);
+  for (const auto& [device, version] : cause_versions_) {
+    auto& cause = *snapshot.add_causes();
+    cause.set_device(device);
+    cause.set_version(version);
+  }
+  snapshot.set_position(position_);
+  return snapshot.SerializeAsString();
+}
+
+bool RoutineGroupState::restore(std::string_view snapshot) {
+  const auto decoded = parse_message<proto::RoutineGroupSnapshot>(snapshot);
+  if (!decoded || decoded->invocations_size() > kMaxInvocations) return false;
+  std::map<uint64_t, Invocation> invocations;
+  std::deque<uint64_t> finished;
+  for (const auto& msg : decoded->invocations()) {
+    if (msg.seq() == 0 || msg.seq() >= decoded->next_seq()) return false;
+    Invocation invocation = from_proto(msg);
+    const bool done = invocation.done();
+    if (!invocations.emplace(msg.seq(), std::move(invocation)).second) return false;
+    if (done) finished.push_back(msg.seq());
+  }
+  std::map<std::string, uint64_t> causes;
+  for (const auto& cause : decoded->causes()) causes[cause.device()] = cause.version();
+  invocations_ = std::move(invocations);
+  finished_order_ = std::move(finished);
+  next_seq_ = std::max<uint64_t>(decoded->next_seq(), 1);
+  last_trigger_at_us_ = decoded->last_trigger_at_us();
+  cause_versions_ = std::move(causes);
+  position_ = decoded->position();
+  position_by_group_seq_.clear();
+  return true;
+}
+
+}  // namespace mesh::routine

@@ -1,0 +1,105 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kgroup/client_state_machine.h"
+#include "proto/invocation.pb.h"
+
+namespace mesh::routine {
+
+// What a routine's group ("routine:ID") replicates: the routine's
+// invocations, each with its phase (CoMesh 4.2: NOT_TRIGGERED ->
+// ACQUIRING_LOCKS -> EXECUTING -> RELEASING_LOCKS, then done) and its
+// progress: the locks it holds with their fencing tokens, each command's
+// outcome, and when each phase began. The routine leader commits every
+// transition here before acting on it, so a new leader (crash, election,
+// epoch migration) continues each invocation from exactly this:
+//
+//  - an invocation exists once its trigger is committed, and is then driven
+//    to its end by whoever leads the group: no lost invocation;
+//  - its commands are sent to device groups under ids derived from
+//    (routine, sequence number, index), which the device group accepts
+//    once; a new leader resends a command whose outcome is not recorded
+//    here, and the device group answers with the first one's outcome: no
+//    command actuated twice;
+//  - an invocation ends only after its releases were committed by every
+//    device group it locked: no lock leaked (and a holder gone for good is
+//    reclaimed by the device leader).
+//
+// Steps apply only if they move an invocation forward (a repeated or
+// late step changes nothing), so a deposed leader's stale write is harmless.
+class RoutineGroupState : public kgroup::ClientStateMachine {
+ public:
+  struct CommandResult {
+    proto::CommandStatus status = proto::COMMAND_PENDING;
+    std::string detail;
+    int64_t done_at_us = 0;
+  };
+  struct Invocation {
+    uint64_t seq = 0;
+    std::string request_id;
+    bool manual = false;
+    uint64_t definition = 0;
+    proto::RoutinePhase phase = proto::PHASE_ACQUIRING_LOCKS;
+    proto::InvocationOutcome outcome = proto::INVOCATION_RUNNING;
+    std::string detail;
+    std::map<std::string, uint64_t> locks;  // device -> fencing token
+    std::map<uint32_t, CommandResult> commands;
+    int64_t triggered_at_us = 0;
+    int64_t locked_at_us = 0;
+    int64_t releasing_at_us = 0;
+    int64_t ended_at_us = 0;
+    bool done() const { return phase == proto::PHASE_DONE; }
+  };
+
+  static std::string encode(const proto::RoutineUpdate& update) { return update.SerializeAsString(); }
+
+  void apply(uint64_t seq, std::string_view update) override;
+  std::string snapshot() const override;
+  bool restore(std::string_view snapshot) override;
+  // Counts applied updates (a manual run's client finds its invocation by
+  // request id, RoutineQuery).
+  std::optional<uint64_t> position_of(uint64_t group_seq) const override;
+  // Query: a proto::RoutineQuery; answer: a proto::RoutineQueryReply.
+  core::Expected<std::string, std::string> read(std::string_view query) const override;
+
+  const std::map<uint64_t, Invocation>& invocations() const { return invocations_; }
+  const Invocation* invocation(uint64_t seq) const;
+  int64_t last_trigger_at_us() const { return last_trigger_at_us_; }
+  // The version of `device` that last caused a trigger (0: none).
+  uint64_t cause_version(const std::string& device) const;
+  void set_on_apply(std::function<void()> callback) { on_apply_ = std::move(callback); }
+
+  // Finished invocations kept for `meshctl routine history` (oldest
+  // forgotten first); the whole state moves at every migration.
+  static constexpr size_t kMaxFinished = 32;
+
+ private:
+  void apply_update(std::string_view update);
+  void apply_trigger(const proto::RoutineTrigger& trigger);
+  void apply_step(const proto::InvocationStep& step);
+
+  std::map<uint64_t, Invocation> invocations_;
+  std::deque<uint64_t> finished_order_;
+  uint64_t next_seq_ = 1;
+  int64_t last_trigger_at_us_ = 0;
+  std::map<std::string, uint64_t> cause_versions_;
+  uint64_t position_ = 0;
+  std::map<uint64_t, uint64_t> position_by_group_seq_;
+  std::function<void()> on_apply_;
+};
+
+// "ROUTINE#SEQ": how device locks and command ids name one invocation.
+std::string holder_name(const std::string& routine, uint64_t seq);
+std::string command_id(const std::string& routine, uint64_t seq, uint32_t index);
+
+proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation);
+RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg);
+
+}  // namespace mesh::routine

@@ -1,0 +1,127 @@
+#include "routine/routine_group_state.h"
+
+#include <gtest/gtest.h>
+
+namespace mesh::routine {
+namespace {
+
+class RoutineGroup : public ::testing::Test {
+ protected:
+  void apply(const proto::RoutineUpdate& update) {
+    ++seq_;
+    state_.apply(seq_, kgroup::ClientStateMachine::encode_write(seq_, update.SerializeAsString()));
+  }
+  void trigger(int64_t at_s, const std::string& device, uint64_t version, const std::string& request = {}) {
+    proto::RoutineUpdate update;
+    auto& t = *update.mutable_trigger();
+    t.set_at_us(at_s * 1'000'000);
+    t.set_min_retrigger_ms(10'000);
+    t.set_request_id(request);
+    t.set_manual(device.empty());
+    if (!device.empty()) {
+      auto& cause = *t.add_causes();
+      cause.set_device(device);
+      cause.set_version(version);
+    }
+    apply(update);
+  }
+  proto::InvocationStep& step(uint64_t seq, proto::RoutineUpdate& update) {
+    update.mutable_step()->set_seq(seq);
+    update.mutable_step()->set_at_us(++clock_us_);
+    return *update.mutable_step();
+  }
+  void phase(uint64_t seq, proto::RoutinePhase phase) {
+    proto::RoutineUpdate update;
+    step(seq, update).set_phase(phase);
+    apply(update);
+  }
+  void lock_held(uint64_t seq, const std::string& device, uint64_t token) {
+    proto::RoutineUpdate update;
+    auto& held = *step(seq, update).mutable_lock_held();
+    held.set_device(device);
+    held.set_token(token);
+    apply(update);
+  }
+  void command(uint64_t seq, uint32_t index, proto::CommandStatus status) {
+    proto::RoutineUpdate update;
+    auto& c = *step(seq, update).mutable_command();
+    c.set_index(index);
+    c.set_status(status);
+    apply(update);
+  }
+  void end(uint64_t seq, proto::InvocationOutcome outcome) {
+    proto::RoutineUpdate update;
+    step(seq, update).mutable_end()->set_outcome(outcome);
+    apply(update);
+  }
+  RoutineGroupState state_;
+  uint64_t seq_ = 0;
+  int64_t clock_us_ = 0;
+};
+
+TEST_F(RoutineGroup, AutomaticTriggersNeedANewCauseAndTheMinimumInterval) {
+  trigger(100, "hall_motion", 3);
+  ASSERT_EQ(state_.invocations().size(), 1u);
+  trigger(120, "hall_motion", 3);  // the same change seen again (a new leader)
+  trigger(105, "hall_motion", 4);  // a new change, but within 10 s
+  EXPECT_EQ(state_.invocations().size(), 1u);
+  trigger(111, "hall_motion", 5);
+  EXPECT_EQ(state_.invocations().size(), 2u);
+  EXPECT_EQ(state_.cause_version("hall_motion"), 5u);
+}
+
+TEST_F(RoutineGroup, ManualRunsBypassTheIntervalButRunOncePerRequest) {
+  trigger(100, "hall_motion", 3);
+  trigger(101, "", 0, "req-1");
+  trigger(101, "", 0, "req-1");
+  trigger(102, "", 0, "req-2");
+  EXPECT_EQ(state_.invocations().size(), 3u);
+}
+
+TEST_F(RoutineGroup, StepsOnlyMoveForward) {
+  trigger(100, "", 0, "r");
+  lock_held(1, "lamp", 7);
+  command(1, 0, proto::COMMAND_OK);  // not executing yet: ignored
+  EXPECT_TRUE(state_.invocation(1)->commands.empty());
+  phase(1, proto::PHASE_EXECUTING);
+  lock_held(1, "fan", 2);  // locks are taken only while acquiring
+  EXPECT_EQ(state_.invocation(1)->locks, (std::map<std::string, uint64_t>{{"lamp", 7}}));
+  command(1, 0, proto::COMMAND_OK);
+  command(1, 0, proto::COMMAND_DRIVER_ERROR);  // a second outcome of one command: ignored
+  EXPECT_EQ(state_.invocation(1)->commands.at(0).status, proto::COMMAND_OK);
+  end(1, proto::INVOCATION_OK);  // not releasing yet: ignored
+  EXPECT_FALSE(state_.invocation(1)->done());
+  phase(1, proto::PHASE_RELEASING_LOCKS);
+  phase(1, proto::PHASE_EXECUTING);  // backwards: ignored
+  EXPECT_EQ(state_.invocation(1)->phase, proto::PHASE_RELEASING_LOCKS);
+  end(1, proto::INVOCATION_OK);
+  EXPECT_TRUE(state_.invocation(1)->done());
+  EXPECT_EQ(state_.invocation(1)->outcome, proto::INVOCATION_OK);
+}
+
+TEST_F(RoutineGroup, SnapshotCarriesEverythingAndHistoryIsBounded) {
+  for (int i = 0; i < 40; ++i) {
+    trigger(100 + 11 * i, "hall_motion", static_cast<uint64_t>(i + 1));
+    const uint64_t seq = static_cast<uint64_t>(i + 1);
+    phase(seq, proto::PHASE_RELEASING_LOCKS);
+    if (i < 39) end(seq, proto::INVOCATION_ABORTED);
+  }
+  EXPECT_EQ(state_.invocations().size(), RoutineGroupState::kMaxFinished + 1);
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.snapshot(), state_.snapshot());
+  EXPECT_FALSE(copy.invocation(40)->done());
+  EXPECT_EQ(copy.cause_version("hall_motion"), 40u);
+  // The next trigger continues the numbering.
+  trigger(1000, "hall_motion", 41);
+  EXPECT_NE(state_.invocation(41), nullptr);
+  EXPECT_FALSE(copy.restore("garbage"));
+}
+
+TEST(RoutineNames, HolderAndCommandIdsNameTheInvocation) {
+  EXPECT_EQ(holder_name("night_hall", 7), "night_hall#7");
+  EXPECT_EQ(command_id("night_hall", 7, 2), "night_hall#7#2");
+}
+
+}  // namespace
+}  // namespace mesh::routine
