@@ -7,19 +7,42 @@
 namespace mesh::routine {
 namespace {
 
-// The latest accepted definition of `id` among `entries` (nullopt: none, or
-// removed last).
-std::optional<DeviceSpec> latest_definition(const std::vector<proto::CatalogEntry>& entries, const std::string& id) {
-  std::optional<DeviceSpec> out;
+struct Definitions {
+  std::map<std::string, DeviceSpec> devices;
+  std::map<std::string, RoutineSpec> routines;
+};
+
+// Applies one accepted change. A spec that no longer decodes (a newer
+// agent's) changes nothing, identically everywhere.
+void apply(const proto::CatalogChange& change, Definitions& into) {
+  switch (change.op_case()) {
+    case proto::CatalogChange::kPut:
+      if (auto spec = from_proto(change.put())) into.devices[spec->id] = std::move(*spec);
+      break;
+    case proto::CatalogChange::kRemove:
+      into.devices.erase(change.remove());
+      break;
+    case proto::CatalogChange::kPutRoutine:
+      if (auto spec = from_proto(change.put_routine())) into.routines[spec->id] = std::move(*spec);
+      break;
+    case proto::CatalogChange::kRemoveRoutine:
+      into.routines.erase(change.remove_routine());
+      break;
+    case proto::CatalogChange::kSetRoutineEnabled:
+      if (const auto it = into.routines.find(change.set_routine_enabled().id()); it != into.routines.end()) {
+        it->second.enabled = change.set_routine_enabled().enabled();
+      }
+      break;
+    case proto::CatalogChange::OP_NOT_SET:
+      break;
+  }
+}
+
+// The run-time layer alone: the accepted changes among `entries`.
+Definitions replay(const std::vector<proto::CatalogEntry>& entries) {
+  Definitions out;
   for (const auto& entry : entries) {
-    if (entry.refused()) continue;
-    const auto& change = entry.change();
-    if (change.has_put() && change.put().id() == id) {
-      auto spec = from_proto(change.put());
-      if (spec) out = std::move(*spec);
-    } else if (change.op_case() == proto::CatalogChange::kRemove && change.remove() == id) {
-      out.reset();
-    }
+    if (!entry.refused()) apply(entry.change(), out);
   }
   return out;
 }
@@ -33,11 +56,35 @@ std::optional<std::string> conflict(const DeviceSpec& existing, const DeviceSpec
       proposed.id, where, to_string(existing.kind), existing.driver);
 }
 
+std::optional<std::string> conflict(const RoutineSpec& existing, const RoutineSpec& proposed, bool replace,
+                                    std::string_view where) {
+  if (existing == proposed || replace) return std::nullopt;
+  return fmt::format(
+      "routine {} is already defined differently ({}: trigger {}{}); use 'meshctl routine add --replace' to "
+      "change it, or remove it first",
+      proposed.id, where, format_condition(existing.trigger), existing.enabled ? "" : ", disabled");
+}
+
+// The first routine of `routines` that names `device`.
+const RoutineSpec* user_of(const std::map<std::string, RoutineSpec>& routines, const std::string& device) {
+  for (const auto& [id, spec] : routines) {
+    if (names_device(spec, device)) return &spec;
+  }
+  return nullptr;
+}
+
+std::string in_use(const std::string& device, const RoutineSpec& routine) {
+  return fmt::format("device {} is used by routine {}; change or remove the routine first (meshctl routine remove {})",
+                     device, routine.id, routine.id);
+}
+
 }  // namespace
 
-void Catalog::set_base(std::vector<DeviceSpec> devices, std::string file_digest) {
+void Catalog::set_base(std::vector<DeviceSpec> devices, std::string file_digest, std::vector<RoutineSpec> routines) {
   base_.clear();
   for (auto& spec : devices) base_[spec.id] = std::move(spec);
+  base_routines_.clear();
+  for (auto& spec : routines) base_routines_[spec.id] = std::move(spec);
   file_digest_ = std::move(file_digest);
   rebuild();
 }
@@ -63,19 +110,25 @@ const DeviceSpec* Catalog::find(const std::string& id) const {
   return it == devices_.end() ? nullptr : &it->second;
 }
 
+const RoutineSpec* Catalog::find_routine(const std::string& id) const {
+  const auto it = routines_.find(id);
+  return it == routines_.end() ? nullptr : &it->second;
+}
+
 void Catalog::rebuild() {
-  std::map<std::string, DeviceSpec> devices = base_;
+  Definitions effective{base_, base_routines_};
   for (const auto& entry : entries_) {
-    if (entry.refused()) continue;
-    const auto& change = entry.change();
-    if (change.has_put()) {
-      if (auto spec = from_proto(change.put())) devices[spec->id] = std::move(*spec);
-    } else if (change.op_case() == proto::CatalogChange::kRemove) {
-      devices.erase(change.remove());
-    }
+    if (!entry.refused()) apply(entry.change(), effective);
   }
-  const bool changed = devices != devices_;
-  devices_ = std::move(devices);
+  std::map<std::string, std::string> problems;
+  for (const auto& [id, spec] : effective.routines) {
+    if (auto problem = check(spec, effective.devices)) problems[id] = std::move(*problem);
+  }
+  const bool changed =
+      effective.devices != devices_ || effective.routines != routines_ || problems != routine_problems_;
+  devices_ = std::move(effective.devices);
+  routines_ = std::move(effective.routines);
+  routine_problems_ = std::move(problems);
   if (changed && on_change_) on_change_();
 }
 
@@ -85,14 +138,31 @@ std::optional<std::string> refusal(const std::vector<proto::CatalogEntry>& earli
     case proto::CatalogChange::kPut: {
       auto spec = from_proto(change.put());
       if (!spec) return spec.error();
-      if (const auto existing = latest_definition(earlier, spec->id)) {
-        return conflict(*existing, *spec, change.replace(), "by an earlier run-time change");
+      const Definitions runtime = replay(earlier);
+      if (const auto it = runtime.devices.find(spec->id); it != runtime.devices.end()) {
+        return conflict(it->second, *spec, change.replace(), "by an earlier run-time change");
       }
       return std::nullopt;
     }
-    case proto::CatalogChange::kRemove:
+    case proto::CatalogChange::kRemove: {
       if (auto problem = check_device_id(change.remove())) return *problem;
+      const Definitions runtime = replay(earlier);
+      if (const RoutineSpec* user = user_of(runtime.routines, change.remove())) return in_use(change.remove(), *user);
       return std::nullopt;
+    }
+    case proto::CatalogChange::kPutRoutine: {
+      auto spec = from_proto(change.put_routine());
+      if (!spec) return spec.error();
+      const Definitions runtime = replay(earlier);
+      if (const auto it = runtime.routines.find(spec->id); it != runtime.routines.end()) {
+        return conflict(it->second, *spec, change.replace(), "by an earlier run-time change");
+      }
+      return std::nullopt;
+    }
+    case proto::CatalogChange::kRemoveRoutine:
+      return check_routine_id(change.remove_routine());
+    case proto::CatalogChange::kSetRoutineEnabled:
+      return check_routine_id(change.set_routine_enabled().id());
     case proto::CatalogChange::OP_NOT_SET:
       break;
   }
@@ -101,16 +171,78 @@ std::optional<std::string> refusal(const std::vector<proto::CatalogEntry>& earli
 
 std::optional<std::string> check_change(const Catalog& catalog, const proto::CatalogChange& change) {
   if (auto problem = refusal(catalog.entries(), change)) return problem;
-  if (change.has_put()) {
-    const auto spec = from_proto(change.put());
-    if (const DeviceSpec* existing = catalog.find(spec->id)) {
-      return conflict(*existing, *spec, change.replace(),
-                      catalog.in_file(spec->id) ? "in the catalog file" : "at run time");
+  switch (change.op_case()) {
+    case proto::CatalogChange::kPut: {
+      const auto spec = from_proto(change.put());
+      const DeviceSpec* existing = catalog.find(spec->id);
+      if (existing == nullptr) return std::nullopt;
+      if (auto problem = conflict(*existing, *spec, change.replace(),
+                                  catalog.in_file(spec->id) ? "in the catalog file" : "at run time")) {
+        return problem;
+      }
+      DeviceCatalog devices = catalog.devices();
+      devices[spec->id] = *spec;
+      for (const auto& [id, routine] : catalog.routines()) {
+        if (!names_device(routine, spec->id) || catalog.routine_problems().count(id) != 0) continue;
+        if (auto problem = check(routine, devices)) {
+          return fmt::format("changing device {} would break routine {} ({}); change the routine first", spec->id,
+                             id, *problem);
+        }
+      }
+      return std::nullopt;
     }
-  } else if (catalog.find(change.remove()) == nullptr) {
-    return fmt::format("no device {} in the catalog", change.remove());
+    case proto::CatalogChange::kRemove:
+      if (catalog.find(change.remove()) == nullptr) return fmt::format("no device {} in the catalog", change.remove());
+      if (const RoutineSpec* user = user_of(catalog.routines(), change.remove())) return in_use(change.remove(), *user);
+      return std::nullopt;
+    case proto::CatalogChange::kPutRoutine: {
+      const auto spec = from_proto(change.put_routine());
+      if (auto problem = check(*spec, catalog.devices())) return problem;
+      if (const size_t size = change.put_routine().ByteSizeLong(); size > kMaxRoutineSpecBytes) {
+        return fmt::format(
+            "routine {} takes {} bytes encoded; a run-time routine must fit in {}: shorten its trigger or split it "
+            "into several routines",
+            spec->id, size, kMaxRoutineSpecBytes);
+      }
+      if (const RoutineSpec* existing = catalog.find_routine(spec->id)) {
+        return conflict(*existing, *spec, change.replace(),
+                        catalog.routine_in_file(spec->id) ? "in the catalog file" : "at run time");
+      }
+      return std::nullopt;
+    }
+    case proto::CatalogChange::kRemoveRoutine:
+      if (catalog.find_routine(change.remove_routine()) == nullptr) {
+        return fmt::format("no routine {} in the catalog", change.remove_routine());
+      }
+      return std::nullopt;
+    case proto::CatalogChange::kSetRoutineEnabled:
+      if (catalog.find_routine(change.set_routine_enabled().id()) == nullptr) {
+        return fmt::format("no routine {} in the catalog", change.set_routine_enabled().id());
+      }
+      return std::nullopt;
+    case proto::CatalogChange::OP_NOT_SET:
+      break;
   }
-  return std::nullopt;
+  return "an empty catalog change";
+}
+
+std::string describe(const proto::CatalogChange& change) {
+  switch (change.op_case()) {
+    case proto::CatalogChange::kPut:
+      return fmt::format("put device {}", change.put().id());
+    case proto::CatalogChange::kRemove:
+      return fmt::format("remove device {}", change.remove());
+    case proto::CatalogChange::kPutRoutine:
+      return fmt::format("put routine {}", change.put_routine().id());
+    case proto::CatalogChange::kRemoveRoutine:
+      return fmt::format("remove routine {}", change.remove_routine());
+    case proto::CatalogChange::kSetRoutineEnabled:
+      return fmt::format("{} routine {}", change.set_routine_enabled().enabled() ? "enable" : "disable",
+                         change.set_routine_enabled().id());
+    case proto::CatalogChange::OP_NOT_SET:
+      break;
+  }
+  return "empty change";
 }
 
 }  // namespace mesh::routine

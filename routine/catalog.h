@@ -9,12 +9,14 @@
 
 #include "proto/routine.pb.h"
 #include "routine/device_model.h"
+#include "routine/routine_model.h"
 
 namespace mesh::routine {
 
-// The mesh's device catalog as one node knows it: the devices of the
-// catalog file (deployment renders the same file on every node) overlaid
-// with the run-time changes (meshctl device add/remove).
+// The mesh's catalog of devices and routines as one node knows it: the
+// devices and routines of the catalog file (deployment renders the same file
+// on every node) overlaid with the run-time changes (meshctl device
+// add/remove, routine add/remove/enable/disable).
 //
 // How versions are ordered: run-time changes are totally ordered by the
 // catalog's k-group ("catalog:mesh"), which commits each at the next
@@ -25,11 +27,20 @@ namespace mesh::routine {
 // the base under every version: it is not versioned by the mesh, and nodes
 // whose files differ are told apart by the file digest they gossip (logged
 // and shown by meshctl status). A run-time change wins over the file for its
-// id: `remove` hides a file device, a put replaces it.
+// id: `remove` hides a file device or routine, a put replaces it, and
+// enabling or disabling a routine changes the definition in effect at that
+// version (a later put replaces the flag with its own).
+//
+// Devices and routines have separate id spaces. A routine is checked
+// against the devices when it is submitted (check_change); as the devices
+// change afterwards (a replace, a change racing with another node's), a
+// routine may no longer fit them: it stays defined and routine_problems()
+// says why it cannot run.
 class Catalog {
  public:
-  // The file's devices (already checked: unique, valid ids) and its digest.
-  void set_base(std::vector<DeviceSpec> devices, std::string file_digest);
+  // The file's devices and routines (already checked: unique, valid ids,
+  // routines valid against the file's devices) and its digest.
+  void set_base(std::vector<DeviceSpec> devices, std::string file_digest, std::vector<RoutineSpec> routines = {});
   // Appends the committed entry at version() + 1; false (nothing changed)
   // for any other version.
   bool append(const proto::CatalogEntry& entry);
@@ -45,31 +56,50 @@ class Catalog {
   const DeviceSpec* find(const std::string& id) const;
   bool in_file(const std::string& id) const { return base_.count(id) != 0; }
 
-  // Called after every change of the effective devices.
+  // The effective routines, by id, including those that cannot run now.
+  const std::map<std::string, RoutineSpec>& routines() const { return routines_; }
+  const RoutineSpec* find_routine(const std::string& id) const;
+  bool routine_in_file(const std::string& id) const { return base_routines_.count(id) != 0; }
+  // Routines that no longer fit the effective devices: id -> why (check()).
+  const std::map<std::string, std::string>& routine_problems() const { return routine_problems_; }
+
+  // Called after every change of the effective devices or routines.
   void set_on_change(std::function<void()> callback) { on_change_ = std::move(callback); }
 
  private:
   void rebuild();
 
   std::map<std::string, DeviceSpec> base_;
+  std::map<std::string, RoutineSpec> base_routines_;
   std::string file_digest_;
   std::vector<proto::CatalogEntry> entries_;
   std::map<std::string, DeviceSpec> devices_;
+  std::map<std::string, RoutineSpec> routines_;
+  std::map<std::string, std::string> routine_problems_;
   std::function<void()> on_change_;
 };
 
 // Why `change` must be refused given the run-time changes committed before
 // it (`earlier`, in version order), or nothing if it is accepted. The
 // catalog group decides this at apply time, from the committed list alone,
-// so every replica decides the same. A put is refused if its spec is
-// invalid, or if its id is defined differently by an earlier change and
-// `replace` is not set (an identical put is accepted and changes nothing).
+// so every replica decides the same. A put (of a device or a routine) is
+// refused if its spec is invalid, or if its id is defined differently by an
+// earlier change and `replace` is not set (an identical put is accepted and
+// changes nothing); removing a device is refused while a routine put by an
+// earlier change names it. The file is not part of this decision (nodes may
+// hold different files): check_change adds it.
 std::optional<std::string> refusal(const std::vector<proto::CatalogEntry>& earlier,
                                    const proto::CatalogChange& change);
 
-// The same check a node makes before it submits a change, against its whole
+// The check a node makes before it submits a change, against its whole
 // catalog (file included), so an operator hears of a conflict with the file
-// at once.
+// at once: refusal(), then a routine must fit the catalog's devices (check())
+// and its encoding one catalog change (kMaxRoutineSpecBytes); removing a
+// device or changing its definition must leave every routine that names it
+// valid; removing, enabling or disabling a routine needs the routine.
 std::optional<std::string> check_change(const Catalog& catalog, const proto::CatalogChange& change);
+
+// "put device hall_light", "remove routine night_hall", ...: for logs.
+std::string describe(const proto::CatalogChange& change);
 
 }  // namespace mesh::routine

@@ -53,9 +53,7 @@ void CatalogSync::learn(const proto::CatalogEntry& entry) {
   if (!catalog_.append(entry)) return;  // a gap: gossip fills it in order
   entries_learned_.add();
   persist();
-  core::log("routine").info("catalog version={} {} {}{}", entry.version(),
-                            entry.change().has_put() ? "put" : "remove",
-                            entry.change().has_put() ? entry.change().put().id() : entry.change().remove(),
+  core::log("routine").info("catalog version={} {}{}", entry.version(), describe(entry.change()),
                             entry.refused() ? " (refused: " + entry.detail() + ")" : "");
   gossip(options_.fanout);
 }
