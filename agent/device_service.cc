@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "proto/invocation.pb.h"
 #include "routine/device_codec.h"
 #include "routine/device_group_state.h"
 
@@ -41,8 +42,8 @@ void DeviceService::start() {
 }
 
 void DeviceService::ensure_groups() {
-  // Device groups must exist before anyone writes to them: their leaders
-  // watch the devices. The preferred leader of a missing group creates it
+  // Device and routine groups must exist before anyone writes to them:
+  // their leaders watch the devices and the routines' triggers. The preferred leader of a missing group creates it
   // with an empty write (KgroupService runs genesis, which first asks every
   // live node whether the group exists somewhere already).
   if (view_.version() != view_version_) {
@@ -54,22 +55,31 @@ void DeviceService::ensure_groups() {
   // A node that sees no other member (just booted, or cut off) would create
   // groups of itself alone; a mesh of one node (k = 1) is the exception.
   if (view_.live_members().size() < std::min<size_t>(kgroups_.config().selection.k, 2)) return;
-  std::set<std::string> targets;
-  for (const auto& [id, spec] : catalog_.devices()) targets.insert(kgroups_.selector().device_group(id).to_string());
-  for (const std::string& key : targets) {
+  // Each group is created by an update that changes nothing in its state.
+  std::map<std::string, std::string> targets;
+  proto::DeviceUpdate device_hello;
+  device_hello.set_hello(true);
+  for (const auto& [id, spec] : catalog_.devices()) {
+    targets[kgroups_.selector().device_group(id).to_string()] = device_hello.SerializeAsString();
+  }
+  proto::RoutineUpdate routine_hello;
+  routine_hello.set_hello(true);
+  for (const auto& [id, spec] : catalog_.routines()) {
+    targets[kgroup::GroupTarget{kgroup::TargetKind::routine, id}.to_string()] = routine_hello.SerializeAsString();
+  }
+  for (const auto& entry : targets) {
+    const std::string& key = entry.first;
+    const std::string& hello = entry.second;
     const auto target = kgroup::GroupTarget::parse(key);
     if (!target || ensuring_.count(key) != 0 || kgroups_.host().latest(key) != nullptr) continue;
     const auto selected = kgroups_.select(*target);
     if (selected.members.empty() || selected.members.front().id != self_) continue;
-    proto::DeviceUpdate hello;
-    hello.set_hello(true);
     ensuring_.insert(key);
-    kgroups_.write(*target, hello.SerializeAsString(), options_.ensure_interval * 5,
-                   [this, alive = alive_, key](const auto& result) {
-                     if (!*alive) return;
-                     ensuring_.erase(key);
-                     if (result) core::log("routine").info("device group {} ready", key);
-                   });
+    kgroups_.write(*target, hello, options_.ensure_interval * 5, [this, alive = alive_, key](const auto& result) {
+      if (!*alive) return;
+      ensuring_.erase(key);
+      if (result) core::log("routine").info("group {} ready", key);
+    });
   }
 }
 

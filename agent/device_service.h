@@ -25,7 +25,7 @@ struct DeviceServiceOptions {
   core::Duration command_timeout = std::chrono::seconds(10);
   // While waiting, it asks the device's leader for the outcome this often.
   core::Duration outcome_poll = std::chrono::milliseconds(200);
-  // How often this node creates the device groups it is the preferred
+  // How often this node creates the device and routine groups it is the preferred
   // leader of and that do not exist yet.
   core::Duration ensure_interval = std::chrono::seconds(2);
   // ...but only once its member list has not changed for this long: nodes

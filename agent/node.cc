@@ -98,12 +98,13 @@ Node::Node(const NodeConfig& config, NodeContext context)
   camera_ =
       std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, context_.storage, config_.mutex);
   routine_messages_ = std::make_unique<routine::RoutineMessages>(*messenger_, metrics_);
-  catalog_.set_base(config_.devices.catalog, config_.devices.catalog_digest);
+  catalog_.set_base(config_.devices.catalog, config_.devices.catalog_digest, config_.devices.routines);
   catalog_sync_ = std::make_unique<routine::CatalogSync>(context_.env, *routine_messages_, context_.storage, *medley_,
                                                          metrics_, catalog_, config_.devices.sync);
   catalog_sync_->start();
   // Each group hosts the state its target needs: the catalog's change list,
-  // a device cluster's device states and commands, or a text log.
+  // a device cluster's device states, commands and locks, a routine's
+  // invocations, or a text log.
   auto state_for = [this](const kgroup::GroupTarget& target) -> std::unique_ptr<kgroup::StateMachine> {
     switch (target.kind) {
       case kgroup::TargetKind::catalog:
@@ -111,8 +112,9 @@ Node::Node(const NodeConfig& config, NodeContext context)
             [this](const proto::CatalogEntry& entry) { catalog_sync_->learn(entry); });
       case kgroup::TargetKind::cluster:
         return std::make_unique<routine::DeviceGroupState>();
-      case kgroup::TargetKind::device:
       case kgroup::TargetKind::routine:
+        return std::make_unique<routine::RoutineGroupState>();
+      case kgroup::TargetKind::device:
         break;
     }
     return std::make_unique<TextLog>();
@@ -152,6 +154,14 @@ Node::Node(const NodeConfig& config, NodeContext context)
       config_.devices.watcher);
   devices_ = std::make_unique<DeviceService>(context_.env, config_.id, *kgroups_, *medley_, catalog_, metrics_,
                                              config_.devices.service);
+  routine::RoutineLeaderOptions routine_options = config_.routines.leaders;
+  routine_options.clock_origin = config_.kgroup.epoch_origin;
+  routine_leaders_ = std::make_unique<routine::RoutineLeaders>(
+      context_.env, kgroups_->host(), kgroups_->selector(),
+      [this](const kgroup::GroupTarget& target) { return kgroups_->current_epoch(target); }, catalog_, *kgroups_,
+      *device_watcher_, *routine_messages_, metrics_, routine_options);
+  routines_ = std::make_unique<RoutineService>(context_.env, *kgroups_, catalog_, metrics_, config_.routines.service,
+                                               config_.kgroup.epoch_origin);
   core::log("agent").info("node created id={} name={} boot={}", config_.id.to_string(), config_.name, boot_count_);
 }
 
@@ -166,6 +176,7 @@ void Node::start() {
   medley_->start(symmetric_neighbours());
   device_leaders_->start();
   devices_->start();
+  routine_leaders_->start();
 }
 
 void Node::leave() {
@@ -227,6 +238,10 @@ std::vector<Node::LayerLine> Node::status() const {
                                          catalog_.devices().size(), catalog_.version(),
                                          device_leaders_->led_devices().size(), device_leaders_->subscriptions(),
                                          device_watcher_->view().size(), metrics_.total("device_client_commands_total"))});
+  lines.push_back({"routines", fmt::format("catalog: {} routines; leading {}, {} triggers, {} invocations ended",
+                                          catalog_.routines().size(), routine_leaders_->led_routines().size(),
+                                          metrics_.total("routine_triggers_total"),
+                                          metrics_.total("routine_invocations_total"))});
   return lines;
 }
 

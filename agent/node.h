@@ -9,6 +9,7 @@
 #include "agent/device_service.h"
 #include "agent/echo_service.h"
 #include "agent/kgroup_service.h"
+#include "agent/routine_service.h"
 #include "agent/node_config.h"
 #include "core/authenticated_link.h"
 #include "core/env.h"
@@ -26,6 +27,7 @@
 #include "routine/catalog_sync.h"
 #include "routine/device_leaders.h"
 #include "routine/device_watcher.h"
+#include "routine/routine_leaders.h"
 #include "routine/routine_messages.h"
 
 namespace mesh::agent {
@@ -94,6 +96,11 @@ class Node {
   routine::DeviceWatcher& device_watcher() { return *device_watcher_; }
   const routine::DeviceWatcher& device_watcher() const { return *device_watcher_; }
   DeviceService& devices() { return *devices_; }
+  // Routines: the routine groups this node leads, and manual runs and reads
+  // from its clients.
+  routine::RoutineLeaders& routine_leaders() { return *routine_leaders_; }
+  const routine::RoutineLeaders& routine_leaders() const { return *routine_leaders_; }
+  RoutineService& routines() { return *routines_; }
 
   using RoutesListener = std::function<void(const std::vector<routing::olsr::Route>& routes)>;
   // Called with the whole new table each time OLSR's routing table changes
@@ -141,6 +148,9 @@ class Node {
   std::unique_ptr<routine::DeviceLeaders> device_leaders_;
   std::unique_ptr<routine::DeviceWatcher> device_watcher_;
   std::unique_ptr<DeviceService> devices_;
+  // After the DeviceWatcher it subscribes through.
+  std::unique_ptr<routine::RoutineLeaders> routine_leaders_;
+  std::unique_ptr<RoutineService> routines_;
   std::vector<RoutesListener> routes_listeners_;
 };
 

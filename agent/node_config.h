@@ -6,6 +6,7 @@
 
 #include "agent/device_service.h"
 #include "agent/kgroup_service.h"
+#include "agent/routine_service.h"
 #include "core/messenger.h"
 #include "core/node_id.h"
 #include "core/packet_auth.h"
@@ -17,6 +18,7 @@
 #include "routine/device_leaders.h"
 #include "routine/device_model.h"
 #include "routine/device_watcher.h"
+#include "routine/routine_leaders.h"
 
 namespace mesh::agent {
 
@@ -26,11 +28,18 @@ struct DevicesConfig {
   // The devices of the catalog file (checked), and the file's SHA-256, which
   // nodes gossip so that differing files are noticed.
   std::vector<routine::DeviceSpec> catalog;
+  std::vector<routine::RoutineSpec> routines;  // the catalog file's [[routine]] tables
   std::string catalog_digest;
   routine::DeviceLeaderOptions leaders;
   routine::CatalogSyncOptions sync;
   routine::DeviceWatcherOptions watcher;
   DeviceServiceOptions service;
+};
+
+// Routines: locking and timings of the routine layer (TOML [routines]).
+struct RoutinesConfig {
+  routine::RoutineLeaderOptions leaders;
+  RoutineServiceOptions service;
 };
 
 // Everything one Node needs to know about itself, already validated. The
@@ -51,6 +60,7 @@ struct NodeConfig {
   // k-groups; the agent runtime sets kgroup.epoch_origin from the system clock.
   KgroupConfig kgroup;
   DevicesConfig devices;
+  RoutinesConfig routines;
   core::Duration ping_timeout = std::chrono::seconds(5);
 };
 

@@ -1,0 +1,706 @@
+#include "routine/routine_leaders.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "routine/device_codec.h"
+
+namespace mesh::routine {
+namespace {
+
+constexpr int64_t kMicrosPerMinute = 60'000'000;
+constexpr int64_t kMinutesPerDay = 24 * 60;
+
+// FNV-1a: stable across builds and machines, which std::hash is not.
+uint64_t fnv1a(std::string_view bytes) {
+  uint64_t hash = 14695981039346656037ull;
+  for (const char c : bytes) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+bool succeeded(proto::CommandStatus status) { return status == proto::COMMAND_OK; }
+
+// "routine:ID" -> "ID"
+std::string routine_id(const std::tuple<std::string, uint64_t, uint32_t>& key) {
+  const std::string& target = std::get<0>(key);
+  return target.substr(target.find(':') + 1);
+}
+
+}  // namespace
+
+uint64_t definition_digest(const RoutineSpec& spec) {
+  // `enabled` is not part of what an invocation runs: disabling a routine
+  // stops new triggers, not the invocation under way.
+  RoutineSpec definition = spec;
+  definition.enabled = true;
+  return fnv1a(to_proto(definition).SerializeAsString()) | 1;
+}
+
+// One invocation being driven: at most one request in flight at a time.
+struct RoutineLeaders::Driving {
+  explicit Driving(core::Env& env) : timer(env) {}
+  bool busy = false;
+  core::ScopedTimer timer;
+  uint32_t ola_attempts = 0;
+};
+
+struct RoutineLeaders::Session {
+  std::string routine;
+  uint64_t watch = 0;  // DeviceWatcher handle
+  std::set<std::string> watched;
+  bool drive_scheduled = false;
+  std::map<uint64_t, std::unique_ptr<Driving>> driving;
+};
+
+RoutineLeaders::RoutineLeaders(core::Env& env, kgroup::GroupHost& host, const kgroup::GroupSelector& selector,
+                               EpochOf epoch_of, const Catalog& catalog, kgroup::GroupClient& client,
+                               DeviceWatcher& watcher, RoutineMessages& messages, core::Metrics& metrics,
+                               RoutineLeaderOptions options)
+    : env_(env),
+      host_(host),
+      selector_(selector),
+      epoch_of_(std::move(epoch_of)),
+      catalog_(catalog),
+      client_(client),
+      watcher_(watcher),
+      messages_(messages),
+      options_(options),
+      scan_timer_(env),
+      renew_timer_(env),
+      triggers_(metrics.counter("routine_triggers_total")),
+      invocations_ok_(metrics.counter("routine_invocations_total", {{"result", "ok"}})),
+      invocations_failed_(metrics.counter("routine_invocations_total", {{"result", "failed"}})),
+      lock_retries_(metrics.counter("routine_lock_retries_total")) {}
+
+RoutineLeaders::~RoutineLeaders() {
+  *alive_ = false;
+  for (const auto& [key, s] : sessions_) {
+    if (s->watch != 0) watcher_.unwatch(s->watch);
+    if (auto* st = const_cast<RoutineGroupState*>(state(key))) st->set_on_apply({});
+  }
+}
+
+void RoutineLeaders::start() {
+  scan_timer_.start_periodic(options_.scan_interval, [this] { scan(); });
+  renew_timer_.start_periodic(options_.renew_interval, [this] { renew_locks(); });
+}
+
+kgroup::GroupReplica* RoutineLeaders::replica(const SessionKey& key) const {
+  return host_.find(std::get<0>(key), std::get<1>(key), std::get<2>(key));
+}
+
+const RoutineGroupState* RoutineLeaders::state(const SessionKey& key) const {
+  kgroup::GroupReplica* r = replica(key);
+  return r == nullptr ? nullptr : dynamic_cast<const RoutineGroupState*>(&r->state_machine());
+}
+
+RoutineLeaders::Session* RoutineLeaders::session(const SessionKey& key) {
+  const auto it = sessions_.find(key);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+const RoutineSpec* RoutineLeaders::spec_of(const SessionKey& key) const {
+  const auto it = sessions_.find(key);
+  return it == sessions_.end() ? nullptr : catalog_.find_routine(it->second->routine);
+}
+
+LockStrategy RoutineLeaders::strategy_of(const RoutineSpec& spec) const {
+  return spec.lock_strategy == LockStrategy::mesh_default ? options_.strategy : spec.lock_strategy;
+}
+
+int64_t RoutineLeaders::now_us() const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(env_.now() - options_.clock_origin).count();
+}
+
+std::vector<std::string> RoutineLeaders::led_routines() const {
+  std::vector<std::string> out;
+  for (const auto& [key, s] : sessions_) out.push_back(s->routine);
+  return out;
+}
+
+void RoutineLeaders::scan() {
+  std::set<SessionKey> leading;
+  for (kgroup::GroupReplica* r : host_.replicas()) {
+    const auto& config = r->config();
+    if (config.target.kind != kgroup::TargetKind::routine || !r->serving()) continue;
+    auto* routine_state = dynamic_cast<RoutineGroupState*>(&r->state_machine());
+    if (routine_state == nullptr) continue;
+    SessionKey key{config.target.to_string(), config.epoch, config.generation};
+    leading.insert(key);
+    auto& slot = sessions_[key];
+    if (!slot) {
+      slot = std::make_unique<Session>();
+      slot->routine = config.target.id;
+      core::log("routine").info("leading routine {} epoch={} generation={} term={} node={}", config.target.id,
+                                config.epoch, config.generation, r->term(), messages_.self().to_string());
+      routine_state->set_on_apply([this, key] {
+        Session* s = session(key);
+        if (s == nullptr || s->drive_scheduled) return;
+        s->drive_scheduled = true;
+        env_.start_timer(core::Duration::zero(), [this, key, alive = alive_] {
+          if (!*alive) return;
+          if (Session* again = session(key)) {
+            again->drive_scheduled = false;
+            drive(key);
+          }
+        });
+      });
+    }
+    sync_watch(key, *slot);
+    drive(key);
+  }
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (leading.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    core::log("routine").info("stopped leading routine {} epoch={}", it->second->routine, std::get<1>(it->first));
+    if (it->second->watch != 0) watcher_.unwatch(it->second->watch);
+    if (auto* st = const_cast<RoutineGroupState*>(state(it->first))) st->set_on_apply({});
+    it = sessions_.erase(it);
+  }
+}
+
+void RoutineLeaders::sync_watch(const SessionKey& key, Session& s) {
+  const RoutineSpec* spec = spec_of(key);
+  std::set<std::string> wanted;
+  if (spec != nullptr && spec->enabled && !spec->trigger.manual) wanted = devices(spec->trigger);
+  if (wanted == s.watched) return;
+  if (s.watch != 0) watcher_.unwatch(s.watch);
+  s.watch = 0;
+  s.watched = wanted;
+  if (wanted.empty()) return;
+  s.watch = watcher_.watch(std::vector<std::string>(wanted.begin(), wanted.end()),
+                           [this, key](const std::string& device, const DeviceWatcher::Seen& seen) {
+                             on_device_change(key, device, seen);
+                           });
+}
+
+void RoutineLeaders::on_device_change(const SessionKey& key, const std::string& device,
+                                      const DeviceWatcher::Seen& seen) {
+  const RoutineSpec* spec = spec_of(key);
+  const RoutineGroupState* st = state(key);
+  kgroup::GroupReplica* r = replica(key);
+  if (spec == nullptr || st == nullptr || r == nullptr || !spec->enabled || spec->trigger.manual) return;
+  if (!r->can_read() || seen.record.version <= st->cause_version(device)) return;
+  const int64_t now = now_us();
+  if (st->last_trigger_at_us() != 0 &&
+      now < st->last_trigger_at_us() +
+                std::chrono::duration_cast<std::chrono::microseconds>(spec->min_retrigger).count()) {
+    return;
+  }
+  const auto& view = watcher_.view();
+  const StateLookup lookup = [&view](const std::string& id) -> const Attributes* {
+    const auto it = view.find(id);
+    if (it == view.end() || !it->second.record.known || !it->second.record.up) return nullptr;
+    return &it->second.record.attributes;
+  };
+  const int64_t local_minutes = now / kMicrosPerMinute + options_.utc_offset_minutes;
+  const int64_t day_number = local_minutes >= 0 ? local_minutes / kMinutesPerDay
+                                                : (local_minutes - kMinutesPerDay + 1) / kMinutesPerDay;
+  const auto minute_of_day = static_cast<uint32_t>(local_minutes - day_number * kMinutesPerDay);
+  // 1970-01-01 was a Thursday.
+  const auto weekday = static_cast<Weekday>(((day_number + 3) % 7 + 7) % 7);
+  if (!evaluate(spec->trigger, lookup, minute_of_day, weekday)) return;
+
+  proto::RoutineUpdate update;
+  auto& trigger = *update.mutable_trigger();
+  trigger.set_at_us(now);
+  trigger.set_definition(definition_digest(*spec));
+  trigger.set_min_retrigger_ms(static_cast<uint32_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(spec->min_retrigger).count()));
+  auto& cause = *trigger.add_causes();
+  cause.set_device(device);
+  cause.set_version(seen.record.version);
+  const std::string routine = spec->id;
+  submit(key, update, [this, routine, device, version = seen.record.version](bool committed) {
+    if (!committed) return;
+    triggers_.add();
+    core::log("routine").info("routine {} triggered by {} (version {})", routine, device, version);
+  });
+}
+
+void RoutineLeaders::drive(const SessionKey& key) {
+  Session* s = session(key);
+  const RoutineGroupState* st = state(key);
+  if (s == nullptr || st == nullptr) return;
+  std::erase_if(s->driving, [st](const auto& entry) {
+    const auto* invocation = st->invocation(entry.first);
+    return (invocation == nullptr || invocation->done()) && !entry.second->busy;
+  });
+  for (const auto& [seq, invocation] : st->invocations()) {
+    if (invocation.done()) continue;
+    auto& driving = s->driving[seq];
+    if (!driving) driving = std::make_unique<Driving>(env_);
+    if (driving->busy) continue;
+    driving->busy = true;
+    drive_invocation(key, invocation);
+  }
+}
+
+void RoutineLeaders::idle(const SessionKey& key, uint64_t seq, core::Duration delay) {
+  Session* s = session(key);
+  if (s == nullptr) return;
+  const auto it = s->driving.find(seq);
+  if (it == s->driving.end()) return;
+  Driving& driving = *it->second;
+  driving.timer.start(delay, [this, key, seq] {
+    Session* again = session(key);
+    if (again == nullptr) return;
+    const auto found = again->driving.find(seq);
+    if (found == again->driving.end()) return;
+    found->second->busy = false;
+    drive(key);
+  });
+}
+
+void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupState::Invocation& invocation) {
+  const uint64_t seq = invocation.seq;
+  kgroup::GroupReplica* r = replica(key);
+  if (r == nullptr || !r->can_read()) {
+    // No quorum lease: another leader may be acting. Look again later.
+    idle(key, seq, options_.scan_interval);
+    return;
+  }
+  const RoutineSpec* spec = spec_of(key);
+  const bool definition_holds =
+      spec != nullptr && (invocation.definition == 0 || invocation.definition == definition_digest(*spec));
+  std::vector<std::string> devices;
+  if (spec != nullptr) {
+    const auto wanted = command_devices(*spec);
+    devices.assign(wanted.begin(), wanted.end());
+  }
+  for (const auto& [device, token] : invocation.locks) {
+    if (std::find(devices.begin(), devices.end(), device) == devices.end()) devices.push_back(device);
+  }
+
+  switch (invocation.phase) {
+    case proto::PHASE_NOT_TRIGGERED:
+    case proto::PHASE_ACQUIRING_LOCKS: {
+      if (!definition_holds) {
+        step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
+             [this, key, seq](bool) { idle(key, seq); });
+        return;
+      }
+      std::vector<std::string> missing;
+      for (const auto& device : devices) {
+        if (invocation.locks.count(device) == 0) missing.push_back(device);
+      }
+      if (missing.empty()) {
+        step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_EXECUTING); },
+             [this, key, seq](bool) { idle(key, seq); });
+        return;
+      }
+      if (strategy_of(*spec) == LockStrategy::ola) {
+        acquire_ola(key, seq, missing);
+      } else {
+        acquire_sla(key, seq, missing.front());  // devices are in increasing id order
+      }
+      return;
+    }
+    case proto::PHASE_EXECUTING: {
+      if (!definition_holds) {
+        step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
+             [this, key, seq](bool) { idle(key, seq); });
+        return;
+      }
+      const auto next = static_cast<uint32_t>(invocation.commands.size());
+      // A command's duration keeps the locks that long after it ran.
+      if (next > 0) {
+        const auto& previous = spec->commands[next - 1];
+        const auto& result = invocation.commands.rbegin()->second;
+        if (previous.duration && succeeded(result.status)) {
+          const int64_t until =
+              result.done_at_us + std::chrono::duration_cast<std::chrono::microseconds>(*previous.duration).count();
+          if (now_us() < until) {
+            idle(key, seq, std::chrono::microseconds(until - now_us()));
+            return;
+          }
+        }
+      }
+      if (next >= spec->commands.size()) {
+        step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
+             [this, key, seq](bool) { idle(key, seq); });
+        return;
+      }
+      execute(key, seq, next, spec->commands[next]);
+      return;
+    }
+    case proto::PHASE_RELEASING_LOCKS: {
+      proto::InvocationEnd end;
+      if (spec == nullptr) {
+        end.set_outcome(proto::INVOCATION_ABORTED);
+        end.set_detail("the routine was removed from the catalog");
+      } else if (!definition_holds && invocation.locked_at_us == 0) {
+        end.set_outcome(proto::INVOCATION_ABORTED);
+        end.set_detail("the routine's definition changed before it ran");
+      } else if (invocation.commands.size() < spec->commands.size() && !definition_holds) {
+        end.set_outcome(proto::INVOCATION_ABORTED);
+        end.set_detail(fmt::format("the routine's definition changed after {} of its commands",
+                                   invocation.commands.size()));
+      } else {
+        std::vector<std::string> failed;
+        for (const auto& [index, result] : invocation.commands) {
+          if (!succeeded(result.status)) {
+            failed.push_back(fmt::format("command {} {}: {}", index + 1, proto::CommandStatus_Name(result.status),
+                                         result.detail));
+          }
+        }
+        end.set_outcome(failed.empty() ? proto::INVOCATION_OK : proto::INVOCATION_FAILED);
+        end.set_detail(fmt::format("{}", fmt::join(failed, "; ")));
+      }
+      release(key, seq, devices, end);
+      return;
+    }
+    case proto::PHASE_DONE:
+    default:
+      idle(key, seq);
+      return;
+  }
+}
+
+void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std::string& device) {
+  const std::string routine = routine_id(key);
+  const std::string holder = holder_name(routine, seq);
+  const kgroup::GroupTarget target = selector_.device_group(device);
+  proto::DeviceUpdate request;
+  request.mutable_lock()->set_device(device);
+  request.mutable_lock()->set_holder(holder);
+  request.mutable_lock()->set_wait(true);
+  client_.write_to(target, request.SerializeAsString(), options_.request_timeout,
+                   [this, key, seq, device, holder, target, alive = alive_](const auto& written) {
+                     if (!*alive) return;
+                     if (!written) {
+                       core::log("routine").debug("lock request {} on {}: {}", holder, device, written.error());
+                       idle(key, seq, options_.poll_interval);
+                       return;
+                     }
+                     proto::DeviceQuery query;
+                     query.mutable_lock()->set_device(device);
+                     query.mutable_lock()->set_holder(holder);
+                     client_.read_from(
+                         target, query.SerializeAsString(), options_.request_timeout,
+                         [this, key, seq, device, holder, alive](const auto& read) {
+                           if (!*alive) return;
+                           const auto reply =
+                               read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                           if (!reply || reply->lock().state() != proto::LOCK_HELD) {
+                             // Waiting in the queue (or the request was lost
+                             // with a leader: asking again is harmless).
+                             idle(key, seq, options_.poll_interval);
+                             return;
+                           }
+                           const uint64_t token = reply->lock().token();
+                           step(
+                               key, seq,
+                               [&device, token](proto::InvocationStep& s) {
+                                 s.mutable_lock_held()->set_device(device);
+                                 s.mutable_lock_held()->set_token(token);
+                               },
+                               [this, key, seq](bool) { idle(key, seq); });
+                         });
+                   });
+}
+
+void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std::vector<std::string>& missing) {
+  const std::string routine = routine_id(key);
+  const std::string holder = holder_name(routine, seq);
+  struct Round {
+    size_t awaiting = 0;
+    std::map<std::string, uint64_t> granted;
+    bool refused = false;
+  };
+  auto round = std::make_shared<Round>();
+  round->awaiting = missing.size();
+  auto finish = [this, key, seq, round, missing]() {
+    if (--round->awaiting != 0) return;
+    if (!round->refused) {
+      // Every lock is ours: commit them one by one, then the next drive
+      // moves to EXECUTING.
+      auto commit = std::make_shared<std::function<void(size_t)>>();
+      *commit = [this, key, seq, round, commit](size_t i) {
+        if (i >= round->granted.size()) {
+          idle(key, seq);
+          return;
+        }
+        auto it = std::next(round->granted.begin(), static_cast<std::ptrdiff_t>(i));
+        const std::string device = it->first;
+        const uint64_t token = it->second;
+        step(
+            key, seq,
+            [&device, token](proto::InvocationStep& s) {
+              s.mutable_lock_held()->set_device(device);
+              s.mutable_lock_held()->set_token(token);
+            },
+            [this, key, seq, commit, i](bool committed) {
+              if (!committed) {
+                idle(key, seq);
+                return;
+              }
+              (*commit)(i + 1);
+            });
+      };
+      (*commit)(0);
+      return;
+    }
+    Session* s = session(key);
+    if (s == nullptr) return;
+    Driving& driving = *s->driving.at(seq);
+    ++driving.ola_attempts;
+    lock_retries_.add();
+    const auto shift = std::min<uint32_t>(driving.ola_attempts - 1, 10);
+    const auto ceiling = std::min(options_.backoff_cap, options_.backoff_max * (int64_t{1} << shift));
+    const auto span = std::max<int64_t>((ceiling - options_.backoff_min).count(), 1);
+    const core::Duration backoff =
+        options_.backoff_min + core::Duration(static_cast<int64_t>(env_.rng().below(static_cast<uint64_t>(span))));
+    // Give back what this round took, and what an earlier leader recorded.
+    std::vector<std::string> taken;
+    for (const auto& [device, token] : round->granted) taken.push_back(device);
+    if (const RoutineGroupState* st = state(key)) {
+      if (const auto* invocation = st->invocation(seq)) {
+        for (const auto& [device, token] : invocation->locks) taken.push_back(device);
+      }
+    }
+    give_back(key, seq, taken, backoff);
+  };
+  for (const std::string& device : missing) {
+    const kgroup::GroupTarget target = selector_.device_group(device);
+    proto::DeviceUpdate request;
+    request.mutable_lock()->set_device(device);
+    request.mutable_lock()->set_holder(holder);
+    request.mutable_lock()->set_wait(false);
+    client_.write_to(
+        target, request.SerializeAsString(), options_.request_timeout,
+        [this, device, holder, target, round, finish, alive = alive_](const auto& written) {
+          if (!*alive) return;
+          if (!written) {
+            round->refused = true;
+            finish();
+            return;
+          }
+          proto::DeviceQuery query;
+          query.mutable_lock()->set_device(device);
+          query.mutable_lock()->set_holder(holder);
+          client_.read_from(target, query.SerializeAsString(), options_.request_timeout,
+                            [device, round, finish, alive](const auto& read) {
+                              if (!*alive) return;
+                              const auto reply =
+                                  read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                              if (reply && reply->lock().state() == proto::LOCK_HELD) {
+                                round->granted[device] = reply->lock().token();
+                              } else {
+                                round->refused = true;
+                              }
+                              finish();
+                            });
+        });
+  }
+}
+
+void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<std::string> devices,
+                               core::Duration then_wait) {
+  // Recorded locks are dropped here first, then released at their device
+  // groups: a crash in between leaves a lock this invocation will ask for
+  // again (and get at once), never a recorded lock it no longer holds.
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  auto remaining = std::make_shared<std::vector<std::string>>(devices);
+  auto next = std::make_shared<std::function<void()>>();
+  *next = [this, key, seq, remaining, next, then_wait]() {
+    const RoutineGroupState* st = state(key);
+    const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+    if (invocation == nullptr) return;
+    for (const auto& [device, token] : invocation->locks) {
+      const std::string dropped = device;
+      step(
+          key, seq, [&dropped](proto::InvocationStep& s) { s.set_lock_dropped(dropped); },
+          [this, key, seq, next](bool committed) {
+            if (!committed) {
+              idle(key, seq);
+              return;
+            }
+            (*next)();
+          });
+      return;
+    }
+    const std::string routine = routine_id(key);
+    auto awaiting = std::make_shared<size_t>(remaining->size());
+    if (*awaiting == 0) {
+      idle(key, seq, then_wait);
+      return;
+    }
+    for (const std::string& device : *remaining) {
+      proto::DeviceUpdate release;
+      release.mutable_unlock()->set_device(device);
+      release.mutable_unlock()->set_holder(holder_name(routine, seq));
+      client_.write_to(selector_.device_group(device), release.SerializeAsString(), options_.request_timeout,
+                       [this, key, seq, awaiting, then_wait, alive = alive_](const auto&) {
+                         if (!*alive || --*awaiting != 0) return;
+                         idle(key, seq, then_wait);
+                       });
+    }
+  };
+  (*next)();
+}
+
+void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index, const RoutineCommand& command) {
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  if (invocation == nullptr) return;
+  const std::string routine = routine_id(key);
+  proto::DeviceUpdate accept;
+  auto& a = *accept.mutable_accept();
+  a.set_command_id(command_id(routine, seq, index));
+  a.set_device(command.device);
+  to_proto(command.values, *a.mutable_values());
+  a.set_origin(messages_.self().value());
+  a.set_lock_holder(holder_name(routine, seq));
+  const auto lock = invocation->locks.find(command.device);
+  a.set_lock_token(lock == invocation->locks.end() ? 0 : lock->second);
+  const core::TimePoint deadline = env_.now() + options_.request_timeout * 4;
+  client_.write_to(selector_.device_group(command.device), accept.SerializeAsString(), options_.request_timeout,
+                   [this, key, seq, index, deadline, alive = alive_](const auto& written) {
+                     if (!*alive) return;
+                     if (!written) {
+                       idle(key, seq, options_.poll_interval);
+                       return;
+                     }
+                     poll_command(key, seq, index, deadline);
+                   });
+}
+
+void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t index, core::TimePoint deadline) {
+  const RoutineSpec* spec = spec_of(key);
+  if (spec == nullptr || index >= spec->commands.size()) {
+    idle(key, seq);
+    return;
+  }
+  const std::string routine = routine_id(key);
+  proto::DeviceQuery query;
+  query.set_command_id(command_id(routine, seq, index));
+  client_.read_from(
+      selector_.device_group(spec->commands[index].device), query.SerializeAsString(), options_.request_timeout,
+      [this, key, seq, index, deadline, alive = alive_](const auto& read) {
+        if (!*alive) return;
+        const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+        if (!reply || !reply->found()) {
+          // Not there (yet, or any more after a move): send it again (same
+          // id), unless this has gone on too long.
+          idle(key, seq, options_.poll_interval);
+          return;
+        }
+        const proto::CommandOutcome& outcome = reply->command().outcome();
+        if (outcome.status() == proto::COMMAND_PENDING) {
+          if (env_.now() > deadline) {
+            idle(key, seq, options_.poll_interval);
+            return;
+          }
+          Session* s = session(key);
+          if (s == nullptr) return;
+          const auto it = s->driving.find(seq);
+          if (it == s->driving.end()) return;
+          it->second->timer.start(options_.poll_interval,
+                                  [this, key, seq, index, deadline] { poll_command(key, seq, index, deadline); });
+          return;
+        }
+        step(
+            key, seq,
+            [index, &outcome](proto::InvocationStep& s) {
+              s.mutable_command()->set_index(index);
+              s.mutable_command()->set_status(outcome.status());
+              s.mutable_command()->set_detail(outcome.detail());
+            },
+            [this, key, seq](bool) { idle(key, seq); });
+      });
+}
+
+void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<std::string> devices,
+                             proto::InvocationEnd end) {
+  const std::string routine = routine_id(key);
+  auto awaiting = std::make_shared<size_t>(devices.size());
+  auto failed = std::make_shared<bool>(false);
+  auto done = [this, key, seq, end, awaiting, failed, routine]() {
+    if (--*awaiting != 0) return;
+    if (*failed) {
+      idle(key, seq, options_.poll_interval);
+      return;
+    }
+    step(
+        key, seq, [&end](proto::InvocationStep& s) { *s.mutable_end() = end; },
+        [this, key, seq, end, routine](bool committed) {
+          if (committed) {
+            (end.outcome() == proto::INVOCATION_OK ? invocations_ok_ : invocations_failed_).add();
+            core::log("routine").info("routine {} invocation {} {}{}", routine, seq,
+                                      proto::InvocationOutcome_Name(end.outcome()),
+                                      end.detail().empty() ? "" : ": " + end.detail());
+          }
+          idle(key, seq);
+        });
+  };
+  if (devices.empty()) {
+    ++*awaiting;
+    done();
+    return;
+  }
+  for (const std::string& device : devices) {
+    proto::DeviceUpdate release;
+    release.mutable_unlock()->set_device(device);
+    release.mutable_unlock()->set_holder(holder_name(routine, seq));
+    client_.write_to(selector_.device_group(device), release.SerializeAsString(), options_.request_timeout,
+                     [failed, done, alive = alive_](const auto& written) {
+                       if (!*alive) return;
+                       if (!written) *failed = true;
+                       done();
+                     });
+  }
+}
+
+void RoutineLeaders::renew_locks() {
+  std::map<core::NodeId, proto::RoutineBody> bodies;
+  for (const auto& [key, s] : sessions_) {
+    kgroup::GroupReplica* r = replica(key);
+    const RoutineGroupState* st = state(key);
+    if (r == nullptr || st == nullptr || !r->can_read()) continue;
+    for (const auto& [seq, invocation] : st->invocations()) {
+      if (invocation.done()) continue;
+      for (const auto& [device, token] : invocation.locks) {
+        const kgroup::GroupTarget target = selector_.device_group(device);
+        for (const core::NodeId member : selector_.members(target, epoch_of_(target))) {
+          auto& lock = *bodies[member].mutable_lock_renew()->add_locks();
+          lock.set_device(device);
+          lock.set_holder(holder_name(s->routine, seq));
+        }
+      }
+    }
+  }
+  for (const auto& [member, body] : bodies) messages_.send(member, body);
+}
+
+void RoutineLeaders::submit(const SessionKey& key, const proto::RoutineUpdate& update, Committed done) {
+  kgroup::GroupReplica* r = replica(key);
+  if (r == nullptr || !r->serving()) {
+    done(false);
+    return;
+  }
+  r->submit(kgroup::ClientStateMachine::encode_write(env_.rng().next_u64() | 1, RoutineGroupState::encode(update)),
+            [done = std::move(done)](const kgroup::SubmitResult& result) {
+              done(result.status == kgroup::SubmitStatus::committed);
+            });
+}
+
+void RoutineLeaders::step(const SessionKey& key, uint64_t seq, const std::function<void(proto::InvocationStep&)>& fill,
+                          Committed done) {
+  proto::RoutineUpdate update;
+  auto& s = *update.mutable_step();
+  s.set_seq(seq);
+  s.set_at_us(now_us());
+  fill(s);
+  submit(key, update, std::move(done));
+}
+
+}  // namespace mesh::routine

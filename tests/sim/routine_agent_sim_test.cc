@@ -1,0 +1,428 @@
+// Routines inside whole agents on virtual time (MeshSim: OLSR, Medley,
+// k-groups, device and routine layers per node, as meshagent runs them),
+// with emulated devices. Each seed builds a mesh of 5-9 agents (k = 3, LSH,
+// small device clusters so a routine's devices sit in several groups) and
+// 4-6 routines over overlapping device sets, a few with durations, one
+// triggered by a motion sensor the test toggles, the others run by hand
+// (RoutineService::run from random agents) in a stream. Mid-stream a random
+// node is killed (kill -9) and restarted later; some plans lose packets or
+// kill a second node.
+//
+// The oracle reads the devices' own actuation logs and the groups' state,
+// never a leader's belief:
+//  - safety: no two invocations of routines whose device sets intersect
+//    actuated their devices interleaved (the span from an invocation's
+//    first to its last actuation contains no actuation of a conflicting one);
+//  - exactly once: no command id (ROUTINE#SEQ#INDEX) actuated twice, and
+//    every command an ended invocation recorded ok was actuated once;
+//  - liveness, once the stream stops: every committed invocation ends, and
+//    no lock is left held in any device group;
+//  - inheritance: every replica of a routine group that applied as much as
+//    its leader holds the leader's very state.
+// A failing seed is printed; ROUTINE_AGENT_SEED=<seed> replays it with
+// routine logs (ROUTINE_AGENT_DEBUG=debug for more).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "core/log.h"
+#include "core/rng.h"
+#include "routine/device_group_state.h"
+#include "routine/emulated_device.h"
+#include "routine/routine_group_state.h"
+#include "routine/routine_model.h"
+#include "sim/mesh_sim.h"
+#include "tests/support/seed_range.h"
+
+namespace mesh::sim {
+namespace {
+
+using routine::Attributes;
+using routine::DeviceKind;
+using routine::DeviceSpec;
+using routine::EmulatedDevice;
+using routine::RoutineSpec;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class QuietLogs : public ::testing::Environment {
+ public:
+  void SetUp() override { core::set_log_level("off"); }
+};
+const ::testing::Environment* const kQuietLogs = ::testing::AddGlobalTestEnvironment(new QuietLogs);
+
+struct Plan {
+  routine::LockStrategy strategy = routine::LockStrategy::sla;
+  double loss = 0.0;
+  bool second_crash = false;
+};
+
+struct Outcome {
+  std::vector<std::string> violations;
+  uint64_t invocations = 0;
+  uint64_t ok = 0;
+  uint64_t actuations = 0;
+  bool partitioned = false;
+};
+
+bool connected_without(const Topology& topology, const std::set<size_t>& down) {
+  const size_t n = topology.size();
+  size_t start = 0;
+  while (down.count(start) != 0) ++start;
+  std::vector<bool> seen(n, false);
+  std::vector<size_t> stack = {start};
+  seen[start] = true;
+  size_t reached = 1;
+  while (!stack.empty()) {
+    const size_t node = stack.back();
+    stack.pop_back();
+    for (const int next : topology.neighbours(static_cast<int>(node))) {
+      const auto u = static_cast<size_t>(next);
+      if (seen[u] || down.count(u) != 0) continue;
+      seen[u] = true;
+      ++reached;
+      stack.push_back(u);
+    }
+  }
+  return reached == n - down.size();
+}
+
+// The serving replicas of `target` across the mesh, newest instance first.
+std::vector<std::pair<size_t, kgroup::GroupReplica*>> serving(MeshSim& sim, const std::string& target) {
+  std::vector<std::pair<size_t, kgroup::GroupReplica*>> out;
+  for (size_t i = 0; i < sim.size(); ++i) {
+    agent::Node* node = sim.node(i);
+    if (node == nullptr) continue;
+    kgroup::GroupReplica* replica = node->kgroups().host().latest(target);
+    if (replica != nullptr && replica->serving()) out.emplace_back(i, replica);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    const auto& ca = a.second->config();
+    const auto& cb = b.second->config();
+    return std::make_pair(ca.epoch, ca.generation) > std::make_pair(cb.epoch, cb.generation);
+  });
+  return out;
+}
+
+// Whether f + 1 = 2 members of the newest group of `target` are alive.
+bool quorum_alive(MeshSim& sim, const std::string& target) {
+  std::optional<kgroup::GroupConfig> newest;
+  for (size_t i = 0; i < sim.size(); ++i) {
+    agent::Node* node = sim.node(i);
+    if (node == nullptr) continue;
+    kgroup::GroupReplica* replica = node->kgroups().host().latest(target);
+    if (replica == nullptr) continue;
+    const auto& c = replica->config();
+    if (!newest || std::make_pair(c.epoch, c.generation) > std::make_pair(newest->epoch, newest->generation)) {
+      newest = c;
+    }
+  }
+  if (!newest) return true;
+  size_t alive = 0;
+  for (const core::NodeId member : newest->members) {
+    for (size_t i = 0; i < sim.size(); ++i) alive += sim.id_of(i) == member && sim.node(i) != nullptr ? 1 : 0;
+  }
+  return alive >= newest->members.size() / 2 + 1;
+}
+
+struct World {
+  std::vector<std::unique_ptr<EmulatedDevice>> devices;
+  std::vector<std::unique_ptr<routine::EmulatedDriverFactory>> factories;
+  std::vector<RoutineSpec> routines;
+
+  EmulatedDevice* find(const std::string& id) {
+    for (auto& d : devices) {
+      if (d->spec().id == id) return d.get();
+    }
+    return nullptr;
+  }
+};
+
+RoutineSpec make_routine(const std::string& id, const std::string& trigger, const std::vector<std::string>& devices,
+                         core::Rng& rng, bool power) {
+  RoutineSpec spec;
+  spec.id = id;
+  spec.trigger_text = trigger;
+  spec.trigger = routine::build_trigger(trigger, "", {}).value();
+  spec.min_retrigger = seconds(2);
+  for (const auto& device : devices) {
+    routine::RoutineCommand command;
+    command.device = device;
+    command.values = {{"power", power}};
+    if (rng.below(4) == 0) command.duration = milliseconds(rng.between(300, 1500));
+    spec.commands.push_back(command);
+  }
+  return spec;
+}
+
+Outcome run(const Plan& plan, uint64_t seed) {
+  core::Rng rng(seed * 104729 + 17);
+  const auto n = static_cast<size_t>(rng.between(5, 9));
+  const std::string toml = fmt::format(
+      "[topology]\nkind = \"random\"\nnodes = {}\nseed = {}\n[link]\ndelay_ms = {}\njitter_ms = {}\nloss = {}\n"
+      "[run]\nduration_s = 600\n",
+      n, seed, rng.between(1, 5), rng.between(0, 3), plan.loss);
+
+  World world;
+  const size_t actuators = static_cast<size_t>(rng.between(4, 7));
+  std::vector<DeviceSpec> catalog;
+  for (size_t i = 0; i <= actuators; ++i) {
+    DeviceSpec spec;
+    const bool sensor = i == actuators;
+    spec.id = sensor ? "motion" : fmt::format("d{}", i);
+    spec.kind = sensor ? DeviceKind::motion_sensor : DeviceKind::plug;
+    spec.location = {static_cast<double>(rng.below(60)), static_cast<double>(rng.below(60)), 0};
+    spec.driver = "emulated://" + spec.id;
+    catalog.push_back(spec);
+    world.devices.push_back(std::make_unique<EmulatedDevice>(
+        spec, sensor ? Attributes{{"motion", false}} : Attributes{{"power", false}}));
+  }
+  // Routines over random, overlapping device sets; one on the sensor.
+  const size_t routine_count = static_cast<size_t>(rng.between(4, 6));
+  for (size_t r = 0; r < routine_count; ++r) {
+    std::vector<std::string> devices;
+    const size_t size = static_cast<size_t>(rng.between(1, 3));
+    while (devices.size() < size) {
+      const std::string id = fmt::format("d{}", rng.below(actuators));
+      if (std::find(devices.begin(), devices.end(), id) == devices.end()) devices.push_back(id);
+    }
+    // Commands in a random order: SLA must still lock in id order.
+    const bool sensor_routine = r == 0;
+    world.routines.push_back(make_routine(fmt::format("r{}", r), sensor_routine ? "motion.motion == on" : "manual",
+                                          devices, rng, rng.below(2) == 1));
+  }
+
+  MeshSim::Options options;
+  options.start_spread = seconds(1);
+  options.configure = [&](agent::NodeConfig& config) {
+    config.kgroup.selection.k = 3;
+    config.kgroup.selection.mode = kgroup::SelectionMode::lsh;
+    config.kgroup.selection.clusters.devices_per_cluster = 2;
+    config.devices.catalog = catalog;
+    config.devices.routines = world.routines;
+    config.devices.catalog_digest = "sim";
+    config.devices.leaders.poll_interval = milliseconds(500);
+    config.devices.service.ensure_interval = seconds(1);
+    config.routines.leaders.strategy = plan.strategy;
+  };
+  options.drivers = [&world](size_t, core::Env& env) {
+    world.factories.push_back(std::make_unique<routine::EmulatedDriverFactory>(env));
+    for (auto& device : world.devices) world.factories.back()->add(*device);
+    return world.factories.back().get();
+  };
+  MeshSim sim(parse_scenario(toml, "routine_agent.toml"), seed, options);
+
+  Outcome out;
+  const core::TimePoint settle(seconds(30));
+  sim.run_until(settle);
+  const core::TimePoint stop = settle + seconds(40);
+
+  // The stream: manual runs from random agents, and the sensor flipping.
+  std::function<void()> next_run = [&] {
+    if (sim.simulator().now() >= stop) return;
+    const size_t node = rng.below(n);
+    const auto& spec = world.routines[1 + rng.below(world.routines.size() - 1)];
+    if (agent::Node* agent = sim.node(node)) agent->routines().run(spec.id, false, seconds(10), [](const auto&) {});
+    sim.simulator().after(milliseconds(rng.between(200, 900)), next_run);
+  };
+  next_run();
+  std::function<void()> flip = [&] {
+    if (sim.simulator().now() >= stop) return;
+    EmulatedDevice* sensor = world.find("motion");
+    sensor->set_state({{"motion", !std::get<bool>(sensor->state().at("motion"))}});
+    sim.simulator().after(milliseconds(rng.between(1500, 4000)), flip);
+  };
+  flip();
+
+  std::set<size_t> down;
+  sim.run_until(settle + milliseconds(rng.between(1000, 20000)));
+  const size_t victim = rng.below(n);
+  sim.crash(victim);
+  down.insert(victim);
+  if (plan.second_crash) {
+    sim.run_until(sim.simulator().now() + milliseconds(rng.between(0, 8000)));
+    const size_t pick = rng.below(n);
+    if (down.count(pick) == 0) {
+      sim.crash(pick);
+      down.insert(pick);
+    }
+  }
+  out.partitioned = !connected_without(sim.topology(), down);
+  sim.run_until(stop);
+  sim.restart(victim);
+  down.erase(victim);
+  out.partitioned = out.partitioned || !connected_without(sim.topology(), down);
+  // Quiescence: runs stopped; let every invocation finish (OLA may back off
+  // a while) and releases settle.
+  sim.run_until(stop + seconds(90));
+
+  // The devices of each routine, and the actuations of each invocation.
+  std::map<std::string, std::set<std::string>> devices_of;
+  for (const auto& spec : world.routines) devices_of[spec.id] = routine::command_devices(spec);
+  struct Span {
+    core::TimePoint first = core::TimePoint::max();
+    core::TimePoint last = core::TimePoint::min();
+  };
+  std::map<std::string, Span> spans;  // "ROUTINE#SEQ"
+  std::map<std::string, int> actuated;
+  for (auto& device : world.devices) {
+    for (const auto& a : device->actuations()) {
+      ++actuated[a.command_id];
+      ++out.actuations;
+      const auto hash = a.command_id.rfind('#');
+      if (hash == std::string::npos) continue;
+      Span& span = spans[a.command_id.substr(0, hash)];
+      span.first = std::min(span.first, a.at);
+      span.last = std::max(span.last, a.at);
+    }
+  }
+  for (const auto& [id, count] : actuated) {
+    if (count > 1) out.violations.push_back(fmt::format("command {} actuated {} times", id, count));
+  }
+  // Safety: conflicting invocations never interleave on the devices.
+  for (auto a = spans.begin(); a != spans.end(); ++a) {
+    for (auto b = std::next(a); b != spans.end(); ++b) {
+      const std::string ra = a->first.substr(0, a->first.find('#'));
+      const std::string rb = b->first.substr(0, b->first.find('#'));
+      const auto& da = devices_of[ra];
+      const auto& db = devices_of[rb];
+      const bool conflict = std::any_of(da.begin(), da.end(), [&db](const auto& d) { return db.count(d) != 0; });
+      if (!conflict) continue;
+      const bool disjoint = a->second.last < b->second.first || b->second.last < a->second.first;
+      if (!disjoint) {
+        out.violations.push_back(fmt::format(
+            "invocations {} [{:.3f} s, {:.3f} s] and {} [{:.3f} s, {:.3f} s] share a device and overlapped",
+            a->first, core::to_seconds(a->second.first.time_since_epoch()),
+            core::to_seconds(a->second.last.time_since_epoch()), b->first,
+            core::to_seconds(b->second.first.time_since_epoch()), core::to_seconds(b->second.last.time_since_epoch())));
+      }
+    }
+  }
+
+  // Liveness and inheritance, at each routine group's leader.
+  for (const auto& spec : world.routines) {
+    const std::string target = "routine:" + spec.id;
+    const auto replicas = serving(sim, target);
+    if (replicas.empty()) {
+      if (!out.partitioned && quorum_alive(sim, target) && spans.count(spec.id + "#1") != 0) {
+        out.violations.push_back(fmt::format("routine {} ran but no node leads its group at the end", spec.id));
+      }
+      continue;
+    }
+    kgroup::GroupReplica* leader = replicas.front().second;
+    const auto* state = dynamic_cast<const routine::RoutineGroupState*>(&leader->state_machine());
+    if (state == nullptr) continue;
+    for (const auto& [seq, invocation] : state->invocations()) {
+      ++out.invocations;
+      const std::string name = routine::holder_name(spec.id, seq);
+      if (!invocation.done()) {
+        if (!out.partitioned) {
+          out.violations.push_back(fmt::format("invocation {} is still {} after quiescence", name,
+                                               proto::RoutinePhase_Name(invocation.phase)));
+        }
+        continue;
+      }
+      if (invocation.outcome == proto::INVOCATION_OK) ++out.ok;
+      for (const auto& [index, result] : invocation.commands) {
+        const std::string id = routine::command_id(spec.id, seq, index);
+        if (result.status == proto::COMMAND_OK && actuated[id] != 1) {
+          out.violations.push_back(fmt::format("command {} recorded ok but actuated {} times", id, actuated[id]));
+        }
+      }
+    }
+    // Every member of the leader's group instance that applied as far holds
+    // the same state.
+    const std::string leader_snapshot = state->snapshot();
+    for (size_t i = 0; i < sim.size(); ++i) {
+      agent::Node* node = sim.node(i);
+      if (node == nullptr) continue;
+      const auto& c = leader->config();
+      kgroup::GroupReplica* r = node->kgroups().host().find(target, c.epoch, c.generation);
+      if (r == nullptr || r == leader || r->applied() != leader->applied()) continue;
+      if (r->state_machine().snapshot() != leader_snapshot) {
+        out.violations.push_back(fmt::format("n{}'s replica of {} applied as far as its leader but differs", i,
+                                             target));
+      }
+    }
+  }
+  if (out.partitioned) return out;
+  // No lock left held in any device group.
+  std::set<std::string> clusters;
+  for (size_t i = 0; i < sim.size(); ++i) {
+    if (agent::Node* node = sim.node(i)) {
+      for (const auto& device : catalog) clusters.insert(node->kgroups().selector().device_group(device.id).to_string());
+      break;
+    }
+  }
+  for (const auto& target : clusters) {
+    const auto replicas = serving(sim, target);
+    if (replicas.empty()) continue;
+    const auto* state = dynamic_cast<const routine::DeviceGroupState*>(&replicas.front().second->state_machine());
+    if (state == nullptr) continue;
+    for (const auto& [device, lock] : state->locks().locks()) {
+      if (!lock.free()) {
+        out.violations.push_back(fmt::format("device {} is still locked by {} (token {}) after quiescence", device,
+                                             lock.holder, lock.token));
+      }
+    }
+  }
+  return out;
+}
+
+struct Totals {
+  uint64_t seeds = 0;
+  uint64_t invocations = 0;
+  uint64_t ok = 0;
+  uint64_t actuations = 0;
+  uint64_t partitioned = 0;
+};
+
+void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
+  const test_support::SeedRange range =
+      test_support::seed_range("ROUTINE_AGENT", first_seed, static_cast<uint64_t>(seeds));
+  if (range.replaying) {
+    core::set_log_level("warn");
+    core::set_log_level(std::getenv("ROUTINE_AGENT_DEBUG") ? "debug" : "info", "routine");
+    if (std::getenv("ROUTINE_AGENT_DEBUG")) core::set_log_level(std::getenv("ROUTINE_AGENT_DEBUG"), "kgroup");
+  }
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
+    const Outcome o = run(plan, seed);
+    ++totals.seeds;
+    totals.invocations += o.invocations;
+    totals.ok += o.ok;
+    totals.actuations += o.actuations;
+    totals.partitioned += o.partitioned ? 1 : 0;
+    if (test_support::report_violations("ROUTINE_AGENT", seed, o.violations)) return;
+  }
+  std::printf("seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu actuations=%llu\n",
+              static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
+              static_cast<unsigned long long>(totals.invocations), static_cast<unsigned long long>(totals.ok),
+              static_cast<unsigned long long>(totals.actuations));
+}
+
+TEST(RoutineAgentSim, SlaIsSafeAndLiveAcrossACrash) {
+  Plan plan;
+  Totals t;
+  sweep(plan, 1, 10, t);
+  EXPECT_GT(t.ok, 0u);
+}
+
+TEST(RoutineAgentSim, OlaIsSafeAndLiveAcrossACrash) {
+  Plan plan;
+  plan.strategy = routine::LockStrategy::ola;
+  Totals t;
+  sweep(plan, 1, 10, t);
+  EXPECT_GT(t.ok, 0u);
+}
+
+}  // namespace
+}  // namespace mesh::sim
