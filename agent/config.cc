@@ -855,6 +855,24 @@ class Parser {
                        to_ms(watcher.lease), to_ms(watcher.renew_interval)),
            "set subscription_lease_ms to about three times subscription_renew_ms");
     }
+    const auto& routines = node.routines.leaders;
+    if (valid("routines", "lock_renew_ms") && valid("routines", "lock_reclaim_ms") &&
+        node.devices.leaders.lock_reclaim_after < 3 * routines.renew_interval) {
+      const auto [line, key] = blame("routines", "lock_renew_ms", "lock_reclaim_ms");
+      fail(line, key,
+           fmt::format("routines.lock_reclaim_ms ({}) must be at least three times routines.lock_renew_ms ({}), or "
+                       "a live routine loses its locks to a few lost renewals",
+                       to_ms(node.devices.leaders.lock_reclaim_after), to_ms(routines.renew_interval)),
+           "set lock_reclaim_ms to about ten times lock_renew_ms (the defaults are 30000 and 3000)");
+    }
+    if (valid("routines", "ola_backoff_min_ms") && valid("routines", "ola_backoff_max_ms") &&
+        routines.backoff_max < routines.backoff_min) {
+      const auto [line, key] = blame("routines", "ola_backoff_min_ms", "ola_backoff_max_ms");
+      fail(line, key,
+           fmt::format("routines.ola_backoff_max_ms ({}) is below routines.ola_backoff_min_ms ({})",
+                       to_ms(routines.backoff_max), to_ms(routines.backoff_min)),
+           "set ola_backoff_max_ms at least as large as ola_backoff_min_ms");
+    }
     const auto& medley = node.membership;
     if (valid("membership", "probe_period_ms") && valid("membership", "probe_timeout_ms") &&
         medley.probe_timeout >= medley.probe_period) {
@@ -1275,6 +1293,37 @@ const std::vector<SectionSpec>& Parser::sections() {
                         c.node.devices.watcher.lease = v;
                         c.node.devices.leaders.subscription_lease = v;
                       }),
+       }},
+      {"routines",
+       {
+           choice_key("lock_strategy", {"sla", "ola"},
+                      "set lock_strategy to \"sla\" (one device lock at a time in increasing device id: "
+                      "deadlock-free, the default) or \"ola\" (all at once, retried after a backoff)",
+                      [](C& c, const std::string& v) {
+                        c.node.routines.leaders.strategy =
+                            v == "ola" ? routine::LockStrategy::ola : routine::LockStrategy::sla;
+                      }),
+           millis_key("poll_interval_ms", 20, kMaxIntervalMs,
+                      "milliseconds between two asks of a device group while a routine waits for a lock or an "
+                      "outcome",
+                      [](C& c, D v) { c.node.routines.leaders.poll_interval = v; }),
+           millis_key("lock_renew_ms", 100, kMaxIntervalMs,
+                      "milliseconds between two renewals of the device locks a routine leader holds",
+                      [](C& c, D v) { c.node.routines.leaders.renew_interval = v; }),
+           millis_key("lock_reclaim_ms", 1000, kMaxIntervalMs,
+                      "milliseconds a device leader waits for a lock's renewal before taking the lock back; well "
+                      "above lock_renew_ms",
+                      [](C& c, D v) { c.node.devices.leaders.lock_reclaim_after = v; }),
+           millis_key("ola_backoff_min_ms", 1, kMaxIntervalMs,
+                      "shortest wait in milliseconds before an OLA routine tries its locks again",
+                      [](C& c, D v) { c.node.routines.leaders.backoff_min = v; }),
+           millis_key("ola_backoff_max_ms", 1, kMaxIntervalMs,
+                      "longest wait in milliseconds before an OLA routine's first retry (it doubles with every "
+                      "retry, up to 5 s)",
+                      [](C& c, D v) { c.node.routines.leaders.backoff_max = v; }),
+           millis_key("run_timeout_ms", 100, kMaxIntervalMs,
+                      "milliseconds meshctl routine run --wait waits for the invocation's end unless told otherwise",
+                      [](C& c, D v) { c.node.routines.service.run_timeout = v; }),
        }},
       {"admin",
        {

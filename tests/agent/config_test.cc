@@ -724,6 +724,13 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "devices.catalog_sync_interval_ms",
                           "devices.subscription_renew_ms",
                           "devices.subscription_lease_ms",
+                          "routines.lock_strategy",
+                          "routines.poll_interval_ms",
+                          "routines.lock_renew_ms",
+                          "routines.lock_reclaim_ms",
+                          "routines.ola_backoff_min_ms",
+                          "routines.ola_backoff_max_ms",
+                          "routines.run_timeout_ms",
                           "admin.socket",
                           "admin.ping_timeout_ms",
                           "storage.data_dir",
@@ -731,7 +738,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 88u);
+  EXPECT_EQ(keys.size(), 95u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
@@ -813,6 +820,15 @@ TEST_F(ConfigTest, ExampleFileParsesAndDocumentsEveryKey) {
   EXPECT_EQ(dv.sync.interval, dd.sync.interval);
   EXPECT_EQ(dv.watcher.renew_interval, dd.watcher.renew_interval);
   EXPECT_EQ(dv.watcher.lease, dd.watcher.lease);
+  EXPECT_EQ(dv.leaders.lock_reclaim_after, dd.leaders.lock_reclaim_after);
+  const RoutinesConfig& rv = config.node.routines;
+  const RoutinesConfig& rd = defaults.node.routines;
+  EXPECT_EQ(rv.leaders.strategy, rd.leaders.strategy);
+  EXPECT_EQ(rv.leaders.poll_interval, rd.leaders.poll_interval);
+  EXPECT_EQ(rv.leaders.renew_interval, rd.leaders.renew_interval);
+  EXPECT_EQ(rv.leaders.backoff_min, rd.leaders.backoff_min);
+  EXPECT_EQ(rv.leaders.backoff_max, rd.leaders.backoff_max);
+  EXPECT_EQ(rv.service.run_timeout, rd.service.run_timeout);
   EXPECT_EQ(config.log_level, defaults.log_level);
   EXPECT_TRUE(config.layer_log_levels.empty());
   const KgroupConfig& kg = config.node.kgroup;
@@ -956,6 +972,20 @@ TEST_F(ConfigTest, DevicesCatalogIsLoadedAndItsErrorsNameFileLineAndKey) {
   EXPECT_THAT(error_of(kMinimal + "[devices]\nsubscription_renew_ms = 5000\nsubscription_lease_ms = 4000\n"),
               HasSubstr("must exceed devices.subscription_renew_ms"));
   EXPECT_THAT(error_of(kMinimal + "[devices]\npoll_interval_ms = 1\n"), HasSubstr("devices.poll_interval_ms"));
+}
+
+TEST_F(ConfigTest, RoutinesSection) {
+  const AgentConfig config =
+      parse(kMinimal + "[routines]\nlock_strategy = \"ola\"\nlock_renew_ms = 1000\nlock_reclaim_ms = 5000\n");
+  EXPECT_EQ(config.node.routines.leaders.strategy, routine::LockStrategy::ola);
+  EXPECT_EQ(config.node.routines.leaders.renew_interval, std::chrono::milliseconds(1000));
+  EXPECT_EQ(config.node.devices.leaders.lock_reclaim_after, std::chrono::milliseconds(5000));
+  EXPECT_EQ(parse(kMinimal).node.routines.leaders.strategy, routine::LockStrategy::sla);
+  EXPECT_THAT(error_of(kMinimal + "[routines]\nlock_strategy = \"fifo\"\n"), HasSubstr("routines.lock_strategy"));
+  EXPECT_THAT(error_of(kMinimal + "[routines]\nlock_renew_ms = 5000\nlock_reclaim_ms = 10000\n"),
+              HasSubstr("at least three times routines.lock_renew_ms"));
+  EXPECT_THAT(error_of(kMinimal + "[routines]\nola_backoff_min_ms = 900\nola_backoff_max_ms = 100\n"),
+              HasSubstr("routines.ola_backoff_max_ms (100) is below"));
 }
 
 }  // namespace
