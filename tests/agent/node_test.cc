@@ -335,7 +335,7 @@ TEST_F(NodeTest, StatusHasOneLinePerLayerBottomUpAndUptime) {
   add(2);
   env_.advance(seconds(3));
   const auto lines = a.status();
-  ASSERT_EQ(lines.size(), 7u);
+  ASSERT_EQ(lines.size(), 8u);
   EXPECT_EQ(lines[0].layer, "core");
   EXPECT_EQ(lines[1].layer, "routing");
   EXPECT_THAT(lines[1].summary, HasSubstr("olsr: 1 symmetric neighbours"));
@@ -348,10 +348,12 @@ TEST_F(NodeTest, StatusHasOneLinePerLayerBottomUpAndUptime) {
   EXPECT_EQ(lines[4].summary, "camera: 0 resources, 0 held, 0 waiting");
   EXPECT_EQ(lines[5].layer, "kgroup");
   EXPECT_EQ(lines[5].summary, "k=5: serving in 0 groups, leading 0; 0 client writes in flight");
-  ASSERT_EQ(lines.size(), 7u);
+  ASSERT_EQ(lines.size(), 8u);
   EXPECT_EQ(lines[6].layer, "devices");
   EXPECT_EQ(lines[6].summary,
             "catalog: 0 devices, run-time version 0; leading 0, 0 subscribers, watching 0, 0 client commands done");
+  EXPECT_EQ(lines[7].layer, "routines");
+  EXPECT_EQ(lines[7].summary, "catalog: 0 routines; leading 0, 0 triggers, 0 invocations ended");
   EXPECT_EQ(a.uptime(), seconds(3));
 }
 
