@@ -289,11 +289,11 @@ class Parser {
                   fmt::format("expected a value after '{}'; {} (found {})", op.text, kValueForms, describe(value)));
     }
     if (spec != nullptr) {
-      if (auto problem = type_problem(*spec, c, value)) return fail(value, *problem);
       if (is_ordering(c.op) && spec->type != AttributeType::number) {
         return fail(op, fmt::format("'{}' compares numbers, and {}.{} is {}; use == or !=", op.text, c.device,
                                     c.attribute, spec->allowed()));
       }
+      if (auto problem = type_problem(*spec, c, value)) return fail(value, *problem);
     } else if (is_ordering(c.op) && std::holds_alternative<bool>(c.value)) {
       return fail(op, fmt::format("'{}' compares numbers and strings, not {}; use == or !=", op.text, value.text));
     }
