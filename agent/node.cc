@@ -98,7 +98,7 @@ Node::Node(const NodeConfig& config, NodeContext context)
   camera_ =
       std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, context_.storage, config_.mutex);
   routine_messages_ = std::make_unique<routine::RoutineMessages>(*messenger_, metrics_);
-  catalog_.set_base(config_.devices.catalog, config_.devices.catalog_digest, config_.devices.catalog_routines);
+  catalog_.set_base(config_.devices.catalog, config_.devices.catalog_digest, config_.devices.routines);
   catalog_sync_ = std::make_unique<routine::CatalogSync>(context_.env, *routine_messages_, context_.storage, *medley_,
                                                          metrics_, catalog_, config_.devices.sync);
   catalog_sync_->start();

@@ -23,10 +23,10 @@ namespace mesh::agent {
 // Devices: the catalog file's contents and the timings of the device layer
 // (TOML [devices], agent/config.h).
 struct DevicesConfig {
-  // The devices and routines of the catalog file (checked), and the file's
-  // SHA-256, which nodes gossip so that differing files are noticed.
+  // The devices of the catalog file (checked), and the file's SHA-256, which
+  // nodes gossip so that differing files are noticed.
   std::vector<routine::DeviceSpec> catalog;
-  std::vector<routine::RoutineSpec> catalog_routines;
+  std::vector<routine::RoutineSpec> routines;  // the catalog file's [[routine]] tables
   std::string catalog_digest;
   routine::DeviceLeaderOptions leaders;
   routine::CatalogSyncOptions sync;

@@ -517,7 +517,7 @@ core::Expected<Days, std::string> parse_days(std::string_view text) {
 std::vector<std::string> format_days(const Days& days) {
   std::vector<std::string> out;
   for (size_t i = 0; i < kDayNames.size(); ++i) {
-    if (days.contains(static_cast<Weekday>(i))) out.emplace_back(kDayNames[i]);
+    if (days.contains(static_cast<Weekday>(i))) out.emplace_back(to_string(static_cast<Weekday>(i)));
   }
   return out;
 }

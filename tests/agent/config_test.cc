@@ -946,8 +946,8 @@ TEST_F(ConfigTest, DevicesCatalogIsLoadedAndItsErrorsNameFileLineAndKey) {
   ASSERT_EQ(config.node.devices.catalog.size(), 1u);
   EXPECT_EQ(config.node.devices.catalog[0].id, "hall_light");
   EXPECT_EQ(config.node.devices.catalog[0].room, "hall");
-  ASSERT_EQ(config.node.devices.catalog_routines.size(), 1u);
-  EXPECT_EQ(config.node.devices.catalog_routines[0].id, "hall_on");
+  ASSERT_EQ(config.node.devices.routines.size(), 1u);
+  EXPECT_EQ(config.node.devices.routines[0].id, "hall_on");
   EXPECT_EQ(config.node.devices.catalog_digest.size(), 32u);
   EXPECT_EQ(config.node.devices.leaders.poll_interval, std::chrono::milliseconds(500));
   EXPECT_EQ(config.node.devices.leaders.down_after_failures, 3u);
