@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "agent/catalog_file.h"
+#include "agent/catalog_submit.h"
 #include "core/log.h"
 #include "routine/device_codec.h"
 
@@ -38,20 +39,6 @@ std::string status_name(proto::CommandStatus status) {
     default:
       return "pending";
   }
-}
-
-proto::CatalogVerdict verdict_of(const std::string& id, const core::Expected<proto::CatalogEntry, std::string>& r) {
-  proto::CatalogVerdict verdict;
-  verdict.set_id(id);
-  if (!r) {
-    verdict.set_refused(true);
-    verdict.set_detail(r.error());
-  } else {
-    verdict.set_version(r->version());
-    verdict.set_refused(r->refused());
-    verdict.set_detail(r->detail());
-  }
-  return verdict;
 }
 
 void fill_state(proto::DeviceRow& row, routine::DeviceKind kind, const proto::DeviceStateMsg& state) {
@@ -284,7 +271,8 @@ void AdminDevices::answer_watch(ConnectionId connection) {
 }
 
 void AdminDevices::add(const proto::DeviceAddRequest& request, Reply reply) {
-  auto file = parse_catalog(request.catalog(), request.source().empty() ? "catalog" : request.source());
+  auto file = parse_catalog(request.catalog(), request.source().empty() ? "catalog" : request.source(),
+                            &node_.catalog().devices());
   if (!file) {
     reply(error_response(file.error()));
     return;
@@ -293,30 +281,20 @@ void AdminDevices::add(const proto::DeviceAddRequest& request, Reply reply) {
     reply(error_response(fmt::format("{} defines no [[device]]", request.source())));
     return;
   }
-  struct Gather {
-    std::vector<proto::CatalogVerdict> verdicts;
-    size_t awaiting = 0;
-    Reply reply;
-  };
-  auto gather = std::make_shared<Gather>();
-  gather->awaiting = file->devices.size();
-  gather->reply = std::move(reply);
-  gather->verdicts.resize(file->devices.size());
-  for (size_t i = 0; i < file->devices.size(); ++i) {
-    proto::CatalogChange change;
-    *change.mutable_put() = routine::to_proto(file->devices[i]);
-    change.set_replace(request.replace());
-    const std::string id = file->devices[i].id;
-    node_.devices().change_catalog(change, timeout_of(request.timeout_ms()),
-                                   [alive = alive_, gather, i, id](const auto& result) {
-                                     if (!*alive) return;
-                                     gather->verdicts[i] = verdict_of(id, result);
-                                     if (--gather->awaiting != 0) return;
-                                     proto::AdminResponse response;
-                                     for (auto& v : gather->verdicts) *response.mutable_device_add()->add_verdicts() = v;
-                                     gather->reply(std::move(response));
-                                   });
+  std::vector<CatalogSubmission> submissions;
+  for (const auto& device : file->devices) {
+    CatalogSubmission submission{device.id, {}};
+    *submission.change.mutable_put() = routine::to_proto(device);
+    submission.change.set_replace(request.replace());
+    submissions.push_back(std::move(submission));
   }
+  submit_all(node_.devices(), std::move(submissions), timeout_of(request.timeout_ms()),
+             [alive = alive_, reply = std::move(reply)](std::vector<proto::CatalogVerdict> verdicts) {
+               if (!*alive) return;
+               proto::AdminResponse response;
+               for (auto& verdict : verdicts) *response.mutable_device_add()->add_verdicts() = std::move(verdict);
+               reply(std::move(response));
+             });
 }
 
 void AdminDevices::remove(const proto::DeviceRemoveRequest& request, Reply reply) {

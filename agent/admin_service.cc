@@ -21,7 +21,8 @@ namespace {
 constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 constexpr std::string_view kCommands =
     "status, metrics, log_level, ping, neighbors, routes, topology, members, lock, unlock, locks, kgroups, kgroup, "
-    "kgroup_write, devices, device_set, device_watch, device_add, device_remove";
+    "kgroup_write, devices, device_set, device_watch, device_add, device_remove, routine_add, routine_remove, "
+    "routine_enable";
 
 proto::AdminResponse error_response(std::string text) {
   proto::AdminResponse response;
@@ -53,7 +54,7 @@ std::string_view phase_name(mutex::Camera::Phase phase) {
 
 }  // namespace
 
-AdminService::AdminService(Node& node) : node_(node), devices_(node) {}
+AdminService::AdminService(Node& node) : node_(node), devices_(node), routines_(node) {}
 
 AdminService::~AdminService() {
   *alive_ = false;
@@ -118,6 +119,15 @@ void AdminService::handle(const proto::AdminRequest& request, Reply reply, Conne
       return;
     case proto::AdminRequest::kDeviceRemove:
       devices_.remove(request.device_remove(), std::move(reply));
+      return;
+    case proto::AdminRequest::kRoutineAdd:
+      routines_.add(request.routine_add(), std::move(reply));
+      return;
+    case proto::AdminRequest::kRoutineRemove:
+      routines_.remove(request.routine_remove(), std::move(reply));
+      return;
+    case proto::AdminRequest::kRoutineEnable:
+      routines_.set_enabled(request.routine_enable(), std::move(reply));
       return;
     case proto::AdminRequest::COMMAND_NOT_SET:
       break;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "agent/admin_devices.h"
+#include "agent/admin_routines.h"
 #include "agent/node.h"
 #include "proto/admin.pb.h"
 
@@ -62,6 +63,7 @@ class AdminService {
 
   Node& node_;
   AdminDevices devices_;
+  AdminRoutines routines_;
   std::map<mutex::AcquireHandle, LockClaim> claims_;
   // Replies to client writes still running go nowhere once this is gone.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -6,10 +6,12 @@
 
 #include "core/expected.h"
 #include "routine/device_model.h"
+#include "routine/routine_model.h"
 
 namespace mesh::agent {
 
-// A device catalog file: TOML, one [[device]] table per device.
+// A catalog file: TOML, one [[device]] table per device and one [[routine]]
+// table per routine.
 //
 //   [[device]]
 //   id = "hall_light"              # [a-z0-9_.-]+, unique in the file
@@ -19,16 +21,36 @@ namespace mesh::agent {
 //   floor = "ground"               # optional
 //   driver = "kasa://10.0.0.20"    # how the device leader reaches it
 //
-// The agent reads it at start ([devices] catalog in the agent config) and
-// meshctl device add sends one to add or change devices at run time.
+//   [[routine]]
+//   id = "night_hall"                       # [a-z0-9_.-]+, unique in the file
+//   trigger = "hall_motion.motion == on"    # routine/trigger.h; or "manual"
+//   window = "22:00-06:00"                  # optional: HH:MM-HH:MM, may wrap midnight
+//   days = ["mon..fri"]                     # optional: mon..sun and ranges
+//   min_retrigger_s = 10                    # optional, default 10
+//   enabled = true                          # optional, default true
+//   lock = "sla"                            # optional: default, sla or ola
+//   uses = ["pump"]                         # optional: mesh-wide resources
+//   [[routine.command]]                     # one or more, run in order
+//   device = "hall_light"
+//   set = { power = "on", brightness = 30 }
+//   duration_s = 300                        # optional: keep the device this long
+//   must = true                             # optional, default true; false: best effort
+//
+// The agent reads it at start ([devices] catalog in the agent config);
+// meshctl device add and routine add send one to add or change devices or
+// routines at run time.
 struct CatalogFile {
-  std::vector<routine::DeviceSpec> devices;  // in file order
-  std::string digest;                        // SHA-256 of the file's bytes (32 bytes)
+  std::vector<routine::DeviceSpec> devices;    // in file order
+  std::vector<routine::RoutineSpec> routines;  // in file order
+  std::string digest;                          // SHA-256 of the file's bytes (32 bytes)
 };
 
 // Parses and checks a catalog. The error lists every problem, one per line,
-// each as "SOURCE:LINE: KEY: problem. Fix: ...".
-core::Expected<CatalogFile, std::string> parse_catalog(std::string_view text, const std::string& source);
+// each as "SOURCE:LINE: KEY: problem. Fix: ...". A routine may use the
+// file's devices and, given `known_devices` (the mesh's catalog, for meshctl
+// routine add), those too; the file the agent starts from stands alone.
+core::Expected<CatalogFile, std::string> parse_catalog(std::string_view text, const std::string& source,
+                                                       const routine::DeviceCatalog* known_devices = nullptr);
 
 // Reads and parses the file at `path`.
 core::Expected<CatalogFile, std::string> load_catalog(const std::string& path);

@@ -955,6 +955,7 @@ class Parser {
       return;
     }
     config.node.devices.catalog = std::move(catalog->devices);
+    config.node.devices.routines = std::move(catalog->routines);
     config.node.devices.catalog_digest = std::move(catalog->digest);
   }
 

@@ -56,7 +56,8 @@ struct AgentConfig {
   std::string data_dir = "/var/lib/meshagent";  // Storage lives here
   std::string mesh_key_file = "/etc/meshagent/mesh.key";
   // [devices] catalog; empty: no catalog file (devices only from meshctl).
-  // Its devices are in node.devices.catalog.
+  // Its devices and routines are in node.devices.catalog and
+  // node.devices.routines.
   std::string catalog_file;
   std::string log_level = "info";
   std::map<std::string, std::string> layer_log_levels;  // [log.layers] routing = "debug"

@@ -41,8 +41,8 @@ struct CommandLine {
   std::optional<unsigned> count;
   std::optional<double> interval_s;
   bool help = false;
-  std::optional<std::string> file;        // device add
-  bool replace = false;                   // device add
+  std::optional<std::string> file;        // device add, routine add
+  bool replace = false;                   // device add, routine add
   std::optional<std::string> command_id;  // device set
   std::vector<std::string> words;   // the command and its positional arguments
   std::optional<size_t> dash_dash;  // index in words of the first word after "--"

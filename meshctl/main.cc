@@ -28,7 +28,8 @@ constexpr const char* kSocketEnv = "MESHCTL_SOCKET";
 // file (see verbs.h) and one line here.
 std::span<const VerbFamily* const> families() {
   static const VerbFamily* const table[] = {
-      &node_verbs(), &routing_verbs(), &membership_verbs(), &lock_verbs(), &kgroup_verbs(), &device_verbs(),
+      &node_verbs(),   &routing_verbs(), &membership_verbs(), &lock_verbs(),
+      &kgroup_verbs(), &device_verbs(),  &routine_verbs(),
   };
   return table;
 }
@@ -95,7 +96,8 @@ EXIT STATUS
     device's schema), 4 device down, 5 driver error, 6 the device did not
     answer in time, 7 interrupted (its leader died while actuating: it may
     or may not have happened); 1 if no outcome arrived in time. For device
-    add and device remove, 1 if any change was refused.
+    add, device remove and routine add, remove, enable and disable, 1 if
+    any change was refused.
 
 ENVIRONMENT
     MESHCTL_SOCKET
@@ -118,6 +120,8 @@ EXAMPLES
     meshctl device set hall_light power=on brightness=30 --timeout 5
     meshctl device watch hall_light hall_motion
     meshctl device add --file new-devices.toml
+    meshctl routine add --file night-routines.toml
+    meshctl routine disable night_hall
     meshctl lock pump --timeout 30 -- sh -c 'echo "token $MESH_FENCING_TOKEN"'
     MESHCTL_SOCKET=/tmp/mesh/n1/admin.sock meshctl status
 )";
@@ -274,9 +278,12 @@ int run(int argc, char** argv) {
   if (line.all && command != "members") return usage_error("--all applies to members only");
   if (line.log && command != "kgroup") return usage_error("--log applies to kgroup only");
   if (line.prometheus && command != "metrics") return usage_error("--prometheus applies to metrics only");
-  const std::string sub = line.words.size() > 1 && command == "device" ? line.words[1] : std::string();
-  if ((line.file || line.replace) && sub != "add") return usage_error("--file and --replace apply to device add only");
-  if (line.command_id && sub != "set") return usage_error("--id applies to device set only");
+  const std::string sub =
+      line.words.size() > 1 && (command == "device" || command == "routine") ? line.words[1] : std::string();
+  if ((line.file || line.replace) && sub != "add") {
+    return usage_error("--file and --replace apply to device add and routine add only");
+  }
+  if (line.command_id && (command != "device" || sub != "set")) return usage_error("--id applies to device set only");
   const Verb* verb = find_verb(command);
   if (verb == nullptr) return usage_error(fmt::format("unknown command '{}' ({})", command, verb_list()));
   AgentConnection connection(line.socket);

@@ -289,11 +289,11 @@ class Parser {
                   fmt::format("expected a value after '{}'; {} (found {})", op.text, kValueForms, describe(value)));
     }
     if (spec != nullptr) {
-      if (auto problem = type_problem(*spec, c, value)) return fail(value, *problem);
       if (is_ordering(c.op) && spec->type != AttributeType::number) {
         return fail(op, fmt::format("'{}' compares numbers, and {}.{} is {}; use == or !=", op.text, c.device,
                                     c.attribute, spec->allowed()));
       }
+      if (auto problem = type_problem(*spec, c, value)) return fail(value, *problem);
     } else if (is_ordering(c.op) && std::holds_alternative<bool>(c.value)) {
       return fail(op, fmt::format("'{}' compares numbers and strings, not {}; use == or !=", op.text, value.text));
     }
@@ -517,7 +517,7 @@ core::Expected<Days, std::string> parse_days(std::string_view text) {
 std::vector<std::string> format_days(const Days& days) {
   std::vector<std::string> out;
   for (size_t i = 0; i < kDayNames.size(); ++i) {
-    if (days.contains(static_cast<Weekday>(i))) out.emplace_back(kDayNames[i]);
+    if (days.contains(static_cast<Weekday>(i))) out.emplace_back(to_string(static_cast<Weekday>(i)));
   }
   return out;
 }

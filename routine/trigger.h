@@ -77,7 +77,6 @@ std::string_view to_string(Weekday day);
 struct Days {
   uint8_t mask = 0x7f;
 
-  static Days every_day() { return {}; }
   bool contains(Weekday day) const { return (mask >> static_cast<unsigned>(day)) & 1u; }
   bool every() const { return mask == 0x7f; }
   friend bool operator==(const Days&, const Days&) = default;

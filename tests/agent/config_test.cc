@@ -953,13 +953,17 @@ namespace {
 TEST_F(ConfigTest, DevicesCatalogIsLoadedAndItsErrorsNameFileLineAndKey) {
   write_file(dir_ / "catalog.toml",
              "[[device]]\nid = \"hall_light\"\nkind = \"dimmer\"\nlocation = [1.0, 2.0, 0.0]\n"
-             "room = \"hall\"\ndriver = \"kasa://10.0.0.20\"\n");
+             "room = \"hall\"\ndriver = \"kasa://10.0.0.20\"\n"
+             "[[routine]]\nid = \"hall_on\"\ntrigger = \"hall_light.power == off\"\n"
+             "[[routine.command]]\ndevice = \"hall_light\"\nset = { power = \"on\" }\n");
   const AgentConfig config =
       parse(kMinimal + "[devices]\ncatalog = \"catalog.toml\"\npoll_interval_ms = 500\ndown_after_failures = 3\n");
   EXPECT_EQ(config.catalog_file, (dir_ / "catalog.toml").string());
   ASSERT_EQ(config.node.devices.catalog.size(), 1u);
   EXPECT_EQ(config.node.devices.catalog[0].id, "hall_light");
   EXPECT_EQ(config.node.devices.catalog[0].room, "hall");
+  ASSERT_EQ(config.node.devices.routines.size(), 1u);
+  EXPECT_EQ(config.node.devices.routines[0].id, "hall_on");
   EXPECT_EQ(config.node.devices.catalog_digest.size(), 32u);
   EXPECT_EQ(config.node.devices.leaders.poll_interval, std::chrono::milliseconds(500));
   EXPECT_EQ(config.node.devices.leaders.down_after_failures, 3u);

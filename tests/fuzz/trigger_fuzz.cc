@@ -1,7 +1,8 @@
 // Trigger expressions (routine/trigger.h), written by operators in catalog
 // files and sent by meshctl routine add: any text is accepted or refused with
 // a line and column, never a crash. An accepted trigger must print back to a
-// text that parses to the same trigger, and evaluate without trouble.
+// text that parses to the same trigger, and evaluate without trouble. The
+// same bytes go to the window and days parsers, which must round-trip too.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -33,6 +34,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace mesh::routine;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   (void)parse_trigger(text, catalog());
+  if (const auto window = parse_window(text)) {
+    const auto again = parse_window(format_window(*window));
+    if (!again || !(*again == *window)) std::abort();
+  }
+  if (const auto days = parse_days(text)) {
+    if (days->mask == 0 || days->mask > 0x7f || format_days(*days).empty()) std::abort();
+  }
   const auto trigger = parse_trigger(text);
   if (!trigger) {
     if (trigger.error().line == 0 || trigger.error().column == 0 || trigger.error().message.empty()) std::abort();

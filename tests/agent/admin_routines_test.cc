@@ -1,0 +1,172 @@
+// The routine commands of the admin protocol on two nodes: routines added,
+// disabled, enabled and removed through the catalog group reach both
+// nodes; mistakes and conflicts come back with their reasons.
+#include "agent/admin_service.h"
+
+#include <memory>
+#include <optional>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "routine/emulated_device.h"
+#include "tests/agent/test_world.h"
+
+namespace mesh::agent {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+using testing::ip;
+using testing::LinkGraph;
+using testing::ManualEnv;
+using testing::test_config;
+
+constexpr std::string_view kRoutines =
+    "[[routine]]\nid = \"night_hall\"\ntrigger = \"hall_motion.motion == on\"\nwindow = \"22:00-06:00\"\n"
+    "[[routine.command]]\ndevice = \"hall\"\nset = { power = \"on\", brightness = 30 }\nduration_s = 300\n"
+    "[[routine]]\nid = \"all_off\"\ntrigger = \"manual\"\n"
+    "[[routine.command]]\ndevice = \"hall\"\nset = { power = \"off\" }\n";
+
+routine::DeviceSpec spec(const std::string& id, routine::DeviceKind kind) {
+  routine::DeviceSpec s;
+  s.id = id;
+  s.kind = kind;
+  s.driver = "emulated://" + id;
+  return s;
+}
+
+class AdminRoutinesTest : public ::testing::Test {
+ protected:
+  AdminRoutinesTest() : graph_(env_) {
+    graph_.connect(ip(1), ip(2), milliseconds(4), milliseconds(6));
+    for (uint8_t last : {1, 2}) {
+      auto& factory = factories_[last];
+      factory = std::make_unique<routine::EmulatedDriverFactory>(env_);
+      NodeConfig config = test_config(last);
+      config.kgroup.selection.k = 2;
+      config.devices.catalog = {spec("hall", routine::DeviceKind::dimmer),
+                                spec("hall_motion", routine::DeviceKind::motion_sensor)};
+      core::Link& link = graph_.add(ip(last));
+      nodes_[last] = std::make_unique<Node>(
+          config, NodeContext{env_, link, graph_.add_routing(ip(last)), storage_[last], factory.get()});
+      nodes_[last]->start();
+      services_[last] = std::make_unique<AdminService>(*nodes_[last]);
+    }
+    env_.advance(seconds(5));
+  }
+
+  std::optional<proto::AdminResponse> ask(uint8_t node, const proto::AdminRequest& request,
+                                          core::Duration run = seconds(12)) {
+    std::optional<proto::AdminResponse> response;
+    int replies = 0;
+    services_[node]->handle(
+        request,
+        [&](proto::AdminResponse r) {
+          response = std::move(r);
+          ++replies;
+        },
+        0);
+    env_.advance(run);
+    EXPECT_LE(replies, 1) << "answered twice";
+    return response;
+  }
+
+  static proto::AdminRequest add(std::string_view catalog, bool replace = false) {
+    proto::AdminRequest request;
+    request.mutable_routine_add()->set_catalog(std::string(catalog));
+    request.mutable_routine_add()->set_source("routines.toml");
+    request.mutable_routine_add()->set_replace(replace);
+    return request;
+  }
+
+  static proto::AdminRequest enable(const std::string& id, bool enabled) {
+    proto::AdminRequest request;
+    request.mutable_routine_enable()->set_id(id);
+    request.mutable_routine_enable()->set_enabled(enabled);
+    return request;
+  }
+
+  ManualEnv env_;
+  LinkGraph graph_;
+  std::map<uint8_t, std::unique_ptr<routine::EmulatedDriverFactory>> factories_;
+  std::map<uint8_t, core::MemoryStorage> storage_;
+  std::map<uint8_t, std::unique_ptr<Node>> nodes_;
+  std::map<uint8_t, std::unique_ptr<AdminService>> services_;
+};
+
+TEST_F(AdminRoutinesTest, AddDisableEnableRemove) {
+  auto response = ask(1, add(kRoutines));
+  ASSERT_TRUE(response && response->has_routine_add()) << (response ? response->error() : "no answer");
+  ASSERT_EQ(response->routine_add().verdicts_size(), 2);
+  for (const auto& v : response->routine_add().verdicts()) {
+    EXPECT_FALSE(v.refused()) << v.id() << ": " << v.detail();
+    EXPECT_GE(v.version(), 1u);
+  }
+  env_.advance(seconds(10));
+  const routine::RoutineSpec* night = nodes_[2]->catalog().find_routine("night_hall");
+  ASSERT_NE(night, nullptr);
+  EXPECT_TRUE(night->enabled);
+  EXPECT_EQ(night->commands.at(0).duration, seconds(300));
+  EXPECT_NE(nodes_[2]->catalog().find_routine("all_off"), nullptr);
+
+  response = ask(2, enable("night_hall", false), seconds(3));
+  ASSERT_TRUE(response && response->has_routine_enable()) << (response ? response->error() : "no answer");
+  EXPECT_FALSE(response->routine_enable().verdict().refused()) << response->routine_enable().verdict().detail();
+  env_.advance(seconds(10));
+  EXPECT_FALSE(nodes_[1]->catalog().find_routine("night_hall")->enabled);
+  response = ask(1, enable("night_hall", true), seconds(3));
+  ASSERT_TRUE(response && response->has_routine_enable());
+  env_.advance(seconds(10));
+  EXPECT_TRUE(nodes_[2]->catalog().find_routine("night_hall")->enabled);
+
+  // A device a routine uses cannot be removed; the routine can.
+  proto::AdminRequest remove_device;
+  remove_device.mutable_device_remove()->set_id("hall");
+  response = ask(1, remove_device, seconds(3));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("device hall is used by routine all_off"));
+
+  proto::AdminRequest remove;
+  remove.mutable_routine_remove()->set_id("all_off");
+  response = ask(2, remove, seconds(3));
+  ASSERT_TRUE(response && response->has_routine_remove()) << (response ? response->error() : "no answer");
+  EXPECT_FALSE(response->routine_remove().verdict().refused()) << response->routine_remove().verdict().detail();
+  env_.advance(seconds(10));
+  EXPECT_EQ(nodes_[1]->catalog().find_routine("all_off"), nullptr);
+  EXPECT_NE(nodes_[1]->catalog().find_routine("night_hall"), nullptr);
+}
+
+TEST_F(AdminRoutinesTest, MistakesAndConflictsSayWhatIsWrong) {
+  auto response = ask(1, add("[[routine]]\nid = \"r\"\ntrigger = \"hall_motion.motion >= \"\n"), milliseconds(1));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("routines.toml:3: routine r.trigger: trigger:1:23: expected a value after "
+                                           "'>='"));
+  response = ask(1, add("[[device]]\nid = \"x\"\nkind = \"plug\"\nlocation = [0, 0, 0]\ndriver = \"kasa://x\"\n"),
+                 milliseconds(1));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("routines.toml defines no [[routine]]"));
+
+  response = ask(1, add(kRoutines));
+  ASSERT_TRUE(response && response->has_routine_add());
+  env_.advance(seconds(5));
+  const std::string changed =
+      "[[routine]]\nid = \"all_off\"\ntrigger = \"manual\"\n"
+      "[[routine.command]]\ndevice = \"hall\"\nset = { brightness = 0 }\n";
+  response = ask(2, add(changed), seconds(3));
+  ASSERT_TRUE(response && response->has_routine_add());
+  ASSERT_EQ(response->routine_add().verdicts_size(), 1);
+  EXPECT_TRUE(response->routine_add().verdicts(0).refused());
+  EXPECT_THAT(response->routine_add().verdicts(0).detail(), HasSubstr("routine all_off is already defined differently"));
+  response = ask(2, add(changed, true), seconds(3));
+  ASSERT_TRUE(response && response->has_routine_add());
+  EXPECT_FALSE(response->routine_add().verdicts(0).refused()) << response->routine_add().verdicts(0).detail();
+
+  response = ask(1, enable("nothing", false), seconds(1));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("no routine nothing in the catalog"));
+}
+
+}  // namespace
+}  // namespace mesh::agent
