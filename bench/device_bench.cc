@@ -40,7 +40,7 @@
 //
 // With DEVICE_BENCH_OUT=DIR, each run also appends to DIR/device_load_cdf.csv
 // (per node: groups hosted and led, devices led; the Fig. 6 CDFs) and
-// DIR/device_traffic.csv (window traffic per layer and message type);
+// DIR/device_traffic.csv (window traffic per scope, layer and message type);
 // bench/device_plot.py draws them. DEVICE_BENCH_LARGE=1 adds 250 nodes with
 // 500 and 1000 devices to the grid.
 #include <benchmark/benchmark.h>
@@ -55,6 +55,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -168,17 +169,26 @@ bool is_agent_layer(const std::string& layer) {
   return layer == "kgroup" || layer == "kgroup_client" || layer == "routine";
 }
 
-// Hop-by-hop traffic a node sent, per (layer, message type): bytes, messages.
+// The traffic a node sent, per (scope, layer, message type): bytes,
+// messages. Scope "hop" counts every datagram on a link, "e2e" every message
+// once (Metrics::count_traffic); ("e2e", "routine", "device_notify") counts
+// the device leaders' notifications (changes and answers to renewals), whose
+// bytes the metrics do not separate from the other routine messages.
 struct Traffic {
-  std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> by_type;
+  using Key = std::tuple<std::string, std::string, std::string>;
+  std::map<Key, std::pair<uint64_t, uint64_t>> by_type;
 
   static Traffic of(mesh::sim::MeshSim& sim, size_t node) {
     Traffic t;
     for (const auto& row : sim.node(node)->metrics().counters()) {
+      if (row.name == "device_notifications_total") {
+        t.by_type[{"e2e", "routine", "device_notify"}].second += row.value;
+        continue;
+      }
       if (row.name != "bytes_total" && row.name != "messages_total") continue;
       std::map<std::string, std::string> l(row.labels.begin(), row.labels.end());
-      if (l["scope"] != "hop" || l["direction"] != "sent") continue;
-      auto& cell = t.by_type[{l["layer"], l["type"]}];
+      if (l["direction"] != "sent") continue;
+      auto& cell = t.by_type[{l["scope"], l["layer"], l["type"]}];
       (row.name == "bytes_total" ? cell.first : cell.second) += row.value;
     }
     return t;
@@ -194,7 +204,7 @@ struct Traffic {
   std::pair<uint64_t, uint64_t> agent_total() const {
     std::pair<uint64_t, uint64_t> total{};
     for (const auto& [key, cell] : by_type) {
-      if (!is_agent_layer(key.first)) continue;
+      if (std::get<0>(key) != "hop" || !is_agent_layer(std::get<1>(key))) continue;
       total.first += cell.first;
       total.second += cell.second;
     }
@@ -340,7 +350,7 @@ void BM_DeviceMonitoring(benchmark::State& state) {
     // Per node per second over the window: agent layers, and agent plus device I/O.
     const auto window = static_cast<double>(measure_s);
     std::vector<double> agent_bytes, agent_msgs, bytes, msgs;
-    std::map<std::pair<std::string, std::string>, std::pair<double, double>> by_type;
+    std::map<Traffic::Key, std::pair<double, double>> by_type;
     double io_bytes_total = 0;
     double io_msgs_total = 0;
     for (size_t n = 0; n < nodes; ++n) {
@@ -359,7 +369,7 @@ void BM_DeviceMonitoring(benchmark::State& state) {
       bytes.push_back((static_cast<double>(agent_b) + io_b) / window);
       msgs.push_back((static_cast<double>(agent_m) + io_m) / window);
     }
-    by_type[{"device_io", "poll"}] = {io_bytes_total, io_msgs_total};
+    by_type[{"hop", "device_io", "poll"}] = {io_bytes_total, io_msgs_total};
     const auto mean = [&](const std::vector<double>& v) {
       return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(nodes);
     };
@@ -384,13 +394,13 @@ void BM_DeviceMonitoring(benchmark::State& state) {
         for (double v : *values) cdf << point << "," << metric << "," << v << "\n";
       }
     }
-    if (auto out = open_output("device_traffic.csv", "nodes,devices,mode,seed,layer,type,bytes_per_node_s,msgs_per_node_s");
+    if (auto out = open_output("device_traffic.csv", "nodes,devices,mode,seed,scope,layer,type,bytes_per_node_s,msgs_per_node_s");
         out.is_open()) {
       const double per = window * static_cast<double>(nodes);
       for (const auto& [key, cell] : by_type) {
         if (cell.first == 0 && cell.second == 0) continue;
-        out << point << "," << key.first << "," << key.second << "," << cell.first / per << "," << cell.second / per
-            << "\n";
+        out << point << "," << std::get<0>(key) << "," << std::get<1>(key) << "," << std::get<2>(key) << ","
+            << cell.first / per << "," << cell.second / per << "\n";
       }
     }
 

@@ -113,18 +113,27 @@ def load_cdf(loads, outdir):
 
 
 def traffic(rows):
-    """Where each point's bytes go: layers and types by share of the point's total."""
-    totals = {}  # (nodes, devices, mode) -> {(layer, type): bytes/node/s}
+    """Where each point's bytes go: hop bytes by layer and type, as shares of the point's total; and how many
+    of the routine layer's messages are the leaders' notifications (changes and answers to renewals)."""
+    hop = {}  # (nodes, devices, mode) -> {(layer, type): bytes/node/s}
+    routine = {}  # (nodes, devices, mode) -> [all routine messages, device notifications] /node/s, end to end
     for row in rows:
         key = (int(row["nodes"]), int(row["devices"]), row["mode"])
-        totals.setdefault(key, {})[(row["layer"], row["type"])] = float(row["bytes_per_node_s"])
-    print("\ntraffic by layer and type, share of all hop bytes sent (OLSR and membership included)")
-    for key in sorted(totals):
-        cells = totals[key]
+        if row["scope"] == "hop":
+            hop.setdefault(key, {})[(row["layer"], row["type"])] = float(row["bytes_per_node_s"])
+        elif row["layer"] == "routine":
+            cell = routine.setdefault(key, [0.0, 0.0])
+            cell[1 if row["type"] == "device_notify" else 0] += float(row["msgs_per_node_s"])
+    print("\ntraffic: hop bytes sent by layer/type, share of all (OLSR and membership included); "
+          "routine messages end to end per node per second, notifications among them")
+    for key in sorted(hop):
+        cells = hop[key]
         total = sum(cells.values()) or 1.0
         top = sorted(cells.items(), key=lambda kv: -kv[1])[:5]
+        messages, notifications = routine.get(key, [0.0, 0.0])
         print(f"  {key[0]:4d} {key[1]:5d} {key[2]:13s} {total:10.0f} B/node/s: "
-              + ", ".join(f"{layer}/{kind} {value / total:.0%}" for (layer, kind), value in top))
+              + ", ".join(f"{layer}/{kind} {value / total:.0%}" for (layer, kind), value in top)
+              + f"; routine {messages:.1f} msgs/node/s, notifications {notifications:.1f}")
 
 
 def main():
