@@ -41,8 +41,8 @@
 // With DEVICE_BENCH_OUT=DIR, each run also appends to DIR/device_load_cdf.csv
 // (per node: groups hosted and led, devices led; the Fig. 6 CDFs) and
 // DIR/device_traffic.csv (window traffic per scope, layer and message type);
-// bench/device_plot.py draws them. DEVICE_BENCH_LARGE=1 adds 250 nodes with
-// 500 and 1000 devices to the grid.
+// bench/device_plot.py draws them. DEVICE_BENCH_LARGE=1 adds 100 nodes with
+// 1000 devices and 250 nodes with 500 and 1000 to the grid.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -430,6 +430,7 @@ void BM_DeviceMonitoring(benchmark::State& state) {
 void device_args(benchmark::internal::Benchmark* b) {
   std::vector<std::pair<int, int>> points = {{25, 16}, {25, 64}, {50, 128}, {100, 250}};
   if (std::getenv("DEVICE_BENCH_LARGE") != nullptr) {
+    points.emplace_back(100, 1000);
     points.emplace_back(250, 500);
     points.emplace_back(250, 1000);
   }
