@@ -18,6 +18,12 @@
 // watcher), or after kSettleCap_s regardless; settle_s says which. Then a
 // window of DEVICE_BENCH_MEASURE_S (default 60) virtual seconds.
 //
+// BM_DeviceMonitoringUnwatched runs the same points with no watcher: only
+// the leaders' monitoring (polls, replication of what they observe, group
+// upkeep), the load comesh.md Fig. 11 compares. Its settle and shares look at
+// the serving leaders' replicated state instead of views, and it has no
+// propagation or detection samples (their counters read 0).
+//
 // Counters per run:
 //   bytes_per_node_s_mean / _max      bytes sent per node per second, hop by
 //   msgs_per_node_s_mean / _max       hop: agent layers (k-group, k-group
@@ -247,7 +253,33 @@ std::pair<double, double> view_shares(mesh::sim::MeshSim& sim, const World& worl
   return {static_cast<double>(known) / pairs, static_cast<double>(current) / pairs};
 }
 
-void BM_DeviceMonitoring(benchmark::State& state) {
+// Share of devices whose group's serving leader has observed them, and whose
+// replicated state equals the device's true state.
+std::pair<double, double> leader_shares(mesh::sim::MeshSim& sim, const World& world, size_t nodes) {
+  std::map<std::string, const mesh::routine::DeviceGroupState::Device*> led;
+  for (size_t n = 0; n < nodes; ++n) {
+    for (mesh::kgroup::GroupReplica* replica : sim.node(n)->kgroups().host().replicas()) {
+      if (!replica->serving()) continue;
+      const auto* group = dynamic_cast<const mesh::routine::DeviceGroupState*>(&replica->state_machine());
+      if (group == nullptr) continue;
+      for (const auto& [device, record] : group->devices()) led[device] = &record;
+    }
+  }
+  size_t known = 0;
+  size_t current = 0;
+  for (const auto& device : world.devices) {
+    const auto record = led.find(device->spec().id);
+    if (record == led.end() || !record->second->known) continue;
+    ++known;
+    if (record->second->attributes == device->state()) ++current;
+  }
+  const auto count = static_cast<double>(world.devices.size());
+  return {static_cast<double>(known) / count, static_cast<double>(current) / count};
+}
+
+// Every node watches every device (true), or nobody does and only the device
+// leaders' monitoring runs (the paper's Fig. 11 load without subscribers).
+void run_point(benchmark::State& state, bool watchers) {
   mesh::core::log_to_null();
   const auto nodes = static_cast<size_t>(state.range(0));
   const auto device_count = static_cast<size_t>(state.range(1));
@@ -312,7 +344,7 @@ void BM_DeviceMonitoring(benchmark::State& state) {
     std::vector<double> propagation_ms;
     std::vector<double> detection_ms;
     std::map<std::string, double> changed_ms;  // device -> virtual time of its latest change, until detected
-    for (size_t n = 0; n < nodes; ++n) {
+    for (size_t n = 0; n < nodes && watchers; ++n) {
       sim.node(n)->device_watcher().watch(
           {}, [&](const std::string& device, const mesh::routine::DeviceWatcher::Seen& seen) {
             if (seen.record.changed_at_us <= 0 || !measuring) return;
@@ -325,8 +357,9 @@ void BM_DeviceMonitoring(benchmark::State& state) {
             }
           });
     }
+    const auto shares = [&] { return watchers ? view_shares(sim, world, nodes) : leader_shares(sim, world, nodes); };
     int settle_s = kWatchFrom_s;
-    while (settle_s < kSettleCap_s && view_shares(sim, world, nodes).first < 1.0) {
+    while (settle_s < kSettleCap_s && shares().first < 1.0) {
       sim.run_until(TimePoint(seconds(++settle_s)));
     }
     measuring = true;
@@ -345,7 +378,7 @@ void BM_DeviceMonitoring(benchmark::State& state) {
       changed_ms[world.devices[d]->spec().id] = mesh::core::to_millis(sim.simulator().now().time_since_epoch());
     }
     sim.run_until(TimePoint(seconds(end_s)));
-    const auto [observed_share, current_share] = view_shares(sim, world, nodes);
+    const auto [observed_share, current_share] = shares();
 
     // Per node per second over the window: agent layers, and agent plus device I/O.
     const auto window = static_cast<double>(measure_s);
@@ -386,7 +419,8 @@ void BM_DeviceMonitoring(benchmark::State& state) {
       const size_t led = sim.node(n)->device_leaders().led_devices().size();
       if (led > 0) devices_per_leader.push_back(static_cast<double>(led));
     }
-    const std::string point = fmt::format("{},{},{},{}", nodes, device_count, central ? "central" : "decentralized", seed);
+    const std::string point = fmt::format("{},{},{}{},{}", nodes, device_count, central ? "central" : "decentralized",
+                                          watchers ? "" : "_unwatched", seed);
     if (auto cdf = open_output("device_load_cdf.csv", "nodes,devices,mode,seed,metric,value"); cdf.is_open()) {
       for (const auto& [metric, values] : {std::pair{"groups_per_node", &groups_per_node},
                                            std::pair{"groups_led_per_node", &groups_led_per_node},
@@ -425,6 +459,9 @@ void BM_DeviceMonitoring(benchmark::State& state) {
   state.counters["measure_s"] = measure_s;
 }
 
+void BM_DeviceMonitoring(benchmark::State& state) { run_point(state, true); }
+void BM_DeviceMonitoringUnwatched(benchmark::State& state) { run_point(state, false); }
+
 // nodes, devices, centralized (1) or not (0). The centralized run of each
 // point is its baseline.
 void device_args(benchmark::internal::Benchmark* b) {
@@ -440,6 +477,7 @@ void device_args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_DeviceMonitoring)->Apply(device_args)->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_DeviceMonitoringUnwatched)->Apply(device_args)->Unit(benchmark::kSecond)->Iterations(1);
 
 }  // namespace
 

@@ -2,18 +2,22 @@
 """Plots device_bench (device monitoring, decentralized against centralized)
 as SVGs, with the paper's claims beside ours, and prints the table.
 
-  mkdir -p OUT
-  DEVICE_BENCH_OUT=OUT build/bench/device_bench --benchmark_format=csv > OUT/device.csv
-  bench/device_plot.py OUT/device.csv OUT OUTDIR
+  mkdir -p RUN
+  DEVICE_BENCH_OUT=RUN build/bench/device_bench --benchmark_format=csv > RUN/device.csv
+  bench/device_plot.py OUTDIR RUN [RUN...]
 
-Reads OUT/device_load_cdf.csv and OUT/device_traffic.csv, which the bench
-writes beside its CSV. Writes OUTDIR/device_bandwidth.svg (bytes and
-messages per node per second against the number of devices, mean and
-busiest node, decentralized and centralized; and centralized / decentralized,
-which comesh.md Fig. 11 puts above 10) and OUTDIR/device_load_cdf.svg (CDFs
-of devices per leader and of k-groups per node, Fig. 6's spatial load).
-Prints every point with its validity (share of views that know every
-device), and where each point's traffic goes by layer and message type.
+Each RUN directory holds the benchmark's CSV (device.csv) and the
+device_load_cdf.csv and device_traffic.csv the bench wrote beside it; several
+RUNs (say, the large points run apart with a shorter window) are merged.
+Writes, for the watched runs (BM_DeviceMonitoring) and the unwatched ones
+(BM_DeviceMonitoringUnwatched, suffix _unwatched) as present,
+OUTDIR/device_bandwidth.svg (bytes and messages per node per second against
+the number of devices, mean and busiest node, decentralized and centralized;
+and centralized / decentralized, which comesh.md Fig. 11 puts above 10) and
+OUTDIR/device_load_cdf.svg (CDFs of devices per leader and of k-groups per
+node, Fig. 6's spatial load). Prints every point with its validity (share of
+views, or of leaders' records, that know every device), and where each
+point's traffic goes by layer and message type.
 """
 
 import csv
@@ -26,29 +30,37 @@ FIG11 = "comesh.md Fig. 11: decentralized uses over 10x less bandwidth than cent
 FIG6 = ("comesh.md Fig. 6 (LSH): load near the devices; median close to random selection's, "
         "a longer tail from clustering")
 MODES = ("decentralized", "central")
+# benchmark family -> (suffix of its files and CSV modes, what its subscribers do)
+FAMILIES = {"BM_DeviceMonitoring": ("", "every node watches every device"),
+            "BM_DeviceMonitoringUnwatched": ("_unwatched", "no watchers: the device leaders' monitoring only")}
 
 
-def points(rows):
-    """{(nodes, devices): {mode: counters}} from BM_DeviceMonitoring/NODES/DEVICES/CENTRAL rows."""
+def points(rows, family):
+    """{(nodes, devices): {mode: counters}} from FAMILY/NODES/DEVICES/CENTRAL rows."""
     out = {}
     for name, values in rows:
         parts = name.split("/")
-        if parts[0] != "BM_DeviceMonitoring" or len(parts) < 4:
+        if parts[0] != family or len(parts) < 4:
             continue
         out.setdefault((int(parts[1]), int(parts[2])), {})[MODES[int(parts[3])]] = values
     return out
 
 
-def read_table(path):
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+def read_tables(dirs, name):
+    rows = []
+    for directory in dirs:
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            with open(path, newline="", encoding="utf-8") as f:
+                rows += list(csv.DictReader(f))
+    return rows
 
 
 def ratio(a, b):
     return a / b if b else float("nan")
 
 
-def bandwidth(grid, outdir):
+def bandwidth(grid, path, subtitle):
     by_devices = {devices: modes for (_, devices), modes in grid.items()}
     nodes = ", ".join(f"{d}: {n}" for n, d in sorted(grid))
     panels = []
@@ -70,7 +82,7 @@ def bandwidth(grid, outdir):
               ("paper: over 10", COLOURS[4], True, {d: 10.0 for d in by_devices})]
     panels.append((ratios, "bytes: centralized / decentralized", "devices", "above 10: the paper's claim holds"))
     legend += [(label, colour, dashed) for label, colour, dashed, _ in ratios]
-    write_svg(os.path.join(outdir, "device_bandwidth.svg"), panels, legend, caption=FIG11)
+    write_svg(path, panels, legend, caption=f"{subtitle}. {FIG11}")
 
 
 def cdf(values):
@@ -79,12 +91,17 @@ def cdf(values):
     return {v: sum(1 for x in ordered if x <= v) / len(ordered) for v in [0.0] + ordered}
 
 
-def load_cdf(loads, outdir):
-    """loads: rows of device_load_cdf.csv."""
+def load_cdf(loads, suffix, path):
+    """loads: rows of device_load_cdf.csv; draws those of one family (its suffix)."""
     samples = {}  # (metric, nodes, devices, mode) -> [value]
     for row in loads:
-        key = (row["metric"], int(row["nodes"]), int(row["devices"]), row["mode"])
+        mode = row["mode"].removesuffix(suffix) if suffix else row["mode"]
+        if mode not in MODES or (suffix and not row["mode"].endswith(suffix)):
+            continue
+        key = (row["metric"], int(row["nodes"]), int(row["devices"]), mode)
         samples.setdefault(key, []).append(float(row["value"]))
+    if not samples:
+        return
     grid = sorted({(n, d) for _, n, d, _ in samples})
     panels = []
     legend = []
@@ -98,8 +115,9 @@ def load_cdf(loads, outdir):
                     series.append((f"{n} nodes, {d} devices, {mode}", colour, dashed, cdf(values)))
         panels.append((series, title, title.split(" (")[0], "solid: decentralized; dashed: centralized"))
         legend = [(label, colour, dashed) for label, colour, dashed, _ in series]
-    write_svg(os.path.join(outdir, "device_load_cdf.svg"), panels, legend, caption=FIG6, numeric_x=True)
-    print("\nFig. 6 spatial load (decentralized / centralized): p50, p90, max of devices per leader and groups per node")
+    write_svg(path, panels, legend, caption=FIG6, numeric_x=True)
+    print(f"\nFig. 6 spatial load{' (' + suffix.strip('_') + ')' if suffix else ''} (decentralized / centralized): p50, p90, max of devices per leader and "
+          "groups per node")
     for n, d in grid:
         cells = []
         for metric in ("devices_per_leader", "groups_per_node"):
@@ -131,21 +149,15 @@ def traffic(rows):
         total = sum(cells.values()) or 1.0
         top = sorted(cells.items(), key=lambda kv: -kv[1])[:5]
         messages, notifications = routine.get(key, [0.0, 0.0])
-        print(f"  {key[0]:4d} {key[1]:5d} {key[2]:13s} {total:10.0f} B/node/s: "
+        print(f"  {key[0]:4d} {key[1]:5d} {key[2]:23s} {total:8.0f} B/node/s: "
               + ", ".join(f"{layer}/{kind} {value / total:.0%}" for (layer, kind), value in top)
               + f"; routine {messages:.1f} msgs/node/s, notifications {notifications:.1f}")
 
 
-def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: device_plot.py DEVICE_BENCH.csv DEVICE_BENCH_OUT_DIR OUTDIR")
-    grid = points(read(sys.argv[1]))
-    if not grid:
-        sys.exit(f"{sys.argv[1]}: no BM_DeviceMonitoring rows")
-    os.makedirs(sys.argv[3], exist_ok=True)
-    bandwidth(grid, sys.argv[3])
+def table(grid, subtitle):
+    print(f"\n{subtitle}")
     print("nodes devices mode          B/node/s mean  busiest  msgs/node/s mean busiest  prop p50/p99 RTT  "
-          "observed current  settle_s  wall_s  central/decentral (mean, busiest)")
+          "observed current  settle_s  measure_s  wall_s  central/decentral (mean, busiest)")
     for (n, d), modes in sorted(grid.items()):
         for mode in MODES:
             v = modes.get(mode)
@@ -155,18 +167,35 @@ def main():
             line = (f"{n:5d} {d:7d} {mode:13s} {v['bytes_per_node_s_mean']:13.0f} {v['bytes_per_node_s_max']:8.0f} "
                     f"{v['msgs_per_node_s_mean']:16.1f} {v['msgs_per_node_s_max']:7.1f} "
                     f"{v['propagation_p50_rtt']:8.1f}/{v['propagation_p99_rtt']:<8.1f} {v['observed_share']:8.3f} "
-                    f"{v['current_share']:7.3f} {v['settle_s']:9.0f} {v['real_time']:7.1f}")
+                    f"{v['current_share']:7.3f} {v['settle_s']:9.0f} {v['measure_s']:10.0f} {v['real_time']:7.1f}")
             if mode == "decentralized" and "central" in modes:
                 c = modes["central"]
                 line += (f"  {ratio(c['bytes_per_node_s_mean'], v['bytes_per_node_s_mean']):.2f}, "
                          f"{ratio(c['bytes_per_node_s_max'], v['bytes_per_node_s_max']):.2f}")
             print(line + flag)
-    loads = os.path.join(sys.argv[2], "device_load_cdf.csv")
-    if os.path.exists(loads):
-        load_cdf(read_table(loads), sys.argv[3])
-    flows = os.path.join(sys.argv[2], "device_traffic.csv")
-    if os.path.exists(flows):
-        traffic(read_table(flows))
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit("usage: device_plot.py OUTDIR RUN_DIR [RUN_DIR...]")
+    outdir, runs = sys.argv[1], sys.argv[2:]
+    rows = []
+    for run in runs:
+        rows += read(os.path.join(run, "device.csv"))
+    os.makedirs(outdir, exist_ok=True)
+    loads = read_tables(runs, "device_load_cdf.csv")
+    drawn = False
+    for family, (suffix, subtitle) in FAMILIES.items():
+        grid = points(rows, family)
+        if not grid:
+            continue
+        drawn = True
+        bandwidth(grid, os.path.join(outdir, f"device_bandwidth{suffix}.svg"), subtitle)
+        table(grid, f"{family}: {subtitle}")
+        load_cdf(loads, suffix, os.path.join(outdir, f"device_load_cdf{suffix}.svg"))
+    if not drawn:
+        sys.exit(f"{', '.join(runs)}: no device_bench rows")
+    traffic(read_tables(runs, "device_traffic.csv"))
 
 
 if __name__ == "__main__":
