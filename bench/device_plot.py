@@ -60,9 +60,16 @@ def ratio(a, b):
     return a / b if b else float("nan")
 
 
+def valid(counters):
+    return counters["observed_share"] >= 1 and counters["current_share"] >= 1
+
+
 def bandwidth(grid, path, subtitle):
-    by_devices = {devices: modes for (_, devices), modes in grid.items()}
-    nodes = ", ".join(f"{d}: {n}" for n, d in sorted(grid))
+    """Points in order of devices, then nodes; x is the rank, labelled nodes/devices."""
+    order = sorted(grid, key=lambda point: (point[1], point[0]))
+    by_rank = {rank: grid[point] for rank, point in enumerate(order)}
+    labels = {rank: f"{n}/{d}" for rank, (n, d) in enumerate(order)}
+    invalid = [labels[r] for r, m in by_rank.items() if not all(valid(v) for v in m.values())]
     panels = []
     legend = []
     for key, title in (("bytes", "bytes / node / s"), ("msgs", "messages / node / s")):
@@ -70,19 +77,21 @@ def bandwidth(grid, path, subtitle):
         for colour, mode in zip(COLOURS, MODES):
             for stat, dashed in (("mean", False), ("max", True)):
                 series.append((f"{mode}, {'mean' if stat == 'mean' else 'busiest node'}", colour, dashed,
-                               {d: m[mode][f"{key}_per_node_s_{stat}"] for d, m in by_devices.items() if mode in m}))
-        panels.append((series, title, "devices", f"nodes per point (devices: nodes) {nodes}"))
+                               {r: m[mode][f"{key}_per_node_s_{stat}"] for r, m in by_rank.items() if mode in m}))
+        panels.append((series, title, "nodes / devices", ""))
         legend = [(label, colour, dashed) for label, colour, dashed, _ in series]
+    complete = {r: m for r, m in by_rank.items() if len(m) == 2 and all(valid(v) for v in m.values())}
     ratios = [("centralized / decentralized, mean", COLOURS[2], False,
-               {d: ratio(m["central"]["bytes_per_node_s_mean"], m["decentralized"]["bytes_per_node_s_mean"])
-                for d, m in by_devices.items() if len(m) == 2}),
+               {r: ratio(m["central"]["bytes_per_node_s_mean"], m["decentralized"]["bytes_per_node_s_mean"])
+                for r, m in complete.items()}),
               ("centralized / decentralized, busiest node", COLOURS[2], True,
-               {d: ratio(m["central"]["bytes_per_node_s_max"], m["decentralized"]["bytes_per_node_s_max"])
-                for d, m in by_devices.items() if len(m) == 2}),
-              ("paper: over 10", COLOURS[4], True, {d: 10.0 for d in by_devices})]
-    panels.append((ratios, "bytes: centralized / decentralized", "devices", "above 10: the paper's claim holds"))
+               {r: ratio(m["central"]["bytes_per_node_s_max"], m["decentralized"]["bytes_per_node_s_max"])
+                for r, m in complete.items()}),
+              ("paper: over 10", COLOURS[4], True, {r: 10.0 for r in by_rank})]
+    note = f"invalid, left out: {', '.join(invalid)}" if invalid else "above 10: the paper's claim holds"
+    panels.append((ratios, "bytes: centralized / decentralized", "nodes / devices", note))
     legend += [(label, colour, dashed) for label, colour, dashed, _ in ratios]
-    write_svg(path, panels, legend, caption=f"{subtitle}. {FIG11}")
+    write_svg(path, panels, legend, caption=f"{subtitle}. {FIG11}", labels=labels)
 
 
 def cdf(values):
@@ -163,7 +172,7 @@ def table(grid, subtitle):
             v = modes.get(mode)
             if v is None:
                 continue
-            flag = "" if v["observed_share"] >= 1 and v["current_share"] >= 1 else "  INVALID"
+            flag = "" if valid(v) else "  INVALID"
             line = (f"{n:5d} {d:7d} {mode:13s} {v['bytes_per_node_s_mean']:13.0f} {v['bytes_per_node_s_max']:8.0f} "
                     f"{v['msgs_per_node_s_mean']:16.1f} {v['msgs_per_node_s_max']:7.1f} "
                     f"{v['propagation_p50_rtt']:8.1f}/{v['propagation_p99_rtt']:<8.1f} {v['observed_share']:8.3f} "

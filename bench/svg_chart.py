@@ -37,8 +37,8 @@ def tick(value):
     return f"{value:.3g}"
 
 
-def panel(series, title, xlabel, x0, note="", numeric_x=False):
-    """One chart, `x0` pixels from the left of the picture."""
+def panel(series, title, xlabel, x0, note="", numeric_x=False, labels=None):
+    """One chart, `x0` pixels from the left of the picture; `labels` ({x: text}) names the x ticks."""
     xs = sorted({x for _, _, _, points in series for x in points})
     ys = [y for _, _, _, points in series for y in points.values()]
     if not xs or not ys:
@@ -60,7 +60,7 @@ def panel(series, title, xlabel, x0, note="", numeric_x=False):
     if note:
         out.append(f'<text x="{x0 + WIDTH / 2}" y="{HEIGHT - 5}" text-anchor="middle" font-size="10">{note}</text>')
     for x in ticks:
-        out.append(f'<text x="{sx(x)}" y="{HEIGHT - MARGIN + 15}" text-anchor="middle" font-size="11">{tick(x) if numeric_x else f"{x:g}"}</text>')
+        out.append(f'<text x="{sx(x)}" y="{HEIGHT - MARGIN + 15}" text-anchor="middle" font-size="11">{(labels or {}).get(x, tick(x) if numeric_x else f"{x:g}")}</text>')
     for i in range(5):
         v = top * i / 4
         out.append(f'<text x="{left - 5}" y="{sy(v) + 4}" text-anchor="end" font-size="11">{tick(v)}</text>')
@@ -81,14 +81,14 @@ def panel(series, title, xlabel, x0, note="", numeric_x=False):
     return "\n".join(out)
 
 
-def write_svg(path, panels, legend, caption="", numeric_x=False):
+def write_svg(path, panels, legend, caption="", numeric_x=False, labels=None):
     """Panels side by side, then the legend [(label, colour, dashed)], then a caption line."""
     lines = len(legend) + (1 if caption else 0)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{len(panels) * WIDTH}" '
              f'height="{HEIGHT + 20 + 15 * lines}" font-family="sans-serif">',
              '<rect width="100%" height="100%" fill="white"/>']
     for i, (series, title, xlabel, note) in enumerate(panels):
-        parts.append(panel(series, title, xlabel, i * WIDTH, note, numeric_x))
+        parts.append(panel(series, title, xlabel, i * WIDTH, note, numeric_x, labels))
     for i, (label, colour, dashed) in enumerate(legend):
         y = HEIGHT + 15 + 15 * i
         dash = ' stroke-dasharray="6,4"' if dashed else ""
