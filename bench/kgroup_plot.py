@@ -17,77 +17,13 @@ only their trend, and the Raspberry Pi medians of Table 4 (quorum 1.08 s,
 election 1.17 s, state transfer 2.07 s), whose ratios we compare with ours.
 """
 
-import csv
 import os
 import sys
 
+from svg_chart import COLOURS, read, write_svg
+
 PAPER_TABLE2 = {50: 13.0223, 250: 34.1258, 500: 50.7501, 750: 52.8035, 1000: 66.9135}
 PAPER_TABLE4_MEDIAN_S = {"quorum": 1.0805, "election": 1.1675, "transfer": 2.0750}
-WIDTH, HEIGHT, MARGIN = 420, 300, 55
-COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
-
-
-def read(path):
-    """[(name, {column: value})] from Google Benchmark's CSV output."""
-    with open(path, newline="", encoding="utf-8") as f:
-        lines = [line for line in f if line.startswith(("name,", '"BM_'))]
-    rows = []
-    for row in csv.DictReader(lines):
-        values = {}
-        for key, value in row.items():
-            try:
-                values[key] = float(value)
-            except (TypeError, ValueError):
-                pass
-        rows.append((row["name"], values))
-    return rows
-
-
-def panel(series, title, xlabel, x0, note=""):
-    """One chart: series is [(label, colour, dashed, {x: y})]."""
-    xs = sorted({x for _, _, _, points in series for x in points})
-    ys = [y for _, _, _, points in series for y in points.values()]
-    if not xs or not ys:
-        return ""
-    top = max(ys) * 1.1 or 1.0
-    sx = lambda x: x0 + MARGIN + (WIDTH - 2 * MARGIN) * (xs.index(x) / max(len(xs) - 1, 1))
-    sy = lambda v: HEIGHT - MARGIN - (HEIGHT - 2 * MARGIN) * v / top
-    out = [f'<text x="{x0 + WIDTH / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
-           f'<line x1="{x0 + MARGIN}" y1="{HEIGHT - MARGIN}" x2="{x0 + WIDTH - MARGIN}" y2="{HEIGHT - MARGIN}" '
-           'stroke="black"/>',
-           f'<line x1="{x0 + MARGIN}" y1="{MARGIN}" x2="{x0 + MARGIN}" y2="{HEIGHT - MARGIN}" stroke="black"/>',
-           f'<text x="{x0 + WIDTH / 2}" y="{HEIGHT - 20}" text-anchor="middle" font-size="12">{xlabel}</text>']
-    if note:
-        out.append(f'<text x="{x0 + WIDTH / 2}" y="{HEIGHT - 5}" text-anchor="middle" font-size="10">{note}</text>')
-    for x in xs:
-        out.append(f'<text x="{sx(x)}" y="{HEIGHT - MARGIN + 15}" text-anchor="middle" font-size="11">{x:g}</text>')
-    for i in range(5):
-        v = top * i / 4
-        out.append(f'<text x="{x0 + MARGIN - 5}" y="{sy(v) + 4}" text-anchor="end" font-size="11">{v:.3g}</text>')
-    for label, colour, dashed, points in series:
-        coords = " ".join(f"{sx(x)},{sy(points[x])}" for x in sorted(points))
-        dash = ' stroke-dasharray="6,4"' if dashed else ""
-        out.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
-        for x in points:
-            out.append(f'<circle cx="{sx(x)}" cy="{sy(points[x])}" r="3" fill="{colour}"/>')
-    return "\n".join(out)
-
-
-def write_svg(path, panels, legend):
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{len(panels) * WIDTH}" '
-             f'height="{HEIGHT + 20 + 15 * len(legend)}" font-family="sans-serif">',
-             '<rect width="100%" height="100%" fill="white"/>']
-    for i, (series, title, xlabel, note) in enumerate(panels):
-        parts.append(panel(series, title, xlabel, i * WIDTH, note))
-    for i, (label, colour, dashed) in enumerate(legend):
-        y = HEIGHT + 15 + 15 * i
-        dash = ' stroke-dasharray="6,4"' if dashed else ""
-        parts.append(f'<line x1="{MARGIN}" y1="{y - 4}" x2="{MARGIN + 14}" y2="{y - 4}" stroke="{colour}" '
-                     f'stroke-width="2"{dash}/>')
-        parts.append(f'<text x="{MARGIN + 20}" y="{y}" font-size="12">{label}</text>')
-    parts.append("</svg>")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(parts) + "\n")
 
 
 def selection(rows, outdir):

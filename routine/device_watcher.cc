@@ -49,37 +49,53 @@ void DeviceWatcher::renew() {
   // it and to the leader that last notified (a group keeps the members it
   // was formed with until it migrates, so a view that changed since may
   // compute others).
-  std::map<std::string, proto::RoutineBody> by_group;
+  // A group's subscription is split into datagram-sized parts: one message
+  // naming every device of a large group (a central group of hundreds of
+  // devices) would exceed a datagram and never be sent.
+  struct Subscription {
+    std::vector<proto::RoutineBody> parts;
+    size_t last_part_bytes = 0;
+  };
+  std::map<std::string, Subscription> by_group;
   std::map<std::string, std::set<core::NodeId>> leaders;
+  const auto lease_ms =
+      static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease).count());
   for (const std::string& device : watched_devices()) {
     const auto target = selector_.device_group(device);
     if (const auto seen = view_.find(device); seen != view_.end() && seen->second.group == target.to_string()) {
       leaders[target.to_string()].insert(seen->second.leader);
     }
-    auto& body = by_group[target.to_string()];
-    body.mutable_subscribe()->add_devices(device);
-    body.mutable_subscribe()->set_lease_ms(
-        static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease).count()));
+    auto& subscription = by_group[target.to_string()];
+    // A repeated string field costs its tag and length byte besides the id (at most kMaxDeviceIdLength).
+    const size_t device_bytes = device.size() + 2;
+    if (subscription.parts.empty() || subscription.last_part_bytes + device_bytes > kSubscriptionPartBytes) {
+      subscription.parts.emplace_back().mutable_subscribe()->set_lease_ms(lease_ms);
+      subscription.last_part_bytes = 0;
+    }
+    subscription.parts.back().mutable_subscribe()->add_devices(device);
+    subscription.last_part_bytes += device_bytes;
   }
-  for (const auto& [group, body] : by_group) {
+  for (const auto& [group, subscription] : by_group) {
     const auto target = kgroup::GroupTarget::parse(group);
     if (!target) continue;
     const auto heard = group_heard_.find(group);
     if (locate_ && locating_.count(group) == 0 &&
         (heard == group_heard_.end() || env_.now() - heard->second > options_.lease)) {
       locating_.insert(group);
-      locate_(*target, [this, group = group, body = body](std::optional<core::NodeId> leader,
-                                          const std::vector<proto::DeviceStateMsg>& states) {
+      locate_(*target, [this, group = group, parts = subscription.parts](std::optional<core::NodeId> leader,
+                                                                       const std::vector<proto::DeviceStateMsg>& states) {
         locating_.erase(group);
         if (!leader) return;
         group_heard_[group] = env_.now();
-        messages_.send(*leader, body);
+        for (const auto& part : parts) messages_.send(*leader, part);
         for (const auto& msg : states) take(msg, group, {}, *leader, /*current=*/true);
       });
     }
     std::set<core::NodeId> destinations = leaders[group];
     for (const core::NodeId member : selector_.members(*target, epoch_of_(*target))) destinations.insert(member);
-    for (const core::NodeId destination : destinations) messages_.send(destination, body);
+    for (const core::NodeId destination : destinations) {
+      for (const auto& part : subscription.parts) messages_.send(destination, part);
+    }
   }
 }
 

@@ -74,6 +74,9 @@ class DeviceWatcher {
   };
   std::set<std::string> watched_devices() const;
   void renew();
+  // Device ids per subscription message, in bytes: with the envelope, its
+  // authentication and the lease, well within one datagram (core::Link's 1400).
+  static constexpr size_t kSubscriptionPartBytes = 1000;
   void on_notify(const core::Message& message, const proto::DeviceNotify& notify);
   // Takes one device's state if it is newer than the view's: `current`
   // (a leader's answer to this node, or a read through the leader) always is.

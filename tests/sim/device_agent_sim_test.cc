@@ -456,5 +456,53 @@ TEST(DeviceAgentSim, WithLossAndASecondCrash) {
   EXPECT_GT(t.ok, 0u);
 }
 
+// One group watching more devices than one subscription message can name
+// (CoMesh's centralized baseline: one k = 1 group for every device, the ids
+// 64 characters long): every node's watcher still learns every device.
+TEST(DeviceAgentSim, WatchersOfOneLargeGroupSeeEveryDevice) {
+  constexpr size_t kNodes = 5;
+  constexpr size_t kDevices = 120;  // about 8 KB of ids in one group
+  std::vector<std::unique_ptr<EmulatedDevice>> devices;
+  std::vector<DeviceSpec> catalog;
+  for (size_t i = 0; i < kDevices; ++i) {
+    DeviceSpec spec;
+    spec.id = fmt::format("{:064}", i);
+    spec.kind = DeviceKind::plug;
+    spec.location = {static_cast<double>(i % 10), static_cast<double>(i / 10), 0};
+    spec.driver = "emulated://" + spec.id;
+    catalog.push_back(spec);
+    devices.push_back(std::make_unique<EmulatedDevice>(spec, Attributes{{"power", i % 3 == 0}}));
+  }
+  std::vector<std::unique_ptr<routine::EmulatedDriverFactory>> factories;
+  MeshSim::Options options;
+  options.configure = [&catalog](agent::NodeConfig& config) {
+    config.kgroup.selection.k = 1;
+    config.kgroup.selection.mode = kgroup::SelectionMode::hash;
+    config.kgroup.selection.clusters.devices_per_cluster = kDevices;
+    config.devices.catalog = catalog;
+    config.devices.catalog_digest = "sim";
+  };
+  options.drivers = [&](size_t, core::Env& env) {
+    factories.push_back(std::make_unique<routine::EmulatedDriverFactory>(env));
+    for (auto& device : devices) factories.back()->add(*device);
+    return factories.back().get();
+  };
+  const std::string toml = fmt::format(
+      "[topology]\nkind = \"random\"\nnodes = {}\nseed = 1\n[link]\ndelay_ms = 2\n[run]\nduration_s = 120\n", kNodes);
+  MeshSim sim(parse_scenario(toml, "large_group.toml"), 1, options);
+  sim.run_until(core::TimePoint(seconds(2)));
+  for (size_t i = 0; i < kNodes; ++i) sim.node(i)->device_watcher().watch({}, {});
+  sim.run_until(core::TimePoint(seconds(60)));
+  for (size_t i = 0; i < kNodes; ++i) {
+    const auto& view = sim.node(i)->device_watcher().view();
+    size_t current = 0;
+    for (const auto& device : devices) {
+      const auto seen = view.find(device->spec().id);
+      current += seen != view.end() && seen->second.record.known && seen->second.record.attributes == device->state();
+    }
+    EXPECT_EQ(current, kDevices) << "node " << i;
+  }
+}
+
 }  // namespace
 }  // namespace mesh::sim
