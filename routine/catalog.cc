@@ -33,6 +33,23 @@ std::optional<std::string> conflict(const DeviceSpec& existing, const DeviceSpec
       proposed.id, where, to_string(existing.kind), existing.driver);
 }
 
+// `base` with the first `count` run-time changes of `entries` on top.
+std::map<std::string, DeviceSpec> overlay(const std::map<std::string, DeviceSpec>& base,
+                                          const std::vector<proto::CatalogEntry>& entries, size_t count) {
+  std::map<std::string, DeviceSpec> devices = base;
+  for (size_t i = 0; i < count && i < entries.size(); ++i) {
+    const auto& entry = entries[i];
+    if (entry.refused()) continue;
+    const auto& change = entry.change();
+    if (change.has_put()) {
+      if (auto spec = from_proto(change.put())) devices[spec->id] = std::move(*spec);
+    } else if (change.op_case() == proto::CatalogChange::kRemove) {
+      devices.erase(change.remove());
+    }
+  }
+  return devices;
+}
+
 }  // namespace
 
 void Catalog::set_base(std::vector<DeviceSpec> devices, std::string file_digest) {
@@ -63,17 +80,12 @@ const DeviceSpec* Catalog::find(const std::string& id) const {
   return it == devices_.end() ? nullptr : &it->second;
 }
 
+std::map<std::string, DeviceSpec> Catalog::devices_at(uint64_t version) const {
+  return overlay(base_, entries_, static_cast<size_t>(version));
+}
+
 void Catalog::rebuild() {
-  std::map<std::string, DeviceSpec> devices = base_;
-  for (const auto& entry : entries_) {
-    if (entry.refused()) continue;
-    const auto& change = entry.change();
-    if (change.has_put()) {
-      if (auto spec = from_proto(change.put())) devices[spec->id] = std::move(*spec);
-    } else if (change.op_case() == proto::CatalogChange::kRemove) {
-      devices.erase(change.remove());
-    }
-  }
+  std::map<std::string, DeviceSpec> devices = overlay(base_, entries_, entries_.size());
   const bool changed = devices != devices_;
   devices_ = std::move(devices);
   if (changed && on_change_) on_change_();
