@@ -576,35 +576,7 @@ void DeviceLeaders::continue_handoff(const SessionKey& key, const std::string& d
     continue_handoff(key, device, id);
     return;
   }
-  // Read first: a write would create a group that does not exist.
-  proto::DeviceQuery query;
-  query.set_handoff_device(device);
-  groups_.read_from(*parsed, query.SerializeAsString(), options_.handoff_request_timeout,
-                    [this, key, device, id, source](const auto& result) {
-                      Handoff* again = handoff(key, device, id);
-                      if (again == nullptr) return;
-                      if (!result) {
-                        if (result.error().find("no group of") != std::string::npos) {
-                          core::log("routine").info("handoff of device {}: group {} does not exist", device, source);
-                          ++again->next;
-                          continue_handoff(key, device, id);
-                        } else {
-                          retry_handoff(key, device, id, fmt::format("reading {}: {}", source, result.error()));
-                        }
-                        return;
-                      }
-                      const auto reply = parse_message<proto::DeviceQueryReply>(result->answer);
-                      if (!reply) {
-                        retry_handoff(key, device, id, fmt::format("malformed answer from {}", source));
-                        return;
-                      }
-                      if (reply->devices_size() > 0 &&
-                          reply->devices(0).frozen_for_version() == again->placed.arrival) {
-                        take_source(key, device, id, *reply);  // frozen by this claim already
-                      } else {
-                        freeze_source(key, device, id);
-                      }
-                    });
+  freeze_source(key, device, id);
 }
 
 void DeviceLeaders::freeze_source(const SessionKey& key, const std::string& device, uint64_t id) {

@@ -74,11 +74,18 @@ struct DeviceLeaderOptions {
 //    record (DeviceGroupState explains why this is safe). The leader
 //    recomputes, from the catalog's versions (the clustering is
 //    deterministic), the version from which the device is in this group and
-//    the groups it was in before, newest first. For each in turn it reads
-//    the device there (a read never creates a group: "no group" means
-//    nothing to take, go on), writes DeviceHandoff, which freezes it, reads
-//    the frozen record and its newest finished commands, and stops at the
-//    first group that held the record. Then it commits DeviceImport here:
+//    the groups it was in before, newest first. For each in turn it writes
+//    DeviceHandoff there, which freezes the device, reads the frozen record
+//    and its newest finished commands, and stops at the first group that
+//    held the record. It writes first, not after a read that could answer
+//    "no group": that answer is cached for a while (KgroupService), so a
+//    group created a moment before elsewhere can be reported missing, and
+//    skipping a group that holds the record would leave the device live in
+//    two groups. A write finds the group wherever it lives, and where there
+//    truly is none it creates one holding only the frozen placeholder, which
+//    also shuts out a late importer there (a cluster that existed only
+//    between two catalog versions; the others exist, DeviceService keeps
+//    every cluster's group). Then it commits DeviceImport here:
 //    the commands in imports that fit one update each, the record last. A
 //    read showing a newer claim than this node's catalog knows means this
 //    node is behind: it waits for its catalog instead. Commands for the
