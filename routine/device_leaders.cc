@@ -176,8 +176,16 @@ void DeviceLeaders::sync_session(Session& s, kgroup::GroupReplica& r) {
   }
   std::erase_if(s.watches, [&](const auto& entry) {
     const auto it = wanted.find(entry.first);
-    // A device whose definition changed gets a new driver.
-    return it == wanted.end() || !(*it->second == entry.second->spec);
+    if (it == wanted.end()) return true;
+    Watch& w = *entry.second;
+    const DeviceSpec& spec = *it->second;
+    if (spec.driver == w.spec.driver && spec.kind == w.spec.kind) {
+      w.spec = spec;  // labels or location: the driver stays
+      return false;
+    }
+    // A new driver, but not under a command being actuated: a new watch
+    // would not know it is busy and could actuate the command again.
+    return w.busy_command.empty();
   });
   for (const auto& [id, spec] : wanted) {
     auto& watch = s.watches[id];
@@ -472,6 +480,9 @@ const std::map<std::string, std::string>& DeviceLeaders::groups_at(uint64_t vers
     const std::string target = kgroup::GroupTarget{kgroup::TargetKind::cluster, cluster.id}.to_string();
     for (const auto& device : cluster.devices) groups[device] = target;
   }
+  std::string dump;
+  for (const auto& [d, g] : groups) dump += d + "=" + g + " ";
+  core::log("routine").info("DEBUG node {} version {} of {}: {}", messages_.self().to_string(), version, latest, dump);
   return groups;
 }
 
@@ -541,8 +552,8 @@ void DeviceLeaders::start_handoff(const SessionKey& key, const std::string& devi
   h->deadline = env_.now() + options_.handoff_timeout;
   std::string sources;
   for (const auto& source : h->placed.sources) sources += (sources.empty() ? "" : ",") + source;
-  core::log("routine").info("handoff of device {} to group={} from catalog version {}: sources [{}]", device, target,
-                            h->placed.arrival, sources);
+  core::log("routine").info("handoff of device {} to group={} from catalog version {}: sources [{}] (catalog {} node {})", device, target,
+                            h->placed.arrival, sources, catalog_.version(), messages_.self().to_string());
   it->second->handoff = std::move(h);
   continue_handoff(key, device, id);
 }
@@ -619,6 +630,7 @@ void DeviceLeaders::take_source(const SessionKey& key, const std::string& device
   Handoff* h = handoff(key, device, id);
   if (h == nullptr) return;
   const std::string source = h->placed.sources[h->next];
+  core::log("routine").debug("handoff of device {}: {} answers {}", device, source, reply.ShortDebugString());
   if (reply.devices_size() > 0) {
     const proto::DeviceStateMsg& there = reply.devices(0);
     if (there.frozen_for_version() != h->placed.arrival) {

@@ -250,9 +250,14 @@ class Mover {
       if (!result || result->refused()) {
         problems_.push_back(fmt::format("moving {} from n{} failed: {}", id, changer,
                                         !result ? result.error() : "refused: " + result->detail()));
+      } else {
+        catalog_group_exists_ = true;
       }
     });
     moves_.push_back({id, old_group});
+    // The first run-time change creates the catalog's group; a crash during
+    // that genesis is a different test (kgroup_agent_sim_test).
+    if (!catalog_group_exists_) return;
     const std::string doomed = rng_.below(2) == 0 ? old_group : new_group;
     sim_.simulator().after(milliseconds(rng_.between(0, 3000)), [this, doomed] { crash_leader(doomed); });
   }
@@ -316,6 +321,7 @@ class Mover {
   std::vector<std::pair<std::string, std::string>> moves_;  // device, group before
   std::vector<std::string> problems_;
   std::optional<size_t> down_;
+  bool catalog_group_exists_ = false;
   std::map<std::pair<size_t, std::string>, uint64_t> highest_;
   std::set<std::string> reported_;
 };
@@ -475,6 +481,26 @@ Outcome run(const Plan& plan, uint64_t seed) {
     out.violations.push_back("the run-time catalog change failed: " + catalog_problem.value_or("no answer"));
   }
   for (const auto& problem : mover.problems()) out.violations.push_back(problem);
+  if (plan.moves > 0) {
+    // Clusters are computed from the catalog's versions: nodes must agree on them.
+    std::optional<size_t> first;
+    for (size_t i = 0; i < n; ++i) {
+      if (sim.node(i) == nullptr) continue;
+      if (!first) {
+        first = i;
+        continue;
+      }
+      const auto& mine = sim.node(i)->catalog().entries();
+      const auto& theirs = sim.node(*first)->catalog().entries();
+      for (size_t v = 0; v < std::min(mine.size(), theirs.size()); ++v) {
+        if (mine[v].SerializeAsString() == theirs[v].SerializeAsString()) continue;
+        out.violations.push_back(fmt::format("n{} and n{} hold different catalog changes at version {}: {} / {}", i,
+                                             *first, v + 1, mine[v].ShortDebugString(),
+                                             theirs[v].ShortDebugString()));
+        break;
+      }
+    }
+  }
   if (plan.moves > 0) {
     out.regrouped = mover.regrouped();
     for (size_t i = 0; i < n; ++i) {
