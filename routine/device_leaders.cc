@@ -30,9 +30,22 @@ struct DeviceLeaders::Handoff {
   size_t next = 0;  // the source being visited
   core::TimePoint deadline;
   std::vector<proto::CommandRecordMsg> history;  // newest first, from every source visited
+  // The newest record found so far: the one placed last (then the higher
+  // version). A group the device left long ago may still hold an older
+  // one, frozen, so every source is visited. `record` is empty when the
+  // newest is this group's own.
   std::optional<proto::DeviceStateMsg> record;
   std::string from;
+  std::pair<uint64_t, uint64_t> newest{};  // placed_version, version of `from`'s record
   bool importing = false;
+  std::optional<core::TimePoint> absent_since;  // the source being visited answered "no group"
+  void consider(const std::string& group, const proto::DeviceStateMsg& held, bool own) {
+    const std::pair<uint64_t, uint64_t> rank{held.placed_version(), held.version()};
+    if (!from.empty() && rank <= newest) return;
+    newest = rank;
+    from = group;
+    record = own ? std::nullopt : std::optional<proto::DeviceStateMsg>(held);
+  }
   core::ScopedTimer retry_timer;
 };
 
@@ -480,9 +493,6 @@ const std::map<std::string, std::string>& DeviceLeaders::groups_at(uint64_t vers
     const std::string target = kgroup::GroupTarget{kgroup::TargetKind::cluster, cluster.id}.to_string();
     for (const auto& device : cluster.devices) groups[device] = target;
   }
-  std::string dump;
-  for (const auto& [d, g] : groups) dump += d + "=" + g + " ";
-  core::log("routine").info("DEBUG node {} version {} of {}: {}", messages_.self().to_string(), version, latest, dump);
   return groups;
 }
 
@@ -552,8 +562,8 @@ void DeviceLeaders::start_handoff(const SessionKey& key, const std::string& devi
   h->deadline = env_.now() + options_.handoff_timeout;
   std::string sources;
   for (const auto& source : h->placed.sources) sources += (sources.empty() ? "" : ",") + source;
-  core::log("routine").info("handoff of device {} to group={} from catalog version {}: sources [{}] (catalog {} node {})", device, target,
-                            h->placed.arrival, sources, catalog_.version(), messages_.self().to_string());
+  core::log("routine").info("handoff of device {} to group={} from catalog version {}: sources [{}]", device, target,
+                            h->placed.arrival, sources);
   it->second->handoff = std::move(h);
   continue_handoff(key, device, id);
 }
@@ -562,21 +572,16 @@ void DeviceLeaders::continue_handoff(const SessionKey& key, const std::string& d
   Handoff* h = handoff(key, device, id);
   if (h == nullptr || h->importing) return;
   const std::string& target = std::get<0>(key);
-  if (h->record || h->next >= h->placed.sources.size()) {
+  if (h->next >= h->placed.sources.size()) {
     import(key, device, id);
     return;
   }
   const std::string source = h->placed.sources[h->next];
   if (source == target) {
-    // It was here before: this group's own record, if it held one, is the
-    // newest (every group it went to since was visited first).
+    // It was here before: this group's own record competes too.
     const DeviceGroupState* st = state(key);
     const DeviceGroupState::Device* own = st == nullptr ? nullptr : st->device(device);
-    if (own != nullptr && own->held) {
-      h->from = target;
-      import(key, device, id);
-      return;
-    }
+    if (own != nullptr && own->held) h->consider(target, to_proto(device, *own), /*own=*/true);
     ++h->next;
     continue_handoff(key, device, id);
     return;
@@ -587,7 +592,45 @@ void DeviceLeaders::continue_handoff(const SessionKey& key, const std::string& d
     continue_handoff(key, device, id);
     return;
   }
-  freeze_source(key, device, id);
+  // Read first: a write to a group that does not exist would create one.
+  proto::DeviceQuery query;
+  query.set_handoff_device(device);
+  groups_.read_from(*parsed, query.SerializeAsString(), options_.handoff_request_timeout,
+                    [this, key, device, id, source](const auto& result) {
+                      Handoff* again = handoff(key, device, id);
+                      if (again == nullptr) return;
+                      if (!result) {
+                        if (result.error().find("no group of") == std::string::npos) {
+                          retry_handoff(key, device, id, fmt::format("reading {}: {}", source, result.error()));
+                          return;
+                        }
+                        // The answer is cached for a while where it is given, so a
+                        // group created elsewhere meanwhile may be missed: only a
+                        // second answer, handoff_absent_wait later, settles it.
+                        const core::TimePoint now = env_.now();
+                        if (!again->absent_since) again->absent_since = now;
+                        if (now - *again->absent_since < options_.handoff_absent_wait) {
+                          again->retry_timer.start(options_.handoff_retry,
+                                                   [this, key, device, id] { continue_handoff(key, device, id); });
+                          return;
+                        }
+                        core::log("routine").info("handoff of device {}: group {} does not exist", device, source);
+                        again->absent_since.reset();
+                        ++again->next;
+                        continue_handoff(key, device, id);
+                        return;
+                      }
+                      again->absent_since.reset();
+                      const auto reply = parse_message<proto::DeviceQueryReply>(result->answer);
+                      if (!reply) {
+                        retry_handoff(key, device, id, fmt::format("malformed answer from {}", source));
+                      } else if (reply->devices_size() > 0 &&
+                                 reply->devices(0).frozen_for_version() == again->placed.arrival) {
+                        take_source(key, device, id, *reply);  // frozen by this claim already
+                      } else {
+                        freeze_source(key, device, id);
+                      }
+                    });
 }
 
 void DeviceLeaders::freeze_source(const SessionKey& key, const std::string& device, uint64_t id) {
@@ -630,7 +673,6 @@ void DeviceLeaders::take_source(const SessionKey& key, const std::string& device
   Handoff* h = handoff(key, device, id);
   if (h == nullptr) return;
   const std::string source = h->placed.sources[h->next];
-  core::log("routine").debug("handoff of device {}: {} answers {}", device, source, reply.ShortDebugString());
   if (reply.devices_size() > 0) {
     const proto::DeviceStateMsg& there = reply.devices(0);
     if (there.frozen_for_version() != h->placed.arrival) {
@@ -641,10 +683,9 @@ void DeviceLeaders::take_source(const SessionKey& key, const std::string& device
                                   source, there.placed_version(), there.frozen_for_version(), h->placed.arrival));
       return;
     }
-    if (there.held()) {
-      h->record = there;
-      h->from = source;
-    }
+    core::log("routine").debug("handoff of device {}: {} holds {} version {} placed at {}", device, source,
+                               there.held() ? "its record" : "no record", there.version(), there.placed_version());
+    if (there.held()) h->consider(source, there, /*own=*/false);
   }
   for (const auto& command : reply.history()) {
     if (h->history.size() * 2 < DeviceGroupState::kMaxFinishedCommands) h->history.push_back(command);
@@ -663,6 +704,8 @@ void DeviceLeaders::retry_handoff(const SessionKey& key, const std::string& devi
         "fresh here, without its old record",
         device, std::get<0>(key), core::to_seconds(options_.handoff_timeout), problem);
     h->next = h->placed.sources.size();
+    h->record.reset();
+    h->from.clear();
     import(key, device, id);
     return;
   }
@@ -735,7 +778,7 @@ void DeviceLeaders::submit_imports(const SessionKey& key, const std::string& dev
       return;
     }
     // Live from the next scan on.
-    (h->record ? handoffs_imported_ : handoffs_fresh_).add();
+    (h->from.empty() ? handoffs_fresh_ : handoffs_imported_).add();
   });
 }
 

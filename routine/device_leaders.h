@@ -41,6 +41,11 @@ struct DeviceLeaderOptions {
   core::Duration handoff_retry = std::chrono::seconds(1);
   core::Duration handoff_request_timeout = std::chrono::seconds(5);
   core::Duration handoff_timeout = std::chrono::seconds(60);
+  // An old group that answers "no group" is skipped only if it still does
+  // this much later: longer than KgroupService caches that answer
+  // (KgroupConfig::write_attempt_timeout), so a group created meanwhile
+  // elsewhere is found.
+  core::Duration handoff_absent_wait = std::chrono::seconds(5);
   // Largest update payload a group commits (ReplicaOptions::max_update_bytes
   // less the 8-byte write id): imports are cut to it.
   size_t max_update_bytes = 692;
@@ -75,18 +80,17 @@ struct DeviceLeaderOptions {
 //    recomputes, from the catalog's versions (the clustering is
 //    deterministic), the version from which the device is in this group and
 //    the groups it was in before, newest first. For each in turn it writes
-//    DeviceHandoff there, which freezes the device, reads the frozen record
-//    and its newest finished commands, and stops at the first group that
-//    held the record. It writes first, not after a read that could answer
-//    "no group": that answer is cached for a while (KgroupService), so a
-//    group created a moment before elsewhere can be reported missing, and
-//    skipping a group that holds the record would leave the device live in
-//    two groups. A write finds the group wherever it lives, and where there
-//    truly is none it creates one holding only the frozen placeholder, which
-//    also shuts out a late importer there (a cluster that existed only
-//    between two catalog versions; the others exist, DeviceService keeps
-//    every cluster's group). Then it commits DeviceImport here:
-//    the commands in imports that fit one update each, the record last. A
+//    DeviceHandoff there, which freezes the device, and reads the frozen
+//    record and its newest finished commands. It visits every one (a group
+//    the device left long ago may still hold an older record, frozen, and
+//    one never frozen must be) and keeps the record placed last, this
+//    group's own included, the higher version breaking a tie. It reads
+//    before it writes, because a write to a group that does not exist
+//    creates one; and as a read's "no group" is cached for a while where it
+//    is given (KgroupService), a group is taken to be absent only if it is
+//    still reported absent handoff_absent_wait later. Then it commits
+//    DeviceImport here: the commands in imports that fit one update each,
+//    the record last. A
 //    read showing a newer claim than this node's catalog knows means this
 //    node is behind: it waits for its catalog instead. Commands for the
 //    device wait in order meanwhile. Every step is idempotent, so a leader

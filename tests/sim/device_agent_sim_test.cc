@@ -481,6 +481,18 @@ Outcome run(const Plan& plan, uint64_t seed) {
     out.violations.push_back("the run-time catalog change failed: " + catalog_problem.value_or("no answer"));
   }
   for (const auto& problem : mover.problems()) out.violations.push_back(problem);
+  if (std::getenv("HANDOFF_DUMP")) {
+    for (size_t i = 0; i < n; ++i) {
+      if (sim.node(i) == nullptr) continue;
+      for (kgroup::GroupReplica* r : sim.node(i)->kgroups().host().replicas()) {
+        const auto* st = dynamic_cast<const routine::DeviceGroupState*>(&r->state_machine());
+        if (st == nullptr) continue;
+        std::string devs;
+        for (const auto& [d, rec] : st->devices()) devs += fmt::format("{}(v{} p{} h{} f{}) ", d, rec.version, rec.placed_version, rec.held, rec.moved_to);
+        std::printf("DUMP n%zu %s gen %u role %s pos %llu: %s\n", i, r->config().target.to_string().c_str(), r->config().generation, std::string(kgroup::to_string(r->role())).c_str(), (unsigned long long)st->position(), devs.c_str());
+      }
+    }
+  }
   if (plan.moves > 0) {
     // Clusters are computed from the catalog's versions: nodes must agree on them.
     std::optional<size_t> first;
