@@ -221,8 +221,8 @@ bool quorum_alive(MeshSim& sim, const std::string& device) {
 // the leader of the old or the new group right after each move.
 class Mover {
  public:
-  Mover(MeshSim& sim, Devices& devices, core::Rng& rng, size_t device_count, Outcome& out)
-      : sim_(sim), devices_(devices), rng_(rng), device_count_(device_count), out_(out) {}
+  Mover(MeshSim& sim, Devices& devices, core::Rng& rng, size_t device_count)
+      : sim_(sim), devices_(devices), rng_(rng), device_count_(device_count) {}
 
   void move() {
     const size_t changer = live_node();
@@ -331,7 +331,6 @@ class Mover {
   Devices& devices_;
   core::Rng& rng_;
   size_t device_count_;
-  Outcome& out_;
   std::vector<std::pair<std::string, std::string>> moves_;  // device, group before
   std::vector<std::string> problems_;
   std::optional<size_t> down_;
@@ -403,7 +402,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
   Clients clients(sim, devices, rng, initial_devices, stop);
   clients.loop(rng.below(n), 0);
   clients.loop(rng.below(n), 1);
-  Mover mover(sim, devices, rng, initial_devices, out);
+  Mover mover(sim, devices, rng, initial_devices);
   if (plan.moves > 0) {
     mover.check_versions();
     for (int i = 0; i < plan.moves; ++i) {
