@@ -47,7 +47,13 @@ namespace mesh::routine {
 //    command id answers a retried accept here as it did there; a command
 //    accepted here meanwhile under an id the old group may have actuated
 //    takes the old outcome instead of running again. Hence at most once
-//    across the move.
+//    across the move. Nothing acknowledged is lost: an outcome stays in the
+//    old group, where its client polls it, and every command accepted there
+//    ends with one (run, refused as moved, or interrupted).
+//  - What moves: the record whole, and of the command history the device's
+//    newest finished commands that fit one read answer
+//    (kHandoffHistoryBytes), id and outcome only: all a retried accept
+//    needs, and retries end with the client's timeout.
 //  - Versions order the claims. at_version / placed_version is the catalog
 //    version from which the device is in the claiming group; at one version
 //    a device is in exactly one cluster, so two groups never claim with the

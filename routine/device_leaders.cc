@@ -123,7 +123,9 @@ DeviceLeaders::Session* DeviceLeaders::session(const SessionKey& key) {
 std::vector<std::string> DeviceLeaders::led_devices() const {
   std::vector<std::string> out;
   for (const auto& [key, s] : sessions_) {
-    for (const auto& [device, watch] : s->watches) out.push_back(device);
+    for (const auto& [device, watch] : s->watches) {
+      if (watch->live) out.push_back(device);
+    }
   }
   return out;
 }

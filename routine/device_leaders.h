@@ -106,7 +106,8 @@ class DeviceLeaders {
 
   void start();
 
-  // The devices this node leads right now.
+  // The devices this node leads right now (a device being handed over is
+  // not led yet).
   std::vector<std::string> led_devices() const;
   size_t subscriptions() const;
 
