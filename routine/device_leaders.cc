@@ -234,8 +234,8 @@ void DeviceLeaders::sync_session(Session& s, kgroup::GroupReplica& r) {
     }
     if (w.live) {
       // Frozen by a newer claim that this node's catalog has not reached.
-      core::log("routine").info("device {} was taken over by another group; group={} waits for the catalog",
-                                device, target);
+      core::log("routine").info("device {} was taken over by another group; group={} waits for the catalog", device,
+                                target);
       w.live = false;
       w.poll_timer.cancel();
     }
@@ -597,42 +597,42 @@ void DeviceLeaders::continue_handoff(const SessionKey& key, const std::string& d
   // Read first: a write to a group that does not exist would create one.
   proto::DeviceQuery query;
   query.set_handoff_device(device);
-  groups_.read_from(*parsed, query.SerializeAsString(), options_.handoff_request_timeout,
-                    [this, key, device, id, source](const auto& result) {
-                      Handoff* again = handoff(key, device, id);
-                      if (again == nullptr) return;
-                      if (!result) {
-                        if (result.error().find("no group of") == std::string::npos) {
-                          retry_handoff(key, device, id, fmt::format("reading {}: {}", source, result.error()));
-                          return;
-                        }
-                        // The answer is cached for a while where it is given, so a
-                        // group created elsewhere meanwhile may be missed: only a
-                        // second answer, handoff_absent_wait later, settles it.
-                        const core::TimePoint now = env_.now();
-                        if (!again->absent_since) again->absent_since = now;
-                        if (now - *again->absent_since < options_.handoff_absent_wait) {
-                          again->retry_timer.start(options_.handoff_retry,
-                                                   [this, key, device, id] { continue_handoff(key, device, id); });
-                          return;
-                        }
-                        core::log("routine").info("handoff of device {}: group {} does not exist", device, source);
-                        again->absent_since.reset();
-                        ++again->next;
-                        continue_handoff(key, device, id);
-                        return;
-                      }
-                      again->absent_since.reset();
-                      const auto reply = parse_message<proto::DeviceQueryReply>(result->answer);
-                      if (!reply) {
-                        retry_handoff(key, device, id, fmt::format("malformed answer from {}", source));
-                      } else if (reply->devices_size() > 0 &&
-                                 reply->devices(0).frozen_for_version() == again->placed.arrival) {
-                        take_source(key, device, id, *reply);  // frozen by this claim already
-                      } else {
-                        freeze_source(key, device, id);
-                      }
-                    });
+  groups_.read_from(
+      *parsed, query.SerializeAsString(), options_.handoff_request_timeout,
+      [this, key, device, id, source](const auto& result) {
+        Handoff* again = handoff(key, device, id);
+        if (again == nullptr) return;
+        if (!result) {
+          if (result.error().find("no group of") == std::string::npos) {
+            retry_handoff(key, device, id, fmt::format("reading {}: {}", source, result.error()));
+            return;
+          }
+          // The answer is cached for a while where it is given, so a
+          // group created elsewhere meanwhile may be missed: only a
+          // second answer, handoff_absent_wait later, settles it.
+          const core::TimePoint now = env_.now();
+          if (!again->absent_since) again->absent_since = now;
+          if (now - *again->absent_since < options_.handoff_absent_wait) {
+            again->retry_timer.start(options_.handoff_retry,
+                                     [this, key, device, id] { continue_handoff(key, device, id); });
+            return;
+          }
+          core::log("routine").info("handoff of device {}: group {} does not exist", device, source);
+          again->absent_since.reset();
+          ++again->next;
+          continue_handoff(key, device, id);
+          return;
+        }
+        again->absent_since.reset();
+        const auto reply = parse_message<proto::DeviceQueryReply>(result->answer);
+        if (!reply) {
+          retry_handoff(key, device, id, fmt::format("malformed answer from {}", source));
+        } else if (reply->devices_size() > 0 && reply->devices(0).frozen_for_version() == again->placed.arrival) {
+          take_source(key, device, id, *reply);  // frozen by this claim already
+        } else {
+          freeze_source(key, device, id);
+        }
+      });
 }
 
 void DeviceLeaders::freeze_source(const SessionKey& key, const std::string& device, uint64_t id) {
@@ -644,30 +644,30 @@ void DeviceLeaders::freeze_source(const SessionKey& key, const std::string& devi
   freeze.set_device(device);
   freeze.set_to(std::get<0>(key));
   freeze.set_at_version(h->placed.arrival);
-  groups_.write_to(
-      *kgroup::GroupTarget::parse(source), DeviceGroupState::encode(update), options_.handoff_request_timeout,
-      [this, key, device, id, source](const auto& written) {
-        if (handoff(key, device, id) == nullptr) return;
-        if (!written) {
-          retry_handoff(key, device, id, fmt::format("freezing it in {}: {}", source, written.error()));
-          return;
-        }
-        proto::DeviceQuery query;
-        query.set_handoff_device(device);
-        groups_.read_from(*kgroup::GroupTarget::parse(source), query.SerializeAsString(),
-                          options_.handoff_request_timeout, [this, key, device, id, source](const auto& result) {
-                            if (handoff(key, device, id) == nullptr) return;
-                            const auto reply = result ? parse_message<proto::DeviceQueryReply>(result->answer)
-                                                      : std::nullopt;
-                            if (!reply) {
-                              retry_handoff(key, device, id,
-                                            fmt::format("reading {} after the freeze: {}", source,
-                                                        result ? std::string("malformed answer") : result.error()));
-                              return;
-                            }
-                            take_source(key, device, id, *reply);
-                          });
-      });
+  groups_.write_to(*kgroup::GroupTarget::parse(source), DeviceGroupState::encode(update),
+                   options_.handoff_request_timeout, [this, key, device, id, source](const auto& written) {
+                     if (handoff(key, device, id) == nullptr) return;
+                     if (!written) {
+                       retry_handoff(key, device, id, fmt::format("freezing it in {}: {}", source, written.error()));
+                       return;
+                     }
+                     proto::DeviceQuery query;
+                     query.set_handoff_device(device);
+                     groups_.read_from(
+                         *kgroup::GroupTarget::parse(source), query.SerializeAsString(),
+                         options_.handoff_request_timeout, [this, key, device, id, source](const auto& result) {
+                           if (handoff(key, device, id) == nullptr) return;
+                           const auto reply =
+                               result ? parse_message<proto::DeviceQueryReply>(result->answer) : std::nullopt;
+                           if (!reply) {
+                             retry_handoff(key, device, id,
+                                           fmt::format("reading {} after the freeze: {}", source,
+                                                       result ? std::string("malformed answer") : result.error()));
+                             return;
+                           }
+                           take_source(key, device, id, *reply);
+                         });
+                   });
 }
 
 void DeviceLeaders::take_source(const SessionKey& key, const std::string& device, uint64_t id,

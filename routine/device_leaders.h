@@ -97,9 +97,9 @@ struct DeviceLeaderOptions {
 //    that dies anywhere in between leaves its successor to redo them all.
 class DeviceLeaders {
  public:
-  DeviceLeaders(core::Env& env, kgroup::GroupHost& host, const kgroup::GroupSelector& selector,
-                const Catalog& catalog, DriverFactory& drivers, RoutineMessages& messages, core::Metrics& metrics,
-                kgroup::GroupClient& groups, DeviceLeaderOptions options);
+  DeviceLeaders(core::Env& env, kgroup::GroupHost& host, const kgroup::GroupSelector& selector, const Catalog& catalog,
+                DriverFactory& drivers, RoutineMessages& messages, core::Metrics& metrics, kgroup::GroupClient& groups,
+                DeviceLeaderOptions options);
   DeviceLeaders(const DeviceLeaders&) = delete;
   DeviceLeaders& operator=(const DeviceLeaders&) = delete;
   ~DeviceLeaders();

@@ -105,7 +105,6 @@ TEST(DeviceGroupState, ForgetsOldFinishedCommandsOnly) {
   EXPECT_NE(state.command("kept-pending"), nullptr);
 }
 
-
 // Applies `update` at the group's next sequence number.
 void step(DeviceGroupState& state, uint64_t& seq, const proto::DeviceUpdate& update) {
   ++seq;
@@ -217,7 +216,8 @@ TEST(DeviceGroupStateHandoff, ImportKeepsRecordVersionAndHistoryIdempotently) {
   DeviceGroupState fresh;
   uint64_t new_seq = 0;
   step(fresh, new_seq, accept("c9", "lamp", {{"power", false}}));  // waits for the import
-  for (int round = 0; round < 2; ++round) {  // the second round: a new leader redoes every step
+  // The second round: a new leader redoes every step.
+  for (int round = 0; round < 2; ++round) {
     step(fresh, new_seq, import_from(reply, "lamp", 4, false));
     step(fresh, new_seq, import_from(reply, "lamp", 4, true));
   }

@@ -515,8 +515,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
       for (size_t v = 0; v < std::min(mine.size(), theirs.size()); ++v) {
         if (mine[v].SerializeAsString() == theirs[v].SerializeAsString()) continue;
         out.violations.push_back(fmt::format("n{} and n{} hold different catalog changes at version {}: {} / {}", i,
-                                             *first, v + 1, mine[v].ShortDebugString(),
-                                             theirs[v].ShortDebugString()));
+                                             *first, v + 1, mine[v].ShortDebugString(), theirs[v].ShortDebugString()));
         break;
       }
     }
