@@ -131,9 +131,10 @@ Node::Node(const NodeConfig& config, NodeContext context)
   }
   routine::DeviceLeaderOptions leader_options = config_.devices.leaders;
   leader_options.clock_origin = config_.kgroup.epoch_origin;
-  device_leaders_ = std::make_unique<routine::DeviceLeaders>(context_.env, kgroups_->host(), kgroups_->selector(),
-                                                             catalog_, *drivers, *routine_messages_, metrics_,
-                                                             leader_options);
+  leader_options.max_update_bytes = config_.kgroup.replica.max_update_bytes - 8;  // the write id
+  device_leaders_ =
+      std::make_unique<routine::DeviceLeaders>(context_.env, kgroups_->host(), kgroups_->selector(), catalog_, *drivers,
+                                               *routine_messages_, metrics_, *kgroups_, leader_options);
   device_watcher_ = std::make_unique<routine::DeviceWatcher>(
       context_.env, *routine_messages_, kgroups_->selector(), catalog_,
       [this](const kgroup::GroupTarget& target) { return kgroups_->current_epoch(target); },

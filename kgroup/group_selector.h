@@ -49,6 +49,7 @@ class GroupSelector {
   // The member ids alone (GroupHost::Selector).
   std::vector<core::NodeId> members(const GroupTarget& target, uint64_t epoch) const;
   const DeviceClusters& clusters() const { return clusters_; }
+  const SelectionOptions& options() const { return options_; }
   // The target whose group serves a device: its cluster once clustered.
   GroupTarget device_group(const std::string& device_id) const;
 

@@ -110,6 +110,14 @@ const DeviceSpec* Catalog::find(const std::string& id) const {
   return it == devices_.end() ? nullptr : &it->second;
 }
 
+std::map<std::string, DeviceSpec> Catalog::devices_at(uint64_t version) const {
+  Definitions effective{base_, base_routines_};
+  for (size_t i = 0; i < version && i < entries_.size(); ++i) {
+    if (!entries_[i].refused()) apply(entries_[i].change(), effective);
+  }
+  return std::move(effective.devices);
+}
+
 const RoutineSpec* Catalog::find_routine(const std::string& id) const {
   const auto it = routines_.find(id);
   return it == routines_.end() ? nullptr : &it->second;

@@ -55,6 +55,10 @@ class Catalog {
   const std::map<std::string, DeviceSpec>& devices() const { return devices_; }
   const DeviceSpec* find(const std::string& id) const;
   bool in_file(const std::string& id) const { return base_.count(id) != 0; }
+  // The effective devices at an earlier run-time version (the file with the
+  // first `version` changes on top): what every node held at that version,
+  // so a device's earlier cluster can be recomputed anywhere.
+  std::map<std::string, DeviceSpec> devices_at(uint64_t version) const;
 
   // The effective routines, by id, including those that cannot run now.
   const std::map<std::string, RoutineSpec>& routines() const { return routines_; }

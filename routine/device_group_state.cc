@@ -9,6 +9,15 @@ namespace {
 
 constexpr size_t kMaxRemembered = 4096;
 
+// Whether a command that ended with `status` may have reached its device.
+bool may_have_run(proto::CommandStatus status) {
+  return status != proto::COMMAND_PENDING && status != proto::COMMAND_REFUSED && status != proto::COMMAND_DEVICE_DOWN;
+}
+
+std::string moved_reason(const std::string& device, const std::string& to) {
+  return fmt::format("device {} moved to {} (a catalog change re-clustered it); send the command again", device, to);
+}
+
 }  // namespace
 
 proto::DeviceStateMsg to_proto(const std::string& id, const DeviceGroupState::Device& device) {
@@ -20,6 +29,10 @@ proto::DeviceStateMsg to_proto(const std::string& id, const DeviceGroupState::De
   msg.set_up(device.up);
   msg.set_reason(device.reason);
   msg.set_changed_at_us(device.changed_at_us);
+  msg.set_held(device.held);
+  msg.set_placed_version(device.placed_version);
+  msg.set_moved_to(device.moved_to);
+  msg.set_frozen_for_version(device.frozen_for_version);
   return msg;
 }
 
@@ -31,6 +44,10 @@ DeviceGroupState::Device from_proto(const proto::DeviceStateMsg& msg) {
   device.up = msg.up();
   device.reason = msg.reason();
   device.changed_at_us = msg.changed_at_us();
+  device.held = msg.held();
+  device.placed_version = msg.placed_version();
+  device.moved_to = msg.moved_to();
+  device.frozen_for_version = msg.frozen_for_version();
   return device;
 }
 
@@ -66,6 +83,8 @@ void DeviceGroupState::apply_update(std::string_view update) {
       const auto& observed = decoded->observed();
       if (check_device_id(observed.device())) return;
       Device& device = devices_[observed.device()];
+      if (device.frozen()) return;
+      device.held = true;
       Attributes attributes = observed.up() ? from_proto(observed.attributes()) : device.attributes;
       if (device.known && device.up == observed.up() && device.attributes == attributes) return;
       device.attributes = std::move(attributes);
@@ -88,6 +107,10 @@ void DeviceGroupState::apply_update(std::string_view update) {
       command.lock_token = accept.lock_token();
       command.accepted_position = position_;
       command.outcome.set_command_id(command.id);
+      if (const Device* moved = device(command.device); moved != nullptr && moved->frozen()) {
+        finish(command, proto::COMMAND_REFUSED, moved_reason(command.device, moved->moved_to));
+        forget_old_commands();
+      }
       return;
     }
     case proto::DeviceUpdate::kActuating: {
@@ -95,6 +118,7 @@ void DeviceGroupState::apply_update(std::string_view update) {
       if (it == commands_.end() || it->second.done() || it->second.actuating) return;
       if (auto refusal = lock_refusal(it->second)) {
         finish(it->second, proto::COMMAND_REFUSED, std::move(*refusal));
+        forget_old_commands();
         return;
       }
       it->second.actuating = true;
@@ -114,6 +138,7 @@ void DeviceGroupState::apply_update(std::string_view update) {
       finished_order_.push_back(it->first);
       if (outcome.status() == proto::COMMAND_OK && outcome.state_after_size() > 0) {
         Device& device = devices_[it->second.device];
+        device.held = true;
         Attributes after = device.attributes;
         for (auto& [name, value] : from_proto(outcome.state_after())) after[name] = value;
         if (after != device.attributes || !device.up || !device.known) {
@@ -127,6 +152,12 @@ void DeviceGroupState::apply_update(std::string_view update) {
       forget_old_commands();
       return;
     }
+    case proto::DeviceUpdate::kHandoff:
+      apply_handoff(decoded->handoff());
+      return;
+    case proto::DeviceUpdate::kImported:
+      apply_import(decoded->imported());
+      return;
     case proto::DeviceUpdate::kHello:
     case proto::DeviceUpdate::KIND_NOT_SET:
       return;
@@ -151,7 +182,107 @@ void DeviceGroupState::finish(Command& command, proto::CommandStatus status, std
   command.outcome.set_status(status);
   command.outcome.set_detail(std::move(detail));
   finished_order_.push_back(command.id);
+}
+
+void DeviceGroupState::apply_handoff(const proto::DeviceHandoff& handoff) {
+  if (check_device_id(handoff.device()) || handoff.to().empty() || handoff.at_version() == 0) return;
+  Device& device = devices_[handoff.device()];
+  // A claim older than this group's own placement comes from a leader whose
+  // catalog is behind: the device is this group's, by a newer version.
+  if (device.held && !device.frozen() && device.placed_version >= handoff.at_version()) return;
+  if (device.frozen() && device.frozen_for_version >= handoff.at_version()) return;
+  device.moved_to = handoff.to();
+  device.frozen_for_version = handoff.at_version();
+  for (const Command* open : pending()) {
+    if (open->device != handoff.device()) continue;
+    Command& command = commands_.at(open->id);
+    if (command.actuating) {
+      finish(command, proto::COMMAND_INTERRUPTED,
+             fmt::format("device {} moved to {} while its leader was actuating it: the device may or may not have "
+                         "applied it",
+                         command.device, handoff.to()));
+    } else {
+      finish(command, proto::COMMAND_REFUSED, moved_reason(command.device, handoff.to()));
+    }
+  }
   forget_old_commands();
+}
+
+void DeviceGroupState::apply_import(const proto::DeviceImport& imported) {
+  if (check_device_id(imported.device()) || imported.placed_version() == 0) return;
+  if (const Device* current = device(imported.device())) {
+    // A newer claim froze the device here first (this importer's catalog
+    // is behind), or the device is live here by this or a newer placement.
+    if (current->frozen() && current->frozen_for_version > imported.placed_version()) return;
+    if (!current->frozen() && current->held && current->placed_version >= imported.placed_version()) return;
+  }
+  for (const auto& msg : imported.commands()) {
+    if (msg.command_id().empty() || msg.device() != imported.device() ||
+        msg.outcome().status() == proto::COMMAND_PENDING) {
+      continue;
+    }
+    const auto found = commands_.find(msg.command_id());
+    if (found != commands_.end()) {
+      // Accepted here too (a client sent it again): if the old group may
+      // have run it, it must not run here.
+      Command& local = found->second;
+      if (!local.done() && may_have_run(msg.outcome().status())) {
+        local.outcome = msg.outcome();
+        finished_order_.push_back(local.id);
+      }
+      continue;
+    }
+    Command& command = commands_[msg.command_id()];
+    command.id = msg.command_id();
+    command.device = msg.device();
+    command.values = from_proto(msg.values());
+    command.origin = core::NodeId(msg.origin());
+    command.accepted_position = position_;
+    command.outcome = msg.outcome();
+    finished_order_.push_back(command.id);
+  }
+  forget_old_commands();
+  if (!imported.last()) return;
+  Device& device = devices_[imported.device()];
+  if (imported.has_record()) {
+    Device incoming = from_proto(imported.record());
+    // Above this group's own older record too: versions never go back.
+    const uint64_t version = device.held ? std::max(incoming.version, device.version + 1) : incoming.version;
+    device.attributes = std::move(incoming.attributes);
+    device.known = incoming.known;
+    device.up = incoming.up;
+    device.reason = std::move(incoming.reason);
+    device.changed_at_us = incoming.changed_at_us;
+    device.version = version;
+  }
+  device.held = true;
+  device.placed_version = imported.placed_version();
+  device.moved_to.clear();
+  device.frozen_for_version = 0;
+}
+
+proto::DeviceQueryReply DeviceGroupState::handoff_answer(const std::string& id) const {
+  proto::DeviceQueryReply reply;
+  if (const Device* record = device(id)) {
+    *reply.add_devices() = to_proto(id, *record);
+    reply.set_found(true);
+  }
+  size_t bytes = 0;
+  for (auto it = finished_order_.rbegin(); it != finished_order_.rend(); ++it) {
+    const Command& command = commands_.at(*it);
+    if (command.device != id) continue;
+    proto::CommandRecordMsg msg;
+    msg.set_command_id(command.id);
+    msg.set_device(command.device);
+    msg.set_origin(command.origin.value());
+    msg.mutable_outcome()->set_command_id(command.id);
+    msg.mutable_outcome()->set_status(command.outcome.status());
+    msg.mutable_outcome()->set_detail(command.outcome.detail().substr(0, kHandoffDetailBytes));
+    bytes += msg.ByteSizeLong() + 2;
+    if (bytes > kHandoffHistoryBytes) break;
+    *reply.add_history() = std::move(msg);
+  }
+  return reply;
 }
 
 void DeviceGroupState::forget_old_commands() {
@@ -193,7 +324,10 @@ core::Expected<std::string, std::string> DeviceGroupState::read(std::string_view
   proto::DeviceQueryReply reply;
   switch (decoded->kind_case()) {
     case proto::DeviceQuery::kAllDevices:
-      for (const auto& [id, device] : devices_) *reply.add_devices() = to_proto(id, device);
+      // A frozen record is no longer this group's to report.
+      for (const auto& [id, device] : devices_) {
+        if (!device.frozen()) *reply.add_devices() = to_proto(id, device);
+      }
       for (auto& lock : locks_.to_proto()) *reply.add_locks() = std::move(lock);
       reply.set_found(true);
       break;
@@ -206,6 +340,10 @@ core::Expected<std::string, std::string> DeviceGroupState::read(std::string_view
         *reply.mutable_command() = to_proto(*found);
         reply.set_found(true);
       }
+      break;
+    case proto::DeviceQuery::kHandoffDevice:
+      if (check_device_id(decoded->handoff_device())) return core::Unexpected(std::string("malformed device id"));
+      reply = handoff_answer(decoded->handoff_device());
       break;
     case proto::DeviceQuery::KIND_NOT_SET:
       return core::Unexpected(std::string("empty device query"));

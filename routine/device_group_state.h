@@ -33,6 +33,46 @@ namespace mesh::routine {
 // refused unless the command carries the current holder's fencing token, so
 // a command with no lock cannot cut into a routine, and a routine whose lock
 // was reclaimed cannot actuate after the next holder was granted it.
+// Handoff: a catalog change can move a device to another group (its cluster
+// changed). The new group's leader writes DeviceHandoff{device, to,
+// at_version} to the old group, reads the device's record and newest
+// finished commands there, and commits them here with DeviceImport (the
+// finished commands in as many imports as the update size needs, the record
+// last). Both are applied from their payload alone, so every replica of
+// either group decides the same. Why it is safe:
+//  - Freezing is the old group's last word on the device: when the handoff
+//    applies, its pending commands are refused ("moved to cluster:X"), an
+//    actuating one is reported interrupted (as on a leader change), later
+//    accepts are refused at once, and observations and outcomes are
+//    ignored. So after the freeze nothing is actuated there any more (one
+//    driver call already under way when it applies may still land: the
+//    command is reported interrupted, as when a leader dies mid-call), and
+//    the record and command ids the new group reads are final.
+//  - The new group's leader neither polls nor actuates the device before its
+//    last import commits, so no command runs in both groups; an imported
+//    command id answers a retried accept here as it did there; a command
+//    accepted here meanwhile under an id the old group may have actuated
+//    takes the old outcome instead of running again. Hence at most once
+//    across the move. Nothing acknowledged is lost: an outcome stays in the
+//    old group, where its client polls it, and every command accepted there
+//    ends with one (run, refused as moved, or interrupted).
+//  - What moves: the record whole, and of the command history the device's
+//    newest finished commands that fit one read answer
+//    (kHandoffHistoryBytes), id and outcome only: all a retried accept
+//    needs, and retries end with the client's timeout.
+//  - Versions order the claims. at_version / placed_version is the catalog
+//    version from which the device is in the claiming group; at one version
+//    a device is in exactly one cluster, so two groups never claim with the
+//    same version. A freeze older than the record's placement is ignored (a
+//    leader with a stale catalog cannot take a device back); an import older
+//    than a freeze is ignored (a freeze that overtook a slower importer
+//    wins, so at most one group holds the device live). A freeze of a device
+//    the group never held leaves a placeholder that still rejects older
+//    imports.
+//  - Every step is idempotent (commands by id, the record by placement), so
+//    a new leader on either side simply redoes the handoff. The imported
+//    record keeps its version (and stays above this group's own older
+//    record), so subscribers never see a version go backwards.
 class DeviceGroupState : public kgroup::ClientStateMachine {
  public:
   struct Device {
@@ -42,6 +82,15 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
     bool up = false;
     std::string reason;  // why it is down
     int64_t changed_at_us = 0;
+    // Handoff: this group holds the device's record (observed, commanded or
+    // imported here), live from catalog version placed_version; frozen (no
+    // longer this group's) when moved_to is set, by a claim of
+    // frozen_for_version.
+    bool held = false;
+    uint64_t placed_version = 0;
+    std::string moved_to;
+    uint64_t frozen_for_version = 0;
+    bool frozen() const { return !moved_to.empty(); }
   };
   struct Command {
     std::string id;
@@ -83,6 +132,13 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
   // client's retries end with its timeout (10 s by default), and no device
   // group sees 128 commands within one timeout in a building.
   static constexpr size_t kMaxFinishedCommands = 128;
+  // A handoff read carries the device's newest finished commands that fit
+  // this many bytes, without their values and state after and with their
+  // detail cut to kHandoffDetailBytes: a retried accept needs only the id
+  // and its outcome, and one answer must fit one datagram. Retries end
+  // with the client's timeout, so the newest few are the ones that matter.
+  static constexpr size_t kHandoffHistoryBytes = 560;
+  static constexpr size_t kHandoffDetailBytes = 64;
 
  private:
   void apply_update(std::string_view update);
@@ -91,6 +147,9 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
   std::optional<std::string> lock_refusal(const Command& command) const;
   void finish(Command& command, proto::CommandStatus status, std::string detail);
   void forget_old_commands();
+  void apply_handoff(const proto::DeviceHandoff& handoff);
+  void apply_import(const proto::DeviceImport& imported);
+  proto::DeviceQueryReply handoff_answer(const std::string& device) const;
 
   std::map<std::string, Device> devices_;
   std::map<std::string, Command> commands_;

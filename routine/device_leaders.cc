@@ -23,6 +23,32 @@ proto::CommandStatus status_of(DriverFailure failure) {
 
 }  // namespace
 
+struct DeviceLeaders::Handoff {
+  Handoff(core::Env& env, uint64_t handoff_id) : id(handoff_id), retry_timer(env) {}
+  uint64_t id;
+  Placement placed;
+  size_t next = 0;  // the source being visited
+  core::TimePoint deadline;
+  std::vector<proto::CommandRecordMsg> history;  // newest first, from every source visited
+  // The newest record found so far: the one placed last (then the higher
+  // version). A group the device left long ago may still hold an older
+  // one, frozen, so every source is visited. `record` is empty when the
+  // newest is this group's own.
+  std::optional<proto::DeviceStateMsg> record;
+  std::string from;
+  std::pair<uint64_t, uint64_t> newest{};  // placed_version, version of `from`'s record
+  bool importing = false;
+  std::optional<core::TimePoint> absent_since;  // the source being visited answered "no group"
+  void consider(const std::string& group, const proto::DeviceStateMsg& held, bool own) {
+    const std::pair<uint64_t, uint64_t> rank{held.placed_version(), held.version()};
+    if (!from.empty() && rank <= newest) return;
+    newest = rank;
+    from = group;
+    record = own ? std::nullopt : std::optional<proto::DeviceStateMsg>(held);
+  }
+  core::ScopedTimer retry_timer;
+};
+
 struct DeviceLeaders::Watch {
   explicit Watch(core::Env& env) : poll_timer(env), retry_timer(env) {}
   DeviceSpec spec;
@@ -34,6 +60,9 @@ struct DeviceLeaders::Watch {
   bool observing = false;  // an observation is being committed
   uint32_t failures = 0;
   std::string busy_command;  // being actuated (or its outcome committed)
+  bool live = false;         // the group holds its record: polled, actuated, announced
+  std::unique_ptr<Handoff> handoff;
+  core::TimePoint next_handoff{};  // a handoff that stopped is not started again before this
 };
 
 struct DeviceLeaders::Session {
@@ -47,13 +76,14 @@ struct DeviceLeaders::Session {
 
 DeviceLeaders::DeviceLeaders(core::Env& env, kgroup::GroupHost& host, const kgroup::GroupSelector& selector,
                              const Catalog& catalog, DriverFactory& drivers, RoutineMessages& messages,
-                             core::Metrics& metrics, DeviceLeaderOptions options)
+                             core::Metrics& metrics, kgroup::GroupClient& groups, DeviceLeaderOptions options)
     : env_(env),
       host_(host),
       selector_(selector),
       catalog_(catalog),
       drivers_(drivers),
       messages_(messages),
+      groups_(groups),
       options_(options),
       scan_timer_(env),
       observations_(metrics.counter("device_observations_total")),
@@ -61,7 +91,9 @@ DeviceLeaders::DeviceLeaders(core::Env& env, kgroup::GroupHost& host, const kgro
       commands_failed_(metrics.counter("device_commands_total", {{"result", "failed"}})),
       notifications_(metrics.counter("device_notifications_total")),
       driver_errors_(metrics.counter("device_driver_errors_total")),
-      locks_reclaimed_(metrics.counter("device_locks_reclaimed_total")) {
+      locks_reclaimed_(metrics.counter("device_locks_reclaimed_total")),
+      handoffs_imported_(metrics.counter("device_handoffs_total", {{"result", "imported"}})),
+      handoffs_fresh_(metrics.counter("device_handoffs_total", {{"result", "fresh"}})) {
   messages_.on(proto::RoutineBody::kSubscribe, [this](const core::Message& message, const proto::RoutineBody& body) {
     on_subscribe(message, body.subscribe());
   });
@@ -97,7 +129,9 @@ DeviceLeaders::Session* DeviceLeaders::session(const SessionKey& key) {
 std::vector<std::string> DeviceLeaders::led_devices() const {
   std::vector<std::string> out;
   for (const auto& [key, s] : sessions_) {
-    for (const auto& [device, watch] : s->watches) out.push_back(device);
+    for (const auto& [device, watch] : s->watches) {
+      if (watch->live) out.push_back(device);
+    }
   }
   return out;
 }
@@ -165,46 +199,87 @@ void DeviceLeaders::sync_session(Session& s, kgroup::GroupReplica& r) {
   }
   std::erase_if(s.watches, [&](const auto& entry) {
     const auto it = wanted.find(entry.first);
-    // A device whose definition changed gets a new driver.
-    return it == wanted.end() || !(*it->second == entry.second->spec);
+    if (it == wanted.end()) return true;
+    Watch& w = *entry.second;
+    const DeviceSpec& spec = *it->second;
+    if (spec.driver == w.spec.driver && spec.kind == w.spec.kind) {
+      w.spec = spec;  // labels or location: the driver stays
+      return false;
+    }
+    // A new driver, but not under a command being actuated: a new watch
+    // would not know it is busy and could actuate the command again.
+    return w.busy_command.empty();
   });
   for (const auto& [id, spec] : wanted) {
     auto& watch = s.watches[id];
-    if (watch) continue;
-    watch = std::make_unique<Watch>(env_);
-    watch->spec = *spec;
-    auto opened = drivers_.open(*spec);
-    if (!opened) {
-      watch->open_error = opened.error();
-      core::log("routine").warn("device {}: cannot open driver {}: {}", id, spec->driver, opened.error());
-    } else {
-      watch->driver = std::move(*opened);
-      const std::string device = id;
-      watch->driver->watch([this, key, device](const DriverResult& result) { on_reading(key, device, result); });
-    }
-    // Spread first polls over one interval so a leader taking over many
-    // devices does not read them all at once.
-    const auto offset = core::Duration(static_cast<int64_t>(
-        env_.rng().below(static_cast<uint64_t>(std::max<int64_t>(options_.poll_interval.count(), 1)))));
     const std::string device = id;
-    watch->poll_timer.start(offset, [this, key, device] {
-      Session* again = session(key);
-      if (again == nullptr) return;
-      const auto w = again->watches.find(device);
-      if (w == again->watches.end()) return;
-      w->second->poll_timer.start_periodic(options_.poll_interval, [this, key, device] { poll(key, device); });
-      poll(key, device);
-    });
+    if (!watch) {
+      watch = std::make_unique<Watch>(env_);
+      watch->spec = *spec;
+      auto opened = drivers_.open(*spec);
+      if (!opened) {
+        watch->open_error = opened.error();
+        core::log("routine").warn("device {}: cannot open driver {}: {}", device, spec->driver, opened.error());
+      } else {
+        watch->driver = std::move(*opened);
+        watch->driver->watch([this, key, device](const DriverResult& result) { on_reading(key, device, result); });
+      }
+    }
+    Watch& w = *watch;
+    const Placement placed = placement(device, target);
+    const Readiness ready = readiness(key, device, placed);
+    if (ready == Readiness::live) {
+      if (w.live) continue;
+      w.live = true;
+      w.handoff.reset();
+      start_polling(key, device);
+      if (s.announced) {
+        if (const DeviceGroupState* st = state(key); st != nullptr && st->device(device) != nullptr) {
+          notify(key, device, *st->device(device));
+        }
+      }
+      continue;
+    }
+    if (w.live) {
+      // Frozen by a newer claim that this node's catalog has not reached.
+      core::log("routine").info("device {} was taken over by another group; group={} waits for the catalog", device,
+                                target);
+      w.live = false;
+      w.poll_timer.cancel();
+    }
+    if (ready == Readiness::needs_handoff && !w.handoff && env_.now() >= w.next_handoff) {
+      start_handoff(key, device, placed);
+    }
   }
   if (!s.announced) {
     // A new leader: tell every subscriber where its devices stand.
     s.announced = true;
     if (const DeviceGroupState* st = state(key)) {
       for (const auto& [id, watch] : s.watches) {
-        if (const auto* record = st->device(id)) notify(key, id, *record);
+        const auto* record = st->device(id);
+        if (watch->live && record != nullptr) notify(key, id, *record);
       }
     }
   }
+}
+
+void DeviceLeaders::start_polling(const SessionKey& key, const std::string& device) {
+  Session* s = session(key);
+  if (s == nullptr) return;
+  const auto it = s->watches.find(device);
+  if (it == s->watches.end()) return;
+  // Spread first polls over one interval so a leader taking over many
+  // devices does not read them all at once.
+  const auto offset = core::Duration(static_cast<int64_t>(
+      env_.rng().below(static_cast<uint64_t>(std::max<int64_t>(options_.poll_interval.count(), 1)))));
+  it->second->poll_timer.start(offset, [this, key, device] {
+    Session* again = session(key);
+    if (again == nullptr) return;
+    const auto w = again->watches.find(device);
+    if (w == again->watches.end()) return;
+    w->second->poll_timer.start_periodic(options_.poll_interval, [this, key, device] { poll(key, device); });
+    poll(key, device);
+  });
 }
 
 void DeviceLeaders::poll(const SessionKey& key, const std::string& device) {
@@ -213,7 +288,7 @@ void DeviceLeaders::poll(const SessionKey& key, const std::string& device) {
   const auto it = s->watches.find(device);
   if (it == s->watches.end()) return;
   Watch& w = *it->second;
-  if (w.reading) return;
+  if (w.reading || !w.live) return;
   if (!w.driver) {
     on_reading(key, device, core::Unexpected(DriverError{DriverFailure::protocol, w.open_error}));
     return;
@@ -234,7 +309,7 @@ void DeviceLeaders::on_reading(const SessionKey& key, const std::string& device,
   const DeviceGroupState* st = state(key);
   if (s == nullptr || st == nullptr) return;
   const auto it = s->watches.find(device);
-  if (it == s->watches.end()) return;
+  if (it == s->watches.end() || !it->second->live) return;
   Watch& w = *it->second;
   const DeviceGroupState::Device* record = st->device(device);
   proto::DeviceUpdate update;
@@ -283,7 +358,8 @@ void DeviceLeaders::run_commands(const SessionKey& key) {
     if (!ordered.insert(command->device).second || s->finishing.count(command->id) != 0) continue;
     const auto it = s->watches.find(command->device);
     Watch* w = it == s->watches.end() ? nullptr : it->second.get();
-    if (w != nullptr && !w->busy_command.empty()) continue;
+    // Until the handoff places its record here, its commands wait in order.
+    if (w != nullptr && (!w->busy_command.empty() || !w->live)) continue;
     const std::string id = command->id;
     if (command->actuating) {
       if (w != nullptr) w->busy_command = id;
@@ -423,6 +499,308 @@ void DeviceLeaders::submit(const SessionKey& key, const proto::DeviceUpdate& upd
             });
 }
 
+const std::map<std::string, std::string>& DeviceLeaders::groups_at(uint64_t version) {
+  const uint64_t latest = catalog_.version();
+  const uint64_t lowest = latest > kHandoffLookback ? latest - kHandoffLookback : 0;
+  std::erase_if(groups_at_, [&](const auto& entry) { return entry.first < lowest || entry.first > latest; });
+  auto& groups = groups_at_[version];
+  if (!groups.empty()) return groups;
+  std::vector<kgroup::DeviceLocation> locations;
+  for (const auto& [id, spec] : catalog_.devices_at(version)) locations.push_back({id, spec.location});
+  const auto clusters = kgroup::DeviceClusters::build(std::move(locations), selector_.options().clusters);
+  for (const auto& cluster : clusters.clusters()) {
+    const std::string target = kgroup::GroupTarget{kgroup::TargetKind::cluster, cluster.id}.to_string();
+    for (const auto& device : cluster.devices) groups[device] = target;
+  }
+  return groups;
+}
+
+DeviceLeaders::Placement DeviceLeaders::placement(const std::string& device, const std::string& target) {
+  const uint64_t latest = catalog_.version();
+  const uint64_t lowest = latest > kHandoffLookback ? latest - kHandoffLookback : 0;
+  const auto group_at = [this, &device](uint64_t version) {
+    const auto& groups = groups_at(version);
+    const auto it = groups.find(device);
+    return it == groups.end() ? std::string() : it->second;
+  };
+  uint64_t arrival = latest;
+  while (arrival > lowest && group_at(arrival - 1) == target) --arrival;
+  // Here from the start, or for longer than the look-back: nothing to take.
+  if (arrival == lowest) return {};
+  Placement placed;
+  placed.arrival = arrival;
+  for (uint64_t version = arrival; version > lowest && placed.sources.size() < kMaxHandoffSources; --version) {
+    const std::string group = group_at(version - 1);
+    if (!group.empty() && std::find(placed.sources.begin(), placed.sources.end(), group) == placed.sources.end()) {
+      placed.sources.push_back(group);
+    }
+  }
+  return placed;
+}
+
+DeviceLeaders::Readiness DeviceLeaders::readiness(const SessionKey& key, const std::string& device,
+                                                  const Placement& placed) const {
+  const DeviceGroupState* st = state(key);
+  const DeviceGroupState::Device* record = st == nullptr ? nullptr : st->device(device);
+  if (record == nullptr) return placed.arrival == 0 ? Readiness::live : Readiness::needs_handoff;
+  if (record->frozen()) {
+    // Frozen by a claim this node's catalog does not know yet, or by an
+    // older one this group must now take back.
+    const uint64_t claim = placed.arrival == 0 ? catalog_.version() : placed.arrival;
+    return record->frozen_for_version > claim ? Readiness::catalog_behind : Readiness::needs_handoff;
+  }
+  if (placed.arrival == 0 || (record->held && record->placed_version >= placed.arrival)) return Readiness::live;
+  return Readiness::needs_handoff;
+}
+
+DeviceLeaders::Handoff* DeviceLeaders::handoff(const SessionKey& key, const std::string& device, uint64_t id) {
+  Session* s = session(key);
+  if (s == nullptr) return nullptr;
+  const auto it = s->watches.find(device);
+  if (it == s->watches.end() || !it->second->handoff || it->second->handoff->id != id) return nullptr;
+  return it->second->handoff.get();
+}
+
+void DeviceLeaders::start_handoff(const SessionKey& key, const std::string& device, Placement placed) {
+  Session* s = session(key);
+  if (s == nullptr) return;
+  const auto it = s->watches.find(device);
+  if (it == s->watches.end()) return;
+  const std::string& target = std::get<0>(key);
+  if (placed.arrival == 0) {
+    // In this group for as long as the look-back sees, yet frozen here by
+    // an older claim: take it back from where that claim moved it.
+    const DeviceGroupState* st = state(key);
+    const DeviceGroupState::Device* record = st == nullptr ? nullptr : st->device(device);
+    placed.arrival = catalog_.version();
+    if (record != nullptr && record->frozen()) placed.sources = {record->moved_to, target};
+  }
+  const uint64_t id = next_handoff_++;
+  auto h = std::make_unique<Handoff>(env_, id);
+  h->placed = std::move(placed);
+  h->deadline = env_.now() + options_.handoff_timeout;
+  std::string sources;
+  for (const auto& source : h->placed.sources) sources += (sources.empty() ? "" : ",") + source;
+  core::log("routine").info("handoff of device {} to group={} from catalog version {}: sources [{}]", device, target,
+                            h->placed.arrival, sources);
+  it->second->handoff = std::move(h);
+  continue_handoff(key, device, id);
+}
+
+void DeviceLeaders::continue_handoff(const SessionKey& key, const std::string& device, uint64_t id) {
+  Handoff* h = handoff(key, device, id);
+  if (h == nullptr || h->importing) return;
+  const std::string& target = std::get<0>(key);
+  if (h->next >= h->placed.sources.size()) {
+    import(key, device, id);
+    return;
+  }
+  const std::string source = h->placed.sources[h->next];
+  if (source == target) {
+    // It was here before: this group's own record competes too.
+    const DeviceGroupState* st = state(key);
+    const DeviceGroupState::Device* own = st == nullptr ? nullptr : st->device(device);
+    if (own != nullptr && own->held) h->consider(target, to_proto(device, *own), /*own=*/true);
+    ++h->next;
+    continue_handoff(key, device, id);
+    return;
+  }
+  const auto parsed = kgroup::GroupTarget::parse(source);
+  if (!parsed) {
+    ++h->next;
+    continue_handoff(key, device, id);
+    return;
+  }
+  // Read first: a write to a group that does not exist would create one.
+  proto::DeviceQuery query;
+  query.set_handoff_device(device);
+  groups_.read_from(
+      *parsed, query.SerializeAsString(), options_.handoff_request_timeout,
+      [this, key, device, id, source](const auto& result) {
+        Handoff* again = handoff(key, device, id);
+        if (again == nullptr) return;
+        if (!result) {
+          if (result.error().find("no group of") == std::string::npos) {
+            retry_handoff(key, device, id, fmt::format("reading {}: {}", source, result.error()));
+            return;
+          }
+          // The answer is cached for a while where it is given, so a
+          // group created elsewhere meanwhile may be missed: only a
+          // second answer, handoff_absent_wait later, settles it.
+          const core::TimePoint now = env_.now();
+          if (!again->absent_since) again->absent_since = now;
+          if (now - *again->absent_since < options_.handoff_absent_wait) {
+            again->retry_timer.start(options_.handoff_retry,
+                                     [this, key, device, id] { continue_handoff(key, device, id); });
+            return;
+          }
+          core::log("routine").info("handoff of device {}: group {} does not exist", device, source);
+          again->absent_since.reset();
+          ++again->next;
+          continue_handoff(key, device, id);
+          return;
+        }
+        again->absent_since.reset();
+        const auto reply = parse_message<proto::DeviceQueryReply>(result->answer);
+        if (!reply) {
+          retry_handoff(key, device, id, fmt::format("malformed answer from {}", source));
+        } else if (reply->devices_size() > 0 && reply->devices(0).frozen_for_version() == again->placed.arrival) {
+          take_source(key, device, id, *reply);  // frozen by this claim already
+        } else {
+          freeze_source(key, device, id);
+        }
+      });
+}
+
+void DeviceLeaders::freeze_source(const SessionKey& key, const std::string& device, uint64_t id) {
+  Handoff* h = handoff(key, device, id);
+  if (h == nullptr) return;
+  const std::string source = h->placed.sources[h->next];
+  proto::DeviceUpdate update;
+  proto::DeviceHandoff& freeze = *update.mutable_handoff();
+  freeze.set_device(device);
+  freeze.set_to(std::get<0>(key));
+  freeze.set_at_version(h->placed.arrival);
+  groups_.write_to(*kgroup::GroupTarget::parse(source), DeviceGroupState::encode(update),
+                   options_.handoff_request_timeout, [this, key, device, id, source](const auto& written) {
+                     if (handoff(key, device, id) == nullptr) return;
+                     if (!written) {
+                       retry_handoff(key, device, id, fmt::format("freezing it in {}: {}", source, written.error()));
+                       return;
+                     }
+                     proto::DeviceQuery query;
+                     query.set_handoff_device(device);
+                     groups_.read_from(
+                         *kgroup::GroupTarget::parse(source), query.SerializeAsString(),
+                         options_.handoff_request_timeout, [this, key, device, id, source](const auto& result) {
+                           if (handoff(key, device, id) == nullptr) return;
+                           const auto reply =
+                               result ? parse_message<proto::DeviceQueryReply>(result->answer) : std::nullopt;
+                           if (!reply) {
+                             retry_handoff(key, device, id,
+                                           fmt::format("reading {} after the freeze: {}", source,
+                                                       result ? std::string("malformed answer") : result.error()));
+                             return;
+                           }
+                           take_source(key, device, id, *reply);
+                         });
+                   });
+}
+
+void DeviceLeaders::take_source(const SessionKey& key, const std::string& device, uint64_t id,
+                                const proto::DeviceQueryReply& reply) {
+  Handoff* h = handoff(key, device, id);
+  if (h == nullptr) return;
+  const std::string source = h->placed.sources[h->next];
+  if (reply.devices_size() > 0) {
+    const proto::DeviceStateMsg& there = reply.devices(0);
+    if (there.frozen_for_version() != h->placed.arrival) {
+      // Placed there, or frozen, by a claim newer than this node's catalog:
+      // the device has moved on. Wait for the catalog (scan starts over).
+      give_up_handoff(key, device,
+                      fmt::format("{} holds it for catalog version {} (frozen for {}), newer than this node's {}",
+                                  source, there.placed_version(), there.frozen_for_version(), h->placed.arrival));
+      return;
+    }
+    core::log("routine").debug("handoff of device {}: {} holds {} version {} placed at {}", device, source,
+                               there.held() ? "its record" : "no record", there.version(), there.placed_version());
+    if (there.held()) h->consider(source, there, /*own=*/false);
+  }
+  for (const auto& command : reply.history()) {
+    if (h->history.size() * 2 < DeviceGroupState::kMaxFinishedCommands) h->history.push_back(command);
+  }
+  ++h->next;
+  continue_handoff(key, device, id);
+}
+
+void DeviceLeaders::retry_handoff(const SessionKey& key, const std::string& device, uint64_t id,
+                                  const std::string& problem) {
+  Handoff* h = handoff(key, device, id);
+  if (h == nullptr) return;
+  if (env_.now() >= h->deadline) {
+    core::log("routine").warn(
+        "handoff of device {} to group={}: no answer from its old group within {:.0f} s (last: {}); it starts "
+        "fresh here, without its old record",
+        device, std::get<0>(key), core::to_seconds(options_.handoff_timeout), problem);
+    h->next = h->placed.sources.size();
+    h->record.reset();
+    h->from.clear();
+    import(key, device, id);
+    return;
+  }
+  core::log("routine").debug("handoff of device {}: {}; trying again", device, problem);
+  h->retry_timer.start(options_.handoff_retry, [this, key, device, id] { continue_handoff(key, device, id); });
+}
+
+void DeviceLeaders::give_up_handoff(const SessionKey& key, const std::string& device, const std::string& why) {
+  core::log("routine").info("handoff of device {} to group={} stopped: {}", device, std::get<0>(key), why);
+  Session* s = session(key);
+  if (s == nullptr) return;
+  if (const auto it = s->watches.find(device); it != s->watches.end()) {
+    it->second->handoff.reset();
+    it->second->next_handoff = env_.now() + options_.handoff_retry;
+  }
+}
+
+void DeviceLeaders::import(const SessionKey& key, const std::string& device, uint64_t id) {
+  Handoff* h = handoff(key, device, id);
+  if (h == nullptr) return;
+  h->importing = true;
+  std::vector<proto::DeviceUpdate> imports;
+  auto fresh_import = [&](bool last) {
+    proto::DeviceUpdate update;
+    proto::DeviceImport& imported = *update.mutable_imported();
+    imported.set_device(device);
+    imported.set_placed_version(h->placed.arrival);
+    imported.set_last(last);
+    imported.set_from(h->from);
+    return update;
+  };
+  // Oldest first, so the group forgets them in their order.
+  proto::DeviceUpdate chunk = fresh_import(false);
+  for (auto it = h->history.rbegin(); it != h->history.rend(); ++it) {
+    *chunk.mutable_imported()->add_commands() = *it;
+    if (DeviceGroupState::encode(chunk).size() <= options_.max_update_bytes) continue;
+    chunk.mutable_imported()->mutable_commands()->RemoveLast();
+    if (chunk.imported().commands_size() > 0) imports.push_back(chunk);
+    chunk = fresh_import(false);
+    *chunk.mutable_imported()->add_commands() = *it;
+    if (DeviceGroupState::encode(chunk).size() > options_.max_update_bytes) {
+      chunk.mutable_imported()->mutable_commands()->RemoveLast();  // one command alone too large: dropped
+    }
+  }
+  if (chunk.imported().commands_size() > 0) imports.push_back(chunk);
+  proto::DeviceUpdate last = fresh_import(true);
+  if (h->record) *last.mutable_imported()->mutable_record() = *h->record;
+  imports.push_back(last);
+  core::log("routine").info("handoff of device {} to group={}: importing {} from {} with {} finished commands", device,
+                            std::get<0>(key), h->record ? "its record" : "no record",
+                            h->from.empty() ? std::string("nowhere (it starts fresh)") : h->from, h->history.size());
+  submit_imports(key, device, id, std::move(imports), 0);
+}
+
+void DeviceLeaders::submit_imports(const SessionKey& key, const std::string& device, uint64_t id,
+                                   std::vector<proto::DeviceUpdate> imports, size_t next) {
+  if (handoff(key, device, id) == nullptr) return;
+  const proto::DeviceUpdate update = imports[next];
+  submit(key, update, [this, key, device, id, imports = std::move(imports), next](bool committed) mutable {
+    Handoff* h = handoff(key, device, id);
+    if (h == nullptr) return;
+    if (!committed) {
+      // Not leading any more, or the commit was lost: the next scan (here
+      // or at the successor) finds the device not live and starts over.
+      give_up_handoff(key, device, "an import was not committed");
+      return;
+    }
+    if (next + 1 < imports.size()) {
+      submit_imports(key, device, id, std::move(imports), next + 1);
+      return;
+    }
+    // Live from the next scan on.
+    (h->from.empty() ? handoffs_fresh_ : handoffs_imported_).add();
+  });
+}
+
 void DeviceLeaders::on_subscribe(const core::Message& message, const proto::DeviceSubscribe& subscribe) {
   const auto lease = std::min<core::Duration>(std::chrono::milliseconds(subscribe.lease_ms()),
                                               options_.subscription_lease);
@@ -445,7 +823,8 @@ void DeviceLeaders::on_subscribe(const core::Message& message, const proto::Devi
     if (check_device_id(device)) continue;
     subscribers_[device][message.src] = env_.now() + lease;
     for (const auto& [key, s] : sessions_) {
-      if (s->watches.count(device) == 0) continue;
+      const auto watch = s->watches.find(device);
+      if (watch == s->watches.end() || !watch->second->live) continue;
       const DeviceGroupState* st = state(key);
       const auto* record = st == nullptr ? nullptr : st->device(device);
       if (record == nullptr) continue;

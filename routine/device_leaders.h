@@ -8,6 +8,7 @@
 
 #include "core/env.h"
 #include "core/metrics.h"
+#include "kgroup/group_client.h"
 #include "kgroup/group_host.h"
 #include "kgroup/group_selector.h"
 #include "routine/catalog.h"
@@ -37,6 +38,22 @@ struct DeviceLeaderOptions {
   // (the agent sets it from the system clock, the simulator leaves it at 0),
   // so every node reads a change's time alike.
   core::TimePoint clock_origin{};
+  // Handoff of a device that moved here from another group: a step that
+  // failed (no leader there yet, a lost message) is tried again after
+  // handoff_retry, each request waits handoff_request_timeout, and after
+  // handoff_timeout the device starts fresh here (logged): its old group
+  // could not be reached, so waiting longer would only keep it unwatched.
+  core::Duration handoff_retry = std::chrono::seconds(1);
+  core::Duration handoff_request_timeout = std::chrono::seconds(5);
+  core::Duration handoff_timeout = std::chrono::seconds(60);
+  // An old group that answers "no group" is skipped only if it still does
+  // this much later: longer than KgroupService caches that answer
+  // (KgroupConfig::write_attempt_timeout), so a group created meanwhile
+  // elsewhere is found.
+  core::Duration handoff_absent_wait = std::chrono::seconds(5);
+  // Largest update payload a group commits (ReplicaOptions::max_update_bytes
+  // less the 8-byte write id): imports are cut to it.
+  size_t max_update_bytes = 692;
 };
 
 // The device leaders of one node (CoMesh 4.1): for every device group
@@ -67,10 +84,31 @@ struct DeviceLeaderOptions {
 //    renewed within lock_reclaim_after is released by the leader
 //    (reclaimed), and the fencing token keeps the old holder from
 //    actuating afterwards.
+//  - Handoff: a device that a catalog change moved into a group this node
+//    leads is not polled, actuated or announced until the group holds its
+//    record (DeviceGroupState explains why this is safe). The leader
+//    recomputes, from the catalog's versions (the clustering is
+//    deterministic), the version from which the device is in this group and
+//    the groups it was in before, newest first. For each in turn it writes
+//    DeviceHandoff there, which freezes the device, and reads the frozen
+//    record and its newest finished commands. It visits every one (a group
+//    the device left long ago may still hold an older record, frozen, and
+//    one never frozen must be) and keeps the record placed last, this
+//    group's own included, the higher version breaking a tie. It reads
+//    before it writes, because a write to a group that does not exist
+//    creates one; and as a read's "no group" is cached for a while where it
+//    is given (KgroupService), a group is taken to be absent only if it is
+//    still reported absent handoff_absent_wait later. Then it commits
+//    DeviceImport here: the commands in imports that fit one update each,
+//    the record last. A
+//    read showing a newer claim than this node's catalog knows means this
+//    node is behind: it waits for its catalog instead. Commands for the
+//    device wait in order meanwhile. Every step is idempotent, so a leader
+//    that dies anywhere in between leaves its successor to redo them all.
 class DeviceLeaders {
  public:
-  DeviceLeaders(core::Env& env, kgroup::GroupHost& host, const kgroup::GroupSelector& selector,
-                const Catalog& catalog, DriverFactory& drivers, RoutineMessages& messages, core::Metrics& metrics,
+  DeviceLeaders(core::Env& env, kgroup::GroupHost& host, const kgroup::GroupSelector& selector, const Catalog& catalog,
+                DriverFactory& drivers, RoutineMessages& messages, core::Metrics& metrics, kgroup::GroupClient& groups,
                 DeviceLeaderOptions options);
   DeviceLeaders(const DeviceLeaders&) = delete;
   DeviceLeaders& operator=(const DeviceLeaders&) = delete;
@@ -78,18 +116,43 @@ class DeviceLeaders {
 
   void start();
 
-  // The devices this node leads right now.
+  // The devices this node leads right now (a device being handed over is
+  // not led yet).
   std::vector<std::string> led_devices() const;
   size_t subscriptions() const;
 
  private:
   struct Watch;
   struct Session;
+  struct Handoff;
+  // Where a device of a group stands in the catalog's history.
+  struct Placement {
+    uint64_t arrival = 0;  // the catalog version from which it is in the group (0: from the start)
+    // The groups it was in before, newest first (the group itself too if it
+    // was there before); empty when it arrived with a catalog change.
+    std::vector<std::string> sources;
+  };
+  enum class Readiness { live, needs_handoff, catalog_behind };
   using SessionKey = std::tuple<std::string, uint64_t, uint32_t>;
 
   void scan();
   void sync_session(Session& session, kgroup::GroupReplica& replica);
+  void start_polling(const SessionKey& key, const std::string& device);
   void poll(const SessionKey& key, const std::string& device);
+  Placement placement(const std::string& device, const std::string& target);
+  // The group target of every device at a catalog version (cached).
+  const std::map<std::string, std::string>& groups_at(uint64_t version);
+  Readiness readiness(const SessionKey& key, const std::string& device, const Placement& placed) const;
+  Handoff* handoff(const SessionKey& key, const std::string& device, uint64_t id);
+  void start_handoff(const SessionKey& key, const std::string& device, Placement placed);
+  void continue_handoff(const SessionKey& key, const std::string& device, uint64_t id);
+  void freeze_source(const SessionKey& key, const std::string& device, uint64_t id);
+  void take_source(const SessionKey& key, const std::string& device, uint64_t id, const proto::DeviceQueryReply& reply);
+  void retry_handoff(const SessionKey& key, const std::string& device, uint64_t id, const std::string& problem);
+  void give_up_handoff(const SessionKey& key, const std::string& device, const std::string& why);
+  void import(const SessionKey& key, const std::string& device, uint64_t id);
+  void submit_imports(const SessionKey& key, const std::string& device, uint64_t id,
+                      std::vector<proto::DeviceUpdate> imports, size_t next);
   void on_reading(const SessionKey& key, const std::string& device, const DriverResult& result);
   void run_commands(const SessionKey& key);
   void actuate(const SessionKey& key, const std::string& command_id);
@@ -109,6 +172,12 @@ class DeviceLeaders {
   void notify(const SessionKey& key, const std::string& device, const DeviceGroupState::Device& record);
   // Devices per answer to a renewal (about 60 bytes each): one datagram.
   static constexpr int kDevicesPerAnswer = 12;
+  // How far back in catalog versions a device's earlier groups are looked
+  // for (each version costs one clustering, cached), and how many of them
+  // a handoff visits: enough for any burst of catalog changes a building
+  // sees before its leaders catch up.
+  static constexpr uint64_t kHandoffLookback = 64;
+  static constexpr size_t kMaxHandoffSources = 4;
 
   core::Env& env_;
   kgroup::GroupHost& host_;
@@ -116,6 +185,7 @@ class DeviceLeaders {
   const Catalog& catalog_;
   DriverFactory& drivers_;
   RoutineMessages& messages_;
+  kgroup::GroupClient& groups_;
   DeviceLeaderOptions options_;
   core::ScopedTimer scan_timer_;
   std::map<SessionKey, std::unique_ptr<Session>> sessions_;
@@ -123,6 +193,8 @@ class DeviceLeaders {
   std::map<std::string, std::map<core::NodeId, core::TimePoint>> subscribers_;
   // device -> holder -> last renewal heard (by any member, so by this node)
   std::map<std::string, std::map<std::string, core::TimePoint>> lock_renewals_;
+  std::map<uint64_t, std::map<std::string, std::string>> groups_at_;
+  uint64_t next_handoff_ = 1;
 
   core::Counter& observations_;
   core::Counter& commands_ok_;
@@ -130,6 +202,8 @@ class DeviceLeaders {
   core::Counter& notifications_;
   core::Counter& driver_errors_;
   core::Counter& locks_reclaimed_;
+  core::Counter& handoffs_imported_;
+  core::Counter& handoffs_fresh_;
 };
 
 }  // namespace mesh::routine

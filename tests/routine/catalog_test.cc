@@ -133,6 +133,13 @@ TEST(Catalog, RunTimeChangesOverlayTheFile) {
   EXPECT_EQ(catalog.find("c")->driver, "kasa://10.0.0.9");
   EXPECT_EQ(changes, 3);  // base, remove, put
 
+  // Earlier versions are recomputed from the same list (device handoff).
+  EXPECT_EQ(catalog.devices_at(0).size(), 2u);
+  EXPECT_EQ(catalog.devices_at(1).count("a"), 0u);
+  EXPECT_EQ(catalog.devices_at(1).count("c"), 0u);
+  EXPECT_EQ(catalog.devices_at(2).count("c"), 1u);
+  EXPECT_EQ(catalog.devices_at(3), catalog.devices());
+
   // A gap is refused; a reset to a proper list is taken.
   proto::CatalogEntry late;
   late.set_version(9);

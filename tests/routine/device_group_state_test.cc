@@ -105,5 +105,227 @@ TEST(DeviceGroupState, ForgetsOldFinishedCommandsOnly) {
   EXPECT_NE(state.command("kept-pending"), nullptr);
 }
 
+// Applies `update` at the group's next sequence number.
+void step(DeviceGroupState& state, uint64_t& seq, const proto::DeviceUpdate& update) {
+  ++seq;
+  state.apply(seq, write(update, seq));
+}
+
+proto::DeviceUpdate handoff(const std::string& device, const std::string& to, uint64_t at_version) {
+  proto::DeviceUpdate update;
+  auto& h = *update.mutable_handoff();
+  h.set_device(device);
+  h.set_to(to);
+  h.set_at_version(at_version);
+  return update;
+}
+
+proto::DeviceUpdate finished(const std::string& id, proto::CommandStatus status) {
+  proto::DeviceUpdate update;
+  update.mutable_outcome()->set_command_id(id);
+  update.mutable_outcome()->set_status(status);
+  return update;
+}
+
+proto::DeviceQueryReply handoff_read(const DeviceGroupState& state, const std::string& device) {
+  proto::DeviceQuery query;
+  query.set_handoff_device(device);
+  const auto answer = state.read(query.SerializeAsString());
+  EXPECT_TRUE(answer.has_value());
+  return *parse_message<proto::DeviceQueryReply>(*answer);
+}
+
+// What a new group's leader commits from a handoff read: the history, then
+// the record.
+proto::DeviceUpdate import_from(const proto::DeviceQueryReply& reply, const std::string& device,
+                                uint64_t placed_version, bool last) {
+  proto::DeviceUpdate update;
+  auto& i = *update.mutable_imported();
+  i.set_device(device);
+  i.set_placed_version(placed_version);
+  i.set_last(last);
+  if (last) {
+    for (const auto& held : reply.devices()) {
+      if (held.held()) *i.mutable_record() = held;
+    }
+  } else {
+    for (const auto& command : reply.history()) *i.add_commands() = command;
+  }
+  return update;
+}
+
+TEST(DeviceGroupStateHandoff, FreezeRefusesPendingInterruptsActuatingAndLaterAccepts) {
+  DeviceGroupState old;
+  uint64_t seq = 0;
+  step(old, seq, observed("lamp", true, {{"power", false}}));
+  step(old, seq, accept("c1", "lamp", {{"power", true}}));
+  step(old, seq, accept("c2", "lamp", {{"power", false}}));
+  step(old, seq, accept("other", "fan", {{"power", true}}));
+  proto::DeviceUpdate actuating;
+  actuating.mutable_actuating()->set_command_id("c1");
+  step(old, seq, actuating);
+
+  step(old, seq, handoff("lamp", "cluster:b", 3));
+  EXPECT_TRUE(old.device("lamp")->frozen());
+  EXPECT_EQ(old.command("c1")->outcome.status(), proto::COMMAND_INTERRUPTED);
+  EXPECT_EQ(old.command("c2")->outcome.status(), proto::COMMAND_REFUSED);
+  EXPECT_NE(old.command("c2")->outcome.detail().find("moved to cluster:b"), std::string::npos);
+  EXPECT_FALSE(old.command("other")->done());  // another device: untouched
+
+  step(old, seq, accept("c3", "lamp", {{"power", true}}));
+  EXPECT_EQ(old.command("c3")->outcome.status(), proto::COMMAND_REFUSED);
+  EXPECT_NE(old.command("c3")->outcome.detail().find("moved to cluster:b"), std::string::npos);
+
+  // Nothing changes the frozen record: a late observation, a late outcome.
+  const uint64_t version = old.device("lamp")->version;
+  step(old, seq, observed("lamp", true, {{"power", true}}));
+  step(old, seq, finished("c1", proto::COMMAND_OK));
+  EXPECT_EQ(old.device("lamp")->version, version);
+  EXPECT_EQ(old.command("c1")->outcome.status(), proto::COMMAND_INTERRUPTED);
+
+  // A frozen record is no longer reported with the group's devices.
+  proto::DeviceQuery all;
+  all.set_all_devices(true);
+  const auto devices = parse_message<proto::DeviceQueryReply>(*old.read(all.SerializeAsString()));
+  EXPECT_EQ(devices->devices_size(), 0);
+
+  // Survives a snapshot (a new leader, a migration).
+  DeviceGroupState copy;
+  ASSERT_TRUE(copy.restore(old.snapshot()));
+  EXPECT_EQ(copy.device("lamp")->moved_to, "cluster:b");
+  EXPECT_EQ(copy.device("lamp")->frozen_for_version, 3u);
+}
+
+TEST(DeviceGroupStateHandoff, ImportKeepsRecordVersionAndHistoryIdempotently) {
+  DeviceGroupState old;
+  uint64_t seq = 0;
+  step(old, seq, observed("lamp", true, {{"power", false}}));
+  step(old, seq, accept("c1", "lamp", {{"power", true}}));
+  proto::DeviceUpdate ok = finished("c1", proto::COMMAND_OK);
+  to_proto(Attributes{{"power", true}}, *ok.mutable_outcome()->mutable_state_after());
+  step(old, seq, ok);
+  step(old, seq, handoff("lamp", "cluster:b", 4));
+  step(old, seq, handoff("lamp", "cluster:b", 4));  // redone by a new leader: no change
+  const proto::DeviceQueryReply reply = handoff_read(old, "lamp");
+  ASSERT_EQ(reply.devices_size(), 1);
+  EXPECT_TRUE(reply.devices(0).held());
+  EXPECT_EQ(reply.devices(0).frozen_for_version(), 4u);
+  ASSERT_EQ(reply.history_size(), 1);
+  EXPECT_EQ(reply.history(0).command_id(), "c1");
+
+  DeviceGroupState fresh;
+  uint64_t new_seq = 0;
+  step(fresh, new_seq, accept("c9", "lamp", {{"power", false}}));  // waits for the import
+  // The second round: a new leader redoes every step.
+  for (int round = 0; round < 2; ++round) {
+    step(fresh, new_seq, import_from(reply, "lamp", 4, false));
+    step(fresh, new_seq, import_from(reply, "lamp", 4, true));
+  }
+  const auto* record = fresh.device("lamp");
+  ASSERT_NE(record, nullptr);
+  EXPECT_EQ(record->version, old.device("lamp")->version);
+  EXPECT_EQ(record->attributes, (Attributes{{"power", true}}));
+  EXPECT_TRUE(record->held);
+  EXPECT_FALSE(record->frozen());
+  EXPECT_EQ(record->placed_version, 4u);
+  ASSERT_NE(fresh.command("c1"), nullptr);
+  EXPECT_EQ(fresh.command("c1")->outcome.status(), proto::COMMAND_OK);
+  EXPECT_FALSE(fresh.command("c9")->done());
+
+  // A retried accept of the moved command is answered, not run again.
+  step(fresh, new_seq, accept("c1", "lamp", {{"power", true}}));
+  EXPECT_EQ(fresh.pending().size(), 1u);
+  EXPECT_EQ(fresh.pending()[0]->id, "c9");
+}
+
+TEST(DeviceGroupStateHandoff, ACommandTheOldGroupMayHaveRunDoesNotRunAgain) {
+  DeviceGroupState old;
+  old.apply(1, write(accept("c1", "lamp", {{"power", true}}), 1));
+  old.apply(2, write(finished("c1", proto::COMMAND_OK), 2));
+  old.apply(3, write(observed("lamp", true, {{"power", true}}), 3));
+  old.apply(4, write(handoff("lamp", "cluster:b", 2), 4));
+  const proto::DeviceQueryReply reply = handoff_read(old, "lamp");
+
+  DeviceGroupState fresh;
+  fresh.apply(1, write(accept("c1", "lamp", {{"power", true}}), 1));  // the client sent it here too
+  fresh.apply(2, write(import_from(reply, "lamp", 2, false), 2));
+  EXPECT_EQ(fresh.command("c1")->outcome.status(), proto::COMMAND_OK);
+  EXPECT_TRUE(fresh.pending().empty());
+}
+
+TEST(DeviceGroupStateHandoff, VersionsOrderClaimsBetweenGroups) {
+  // The device is live here from catalog version 5: a leader whose catalog
+  // still puts it elsewhere (from version 3) cannot freeze it.
+  DeviceGroupState placed;
+  proto::DeviceUpdate start;
+  start.mutable_imported()->set_device("lamp");
+  start.mutable_imported()->set_placed_version(5);
+  start.mutable_imported()->set_last(true);
+  placed.apply(1, write(start, 1));
+  placed.apply(2, write(observed("lamp", true, {{"power", false}}), 2));
+  placed.apply(3, write(handoff("lamp", "cluster:stale", 3), 3));
+  EXPECT_FALSE(placed.device("lamp")->frozen());
+  placed.apply(4, write(handoff("lamp", "cluster:c", 7), 4));
+  EXPECT_EQ(placed.device("lamp")->moved_to, "cluster:c");
+  placed.apply(5, write(handoff("lamp", "cluster:stale", 6), 5));  // older than the freeze: ignored
+  EXPECT_EQ(placed.device("lamp")->moved_to, "cluster:c");
+
+  // A slower importer (version 5) overtaken by a newer claim (version 7)
+  // that froze the group first: its import is ignored, so at most one group
+  // holds the device live. The placeholder holds no record for the claimer.
+  DeviceGroupState overtaken;
+  overtaken.apply(1, write(handoff("lamp", "cluster:c", 7), 1));
+  const proto::DeviceQueryReply placeholder = handoff_read(overtaken, "lamp");
+  ASSERT_EQ(placeholder.devices_size(), 1);
+  EXPECT_FALSE(placeholder.devices(0).held());
+  proto::DeviceUpdate slow = start;
+  slow.mutable_imported()->mutable_record()->set_device("lamp");
+  slow.mutable_imported()->mutable_record()->set_version(9);
+  overtaken.apply(2, write(slow, 2));
+  EXPECT_TRUE(overtaken.device("lamp")->frozen());
+  EXPECT_FALSE(overtaken.device("lamp")->held);
+
+  // Coming back to a group that held it before: the newer record wins, and
+  // the version stays above both.
+  DeviceGroupState back;
+  back.apply(1, write(observed("lamp", true, {{"power", false}}), 1));
+  back.apply(2, write(observed("lamp", true, {{"power", true}}), 2));
+  back.apply(3, write(observed("lamp", false, {}), 3));
+  back.apply(4, write(handoff("lamp", "cluster:c", 2), 4));
+  ASSERT_EQ(back.device("lamp")->version, 3u);
+  proto::DeviceUpdate home;
+  home.mutable_imported()->set_device("lamp");
+  home.mutable_imported()->set_placed_version(4);
+  home.mutable_imported()->set_last(true);
+  auto& record = *home.mutable_imported()->mutable_record();
+  record.set_device("lamp");
+  record.set_version(2);
+  record.set_known(true);
+  record.set_up(true);
+  record.set_held(true);
+  back.apply(5, write(home, 5));
+  EXPECT_FALSE(back.device("lamp")->frozen());
+  EXPECT_TRUE(back.device("lamp")->up);
+  EXPECT_EQ(back.device("lamp")->version, 4u);
+}
+
+TEST(DeviceGroupStateHandoff, HandoffHistoryFitsOneUpdate) {
+  DeviceGroupState old;
+  uint64_t seq = 0;
+  for (int i = 0; i < 100; ++i) {
+    const std::string id = "a-rather-long-command-identifier-" + std::to_string(i);
+    step(old, seq, accept(id, "lamp", {{"power", true}}));
+    proto::DeviceUpdate failed = finished(id, proto::COMMAND_DRIVER_ERROR);
+    failed.mutable_outcome()->set_detail(std::string(300, 'x'));
+    step(old, seq, failed);
+  }
+  step(old, seq, handoff("lamp", "cluster:b", 1));
+  const proto::DeviceQueryReply reply = handoff_read(old, "lamp");
+  ASSERT_GT(reply.history_size(), 0);
+  EXPECT_EQ(reply.history(0).command_id(), "a-rather-long-command-identifier-99");  // newest first
+  const proto::DeviceUpdate chunk = import_from(reply, "lamp", 1, false);
+  EXPECT_LE(DeviceGroupState::encode(chunk).size() + 8, 700u);
+}
+
 }  // namespace
 }  // namespace mesh::routine
