@@ -83,4 +83,88 @@ void AdminRoutines::set_enabled(const proto::RoutineEnableRequest& request, Repl
                                  });
 }
 
+namespace {
+
+std::string describe_command(const routine::RoutineCommand& command, const routine::Catalog& catalog) {
+  std::string text = command.device;
+  if (const routine::DeviceSpec* device = catalog.find(command.device)) {
+    text += " " + routine::format_attributes(device->kind, command.values);
+  } else {
+    for (const auto& [name, value] : command.values) text += fmt::format(" {}={}", name, routine::format_value(value));
+  }
+  if (command.duration) text += fmt::format(" for {} s", core::to_seconds(*command.duration));
+  if (!command.must) text += " (best effort)";
+  return text;
+}
+
+std::string describe_trigger(const routine::RoutineSpec& spec) {
+  std::string text = spec.trigger_text;
+  if (spec.trigger.window) text += " during " + routine::format_window(*spec.trigger.window);
+  if (!spec.trigger.days.every()) {
+    text += " on " + fmt::format("{}", fmt::join(routine::format_days(spec.trigger.days), ","));
+  }
+  return text;
+}
+
+}  // namespace
+
+void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
+  const routine::Catalog& catalog = node_.catalog();
+  std::vector<std::string> ids(request.ids().begin(), request.ids().end());
+  for (const auto& id : ids) {
+    if (catalog.find_routine(id) == nullptr) {
+      reply(error_response(fmt::format("no routine {} in the catalog (meshctl routines lists them)", id)));
+      return;
+    }
+  }
+  const auto mesh_strategy = node_.config().routines.leaders.strategy;
+  node_.routines().read(
+      ids, timeout_of(request.timeout_ms()),
+      [this, alive = alive_, mesh_strategy, reply = std::move(reply)](const auto& reads) {
+        if (!*alive) return;
+        const routine::Catalog& now = node_.catalog();
+        proto::AdminResponse response;
+        auto& out = *response.mutable_routines();
+        for (const auto& read : reads) {
+          const routine::RoutineSpec* spec = now.find_routine(read.routine);
+          if (spec == nullptr) continue;
+          auto& row = *out.add_routines();
+          row.set_id(spec->id);
+          row.set_enabled(spec->enabled);
+          row.set_trigger(describe_trigger(*spec));
+          const auto strategy =
+              spec->lock_strategy == routine::LockStrategy::mesh_default ? mesh_strategy : spec->lock_strategy;
+          row.set_lock(std::string(routine::to_string(strategy)));
+          for (const auto& device : routine::command_devices(*spec)) row.add_devices(device);
+          for (const auto& command : spec->commands) row.add_commands(describe_command(command, now));
+          row.set_min_retrigger_ms(static_cast<uint32_t>(
+              std::chrono::duration_cast<std::chrono::milliseconds>(spec->min_retrigger).count()));
+          if (const auto problem = now.routine_problems().find(spec->id); problem != now.routine_problems().end()) {
+            row.set_problem(problem->second);
+          }
+          if (read.error) {
+            row.set_error(*read.error);
+          } else {
+            row.set_leader(read.leader.to_string());
+          }
+          for (const auto& invocation : read.invocations) *row.add_invocations() = invocation;
+        }
+        reply(std::move(response));
+      });
+}
+
+void AdminRoutines::run(const proto::RoutineRunRequest& request, Reply reply) {
+  node_.routines().run(request.id(), request.wait(), timeout_of(request.timeout_ms()),
+                       [alive = alive_, reply = std::move(reply)](const auto& result) {
+                         if (!*alive) return;
+                         if (!result) {
+                           reply(error_response(result.error()));
+                           return;
+                         }
+                         proto::AdminResponse response;
+                         *response.mutable_routine_run()->mutable_invocation() = *result;
+                         reply(std::move(response));
+                       });
+}
+
 }  // namespace mesh::agent

@@ -11,7 +11,8 @@ namespace mesh::agent {
 // The routine commands of the admin protocol (meshctl routine ...), for
 // AdminService. Changing a routine's definition is a catalog change, made
 // exactly as AdminDevices makes device changes: checked against this node's
-// catalog, then decided and replicated by the catalog group.
+// catalog, then decided and replicated by the catalog group. Reads and runs
+// go to the routines' groups through RoutineService.
 class AdminRoutines {
  public:
   using Reply = std::function<void(proto::AdminResponse response)>;
@@ -24,6 +25,8 @@ class AdminRoutines {
   void add(const proto::RoutineAddRequest& request, Reply reply);
   void remove(const proto::RoutineRemoveRequest& request, Reply reply);
   void set_enabled(const proto::RoutineEnableRequest& request, Reply reply);
+  void list(const proto::RoutinesRequest& request, Reply reply);
+  void run(const proto::RoutineRunRequest& request, Reply reply);
 
  private:
   Node& node_;

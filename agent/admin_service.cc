@@ -22,7 +22,7 @@ constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug", "info", "
 constexpr std::string_view kCommands =
     "status, metrics, log_level, ping, neighbors, routes, topology, members, lock, unlock, locks, kgroups, kgroup, "
     "kgroup_write, devices, device_set, device_watch, device_add, device_remove, routine_add, routine_remove, "
-    "routine_enable";
+    "routine_enable, routines, routine_run";
 
 proto::AdminResponse error_response(std::string text) {
   proto::AdminResponse response;
@@ -128,6 +128,12 @@ void AdminService::handle(const proto::AdminRequest& request, Reply reply, Conne
       return;
     case proto::AdminRequest::kRoutineEnable:
       routines_.set_enabled(request.routine_enable(), std::move(reply));
+      return;
+    case proto::AdminRequest::kRoutines:
+      routines_.list(request.routines(), std::move(reply));
+      return;
+    case proto::AdminRequest::kRoutineRun:
+      routines_.run(request.routine_run(), std::move(reply));
       return;
     case proto::AdminRequest::COMMAND_NOT_SET:
       break;

@@ -82,6 +82,10 @@ OPTIONS
         agent waits S seconds for each echo (default: its ping_timeout)
         and meshctl 2 seconds more for the agent's report.
 
+    --wait
+        routine run: wait for the invocation to end and exit with its
+        outcome (default wait: the agent's routines.run_timeout_ms, 60 s).
+
     -h, --help
         Prints this text.
 
@@ -97,7 +101,10 @@ EXIT STATUS
     answer in time, 7 interrupted (its leader died while actuating: it may
     or may not have happened); 1 if no outcome arrived in time. For device
     add, device remove and routine add, remove, enable and disable, 1 if
-    any change was refused.
+    any change was refused. For routine run --wait, the invocation's
+    outcome: 0 every command ok, 8 it ran but a command failed, 9 it was
+    aborted (its definition changed or was removed); 1 if it did not end
+    in time.
 
 ENVIRONMENT
     MESHCTL_SOCKET
@@ -122,6 +129,9 @@ EXAMPLES
     meshctl device add --file new-devices.toml
     meshctl routine add --file night-routines.toml
     meshctl routine disable night_hall
+    meshctl routines
+    meshctl routine run all_off --wait
+    meshctl routine history night_hall
     meshctl lock pump --timeout 30 -- sh -c 'echo "token $MESH_FENCING_TOKEN"'
     MESHCTL_SOCKET=/tmp/mesh/n1/admin.sock meshctl status
 )";
@@ -218,6 +228,10 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
       line.replace = true;
       continue;
     }
+    if (arg == "--wait") {
+      line.wait = true;
+      continue;
+    }
     // Options with a value: "--name VALUE" or "--name=VALUE".
     std::string_view name = arg;
     std::optional<std::string_view> value;
@@ -284,6 +298,7 @@ int run(int argc, char** argv) {
     return usage_error("--file and --replace apply to device add and routine add only");
   }
   if (line.command_id && (command != "device" || sub != "set")) return usage_error("--id applies to device set only");
+  if (line.wait && (command != "routine" || sub != "run")) return usage_error("--wait applies to routine run only");
   const Verb* verb = find_verb(command);
   if (verb == nullptr) return usage_error(fmt::format("unknown command '{}' ({})", command, verb_list()));
   AgentConnection connection(line.socket);

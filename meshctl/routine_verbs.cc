@@ -1,8 +1,12 @@
-// meshctl verbs about routines: routine (add, remove, enable, disable).
+// meshctl verbs about routines: routines, routine (ID, run, history, add,
+// remove, enable, disable).
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -12,7 +16,30 @@
 namespace mesh::meshctl {
 namespace {
 
-constexpr std::string_view kHelp = R"(    routine add --file F [--replace]
+constexpr std::string_view kHelp = R"(    routines
+        One line per routine of the mesh-wide catalog: id, enabled, the
+        phase of its newest invocation, its group's leader, when it last
+        ran and when it may be triggered again (its minimum re-trigger
+        interval after the last automatic trigger). Each routine is read
+        through its group's leader.
+
+    routine ID
+        One routine in full: trigger, lock strategy, the devices it locks,
+        its commands in order, leader, and its invocations still running.
+
+    routine run ID [--wait]
+        Runs the routine now, whatever its trigger says. Without --wait,
+        prints the invocation's number once the routine's group committed
+        it; with --wait, waits for its end and exits with its outcome
+        (see EXIT STATUS).
+
+    routine history [ID]
+        Every remembered invocation (the newest 32 per routine) of ID, or
+        of every routine: when it was triggered, how long it waited for
+        its locks, when its commands started and when it ended, and each
+        command's outcome.
+
+    routine add --file F [--replace]
         Adds the [[routine]] tables of the catalog file F (the format of
         the agent's [devices] catalog file) to the mesh-wide catalog. A
         routine's trigger and commands are checked against the mesh's
@@ -35,6 +62,10 @@ constexpr std::string_view kHelp = R"(    routine add --file F [--replace]
         part of the mesh-wide catalog like the definition, and a later
         routine add --replace sets it anew from the file.
 )";
+
+// routine run --wait: the invocation's outcome.
+constexpr int kExitCommandFailed = 8;
+constexpr int kExitAborted = 9;
 
 double wait_of(const CommandLine& line) { return line.timeout_s.value_or(kDefaultTimeoutS) + kPingAnswerGraceS; }
 
@@ -116,17 +147,250 @@ int enable_routine(AgentConnection& connection, const CommandLine& line, bool en
                 enabled ? "enabled" : "disabled", enabled ? "enabling" : "disabling");
 }
 
+int64_t unix_now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// "12 s ago", "in 3 s", "-".
+std::string relative(int64_t unix_us) {
+  if (unix_us <= 0) return "-";
+  const double delta = static_cast<double>(unix_now_us() - unix_us) / 1e6;
+  if (delta >= 0) return fmt::format("{} s ago", format_number(delta));
+  return fmt::format("in {} s", format_number(-delta));
+}
+
+std::string phase_text(proto::RoutinePhase phase) {
+  switch (phase) {
+    case proto::PHASE_NOT_TRIGGERED:
+      return "not triggered";
+    case proto::PHASE_ACQUIRING_LOCKS:
+      return "acquiring locks";
+    case proto::PHASE_EXECUTING:
+      return "executing";
+    case proto::PHASE_RELEASING_LOCKS:
+      return "releasing locks";
+    case proto::PHASE_DONE:
+      return "done";
+    default:
+      return "unknown";
+  }
+}
+
+std::string outcome_text(proto::InvocationOutcome outcome) {
+  switch (outcome) {
+    case proto::INVOCATION_OK:
+      return "ok";
+    case proto::INVOCATION_FAILED:
+      return "failed";
+    case proto::INVOCATION_ABORTED:
+      return "aborted";
+    default:
+      return "running";
+  }
+}
+
+std::string status_text(proto::CommandStatus status) {
+  switch (status) {
+    case proto::COMMAND_OK:
+      return "ok";
+    case proto::COMMAND_REFUSED:
+      return "refused";
+    case proto::COMMAND_DEVICE_DOWN:
+      return "device down";
+    case proto::COMMAND_DRIVER_ERROR:
+      return "driver error";
+    case proto::COMMAND_TIMEOUT:
+      return "timeout";
+    case proto::COMMAND_INTERRUPTED:
+      return "interrupted";
+    default:
+      return "pending";
+  }
+}
+
+std::string seconds_between(int64_t from_us, int64_t to_us) {
+  if (from_us <= 0 || to_us <= 0) return "-";
+  return fmt::format("{} s", format_number(static_cast<double>(to_us - from_us) / 1e6));
+}
+
+std::optional<proto::RoutinesReply> read_routines(AgentConnection& connection, const CommandLine& line,
+                                                  const std::vector<std::string>& ids, int& status) {
+  proto::AdminRequest request;
+  for (const auto& id : ids) request.mutable_routines()->add_ids(id);
+  request.mutable_routines()->set_timeout_ms(timeout_ms(line));
+  auto response = connection.call(request, wait_of(line));
+  if (!response) {
+    status = no_agent(connection, response.error());
+    return std::nullopt;
+  }
+  if (!response->error().empty()) {
+    status = agent_error(response->error());
+    return std::nullopt;
+  }
+  if (!response->has_routines()) {
+    status = unexpected_answer("routines");
+    return std::nullopt;
+  }
+  return response->routines();
+}
+
+int run_routines(AgentConnection& connection, const CommandLine& line) {
+  if (line.words.size() != 1) return usage_error("routines takes no arguments (routine ID shows one)");
+  int status = kExitOk;
+  const auto reply = read_routines(connection, line, {}, status);
+  if (!reply) return status;
+  if (line.json) {
+    print_json(*reply);
+    return kExitOk;
+  }
+  if (reply->routines().empty()) {
+    std::cout << "the catalog has no routines (meshctl routine add --file F adds some)\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {{"ID", "ENABLED", "STATE", "LEADER", "LAST RUN", "NEXT ELIGIBLE"}};
+  std::vector<std::string> problems;
+  for (const auto& r : reply->routines()) {
+    std::string state = "idle";
+    int64_t last_run = 0;
+    int64_t last_automatic = 0;
+    for (const auto& i : r.invocations()) {
+      last_run = std::max(last_run, i.triggered_at_us());
+      if (!i.manual()) last_automatic = std::max(last_automatic, i.triggered_at_us());
+      if (i.phase() != proto::PHASE_DONE) state = phase_text(i.phase());
+    }
+    if (!r.error().empty()) state = "unknown";
+    const int64_t eligible = last_automatic + static_cast<int64_t>(r.min_retrigger_ms()) * 1000;
+    rows.push_back({r.id(), r.enabled() ? "yes" : "no", state, r.leader().empty() ? "-" : r.leader(),
+                    relative(last_run),
+                    last_automatic == 0 || eligible <= unix_now_us() ? "now" : relative(eligible)});
+    if (!r.error().empty()) problems.push_back(fmt::format("  {}: {}", r.id(), r.error()));
+    if (!r.problem().empty()) problems.push_back(fmt::format("  {} cannot run: {}", r.id(), r.problem()));
+  }
+  print_table(rows, {false, false, false, false, false, false});
+  for (const auto& p : problems) std::cout << p << "\n";
+  return kExitOk;
+}
+
+void print_invocation(const proto::InvocationMsg& i, const proto::RoutineRow& r) {
+  std::cout << fmt::format("invocation {} ({}): {}{}\n", i.seq(), i.manual() ? "run by hand" : "triggered",
+                           i.phase() == proto::PHASE_DONE ? outcome_text(i.outcome()) : phase_text(i.phase()),
+                           i.detail().empty() ? "" : ": " + i.detail());
+  std::cout << fmt::format("  triggered {}, lock wait {}, executing {}, ended {}\n", relative(i.triggered_at_us()),
+                           seconds_between(i.triggered_at_us(), i.locked_at_us()),
+                           seconds_between(i.locked_at_us(), i.releasing_at_us()),
+                           i.ended_at_us() > 0 ? relative(i.ended_at_us()) : "-");
+  for (int c = 0; c < i.commands_size(); ++c) {
+    const auto& command = i.commands(c);
+    const std::string what = static_cast<int>(command.index()) < r.commands_size()
+                                 ? r.commands(static_cast<int>(command.index()))
+                                 : fmt::format("command {}", command.index() + 1);
+    std::cout << fmt::format("  {}. {}: {}{}\n", command.index() + 1, what, status_text(command.status()),
+                             command.detail().empty() ? "" : " (" + command.detail() + ")");
+  }
+}
+
+int show_routine(AgentConnection& connection, const CommandLine& line, const std::string& id) {
+  int status = kExitOk;
+  const auto reply = read_routines(connection, line, {id}, status);
+  if (!reply) return status;
+  if (reply->routines_size() != 1) return unexpected_answer("routine");
+  const proto::RoutineRow& r = reply->routines(0);
+  if (line.json) {
+    print_json(r);
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"id", r.id()},
+      {"enabled", r.enabled() ? "yes" : "no"},
+      {"trigger", r.trigger()},
+      {"min retrigger", fmt::format("{} s", format_number(r.min_retrigger_ms() / 1000.0))},
+      {"lock", r.lock()},
+      {"devices", fmt::format("{}", fmt::join(r.devices(), ", "))},
+      {"leader", r.leader().empty() ? "-" : r.leader()},
+  };
+  for (int c = 0; c < r.commands_size(); ++c) rows.push_back({fmt::format("command {}", c + 1), r.commands(c)});
+  print_table(rows, {false, false});
+  if (!r.error().empty()) std::cout << "read failed: " << r.error() << "\n";
+  if (!r.problem().empty()) std::cout << "cannot run: " << r.problem() << "\n";
+  for (const auto& i : r.invocations()) {
+    if (i.phase() != proto::PHASE_DONE) print_invocation(i, r);
+  }
+  return kExitOk;
+}
+
+int routine_history(AgentConnection& connection, const CommandLine& line) {
+  if (line.words.size() > 3) return usage_error("routine history takes at most one ID");
+  std::vector<std::string> ids;
+  if (line.words.size() == 3) ids.push_back(line.words[2]);
+  int status = kExitOk;
+  const auto reply = read_routines(connection, line, ids, status);
+  if (!reply) return status;
+  if (line.json) {
+    print_json(*reply);
+    return kExitOk;
+  }
+  for (const auto& r : reply->routines()) {
+    std::cout << fmt::format("routine {}: {} invocations remembered{}\n", r.id(), r.invocations_size(),
+                             r.error().empty() ? "" : " (read failed: " + r.error() + ")");
+    for (const auto& i : r.invocations()) print_invocation(i, r);
+  }
+  return kExitOk;
+}
+
+int run_now(AgentConnection& connection, const CommandLine& line) {
+  if (line.words.size() != 3) return usage_error("routine run takes one ID");
+  proto::AdminRequest request;
+  request.mutable_routine_run()->set_id(line.words[2]);
+  request.mutable_routine_run()->set_wait(line.wait);
+  request.mutable_routine_run()->set_timeout_ms(timeout_ms(line));
+  // The agent waits for the invocation's end up to its own run timeout.
+  const double wait = line.timeout_s ? wait_of(line) : (line.wait ? 60.0 + kPingAnswerGraceS : wait_of(line));
+  auto response = connection.call(request, wait);
+  if (!response) return no_agent(connection, response.error());
+  if (!response->error().empty()) return agent_error(response->error());
+  if (!response->has_routine_run()) return unexpected_answer("routine run");
+  const proto::InvocationMsg& i = response->routine_run().invocation();
+  if (line.json) {
+    print_json(response->routine_run());
+  } else if (!line.wait) {
+    std::cout << fmt::format("routine {} invocation {} started ({})\n", line.words[2], i.seq(),
+                             phase_text(i.phase()));
+  } else {
+    std::cout << fmt::format("routine {} invocation {} {}{}\n", line.words[2], i.seq(), outcome_text(i.outcome()),
+                             i.detail().empty() ? "" : ": " + i.detail());
+  }
+  if (!line.wait) return kExitOk;
+  switch (i.outcome()) {
+    case proto::INVOCATION_OK:
+      return kExitOk;
+    case proto::INVOCATION_FAILED:
+      return kExitCommandFailed;
+    case proto::INVOCATION_ABORTED:
+      return kExitAborted;
+    default:
+      return kExitFailure;
+  }
+}
+
 int run_routine(AgentConnection& connection, const CommandLine& line) {
-  if (line.words.size() < 2) return usage_error("routine takes one of add, remove, enable, disable");
+  if (line.words.size() < 2) {
+    return usage_error("routine takes an ID or one of run, history, add, remove, enable, disable");
+  }
   const std::string& sub = line.words[1];
+  if (sub == "run") return run_now(connection, line);
+  if (sub == "history") return routine_history(connection, line);
   if (sub == "add") return add_routines(connection, line);
   if (sub == "remove") return remove_routine(connection, line);
   if (sub == "enable") return enable_routine(connection, line, true);
   if (sub == "disable") return enable_routine(connection, line, false);
-  return usage_error(fmt::format("unknown routine command '{}' (add, remove, enable, disable)", sub));
+  if (sub == "show" && line.words.size() == 3) return show_routine(connection, line, line.words[2]);
+  if (line.words.size() == 2) return show_routine(connection, line, sub);
+  return usage_error(fmt::format("unknown routine command '{}' (ID, run, history, add, remove, enable, disable)", sub));
 }
 
 constexpr Verb kVerbs[] = {
+    {"routines", run_routines},
     {"routine", run_routine},
 };
 

@@ -35,6 +35,6 @@ const VerbFamily& membership_verbs();  // members
 const VerbFamily& lock_verbs();        // lock, locks
 const VerbFamily& kgroup_verbs();      // kgroups, kgroup, kgroup-write
 const VerbFamily& device_verbs();      // devices, device
-const VerbFamily& routine_verbs();     // routine
+const VerbFamily& routine_verbs();     // routines, routine
 
 }  // namespace mesh::meshctl

@@ -1,6 +1,7 @@
 // The routine commands of the admin protocol on two nodes: routines added,
 // disabled, enabled and removed through the catalog group reach both
-// nodes; mistakes and conflicts come back with their reasons.
+// nodes; a routine run by hand actuates its device once and shows in the
+// routines list; mistakes and conflicts come back with their reasons.
 #include "agent/admin_service.h"
 
 #include <memory>
@@ -44,6 +45,8 @@ class AdminRoutinesTest : public ::testing::Test {
     for (uint8_t last : {1, 2}) {
       auto& factory = factories_[last];
       factory = std::make_unique<routine::EmulatedDriverFactory>(env_);
+      factory->add(hall_);
+      factory->add(hall_motion_);
       NodeConfig config = test_config(last);
       config.kgroup.selection.k = 2;
       config.devices.catalog = {spec("hall", routine::DeviceKind::dimmer),
@@ -90,6 +93,8 @@ class AdminRoutinesTest : public ::testing::Test {
 
   ManualEnv env_;
   LinkGraph graph_;
+  routine::EmulatedDevice hall_{spec("hall", routine::DeviceKind::dimmer), {{"power", false}, {"brightness", 50.0}}};
+  routine::EmulatedDevice hall_motion_{spec("hall_motion", routine::DeviceKind::motion_sensor), {{"motion", false}}};
   std::map<uint8_t, std::unique_ptr<routine::EmulatedDriverFactory>> factories_;
   std::map<uint8_t, core::MemoryStorage> storage_;
   std::map<uint8_t, std::unique_ptr<Node>> nodes_;
@@ -136,6 +141,48 @@ TEST_F(AdminRoutinesTest, AddDisableEnableRemove) {
   env_.advance(seconds(10));
   EXPECT_EQ(nodes_[1]->catalog().find_routine("all_off"), nullptr);
   EXPECT_NE(nodes_[1]->catalog().find_routine("night_hall"), nullptr);
+}
+
+TEST_F(AdminRoutinesTest, RunListAndHistory) {
+  auto response = ask(1, add(kRoutines));
+  ASSERT_TRUE(response && response->has_routine_add()) << (response ? response->error() : "no answer");
+  env_.advance(seconds(20));  // the routine groups are created
+
+  proto::AdminRequest run;
+  run.mutable_routine_run()->set_id("all_off");
+  run.mutable_routine_run()->set_wait(true);
+  hall_.set_state({{"power", true}, {"brightness", 80.0}});
+  response = ask(2, run, seconds(20));
+  ASSERT_TRUE(response && response->has_routine_run()) << (response ? response->error() : "no answer");
+  const proto::InvocationMsg& invocation = response->routine_run().invocation();
+  EXPECT_EQ(invocation.phase(), proto::PHASE_DONE);
+  EXPECT_EQ(invocation.outcome(), proto::INVOCATION_OK) << invocation.detail();
+  EXPECT_TRUE(invocation.manual());
+  EXPECT_EQ(std::get<bool>(hall_.state().at("power")), false);
+  ASSERT_EQ(hall_.actuations().size(), 1u);
+  EXPECT_EQ(hall_.actuations()[0].command_id, "all_off#1#0");
+
+  proto::AdminRequest list;
+  list.mutable_routines();
+  response = ask(1, list, seconds(5));
+  ASSERT_TRUE(response && response->has_routines()) << (response ? response->error() : "no answer");
+  ASSERT_EQ(response->routines().routines_size(), 2);
+  const proto::RoutineRow& all_off = response->routines().routines(0);
+  EXPECT_EQ(all_off.id(), "all_off");
+  EXPECT_EQ(all_off.lock(), "sla");
+  EXPECT_EQ(all_off.commands(0), "hall power=off");
+  EXPECT_TRUE(all_off.error().empty()) << all_off.error();
+  ASSERT_EQ(all_off.invocations_size(), 1);
+  EXPECT_EQ(all_off.invocations(0).commands(0).status(), proto::COMMAND_OK);
+  const proto::RoutineRow& night = response->routines().routines(1);
+  EXPECT_EQ(night.trigger(), "hall_motion.motion == on during 22:00-06:00");
+  EXPECT_EQ(night.commands(0), "hall brightness=30 power=on for 300 s");
+
+  proto::AdminRequest unknown;
+  unknown.mutable_routine_run()->set_id("nothing");
+  response = ask(1, unknown, seconds(1));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("no routine nothing in the catalog"));
 }
 
 TEST_F(AdminRoutinesTest, MistakesAndConflictsSayWhatIsWrong) {
