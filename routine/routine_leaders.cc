@@ -261,6 +261,9 @@ void RoutineLeaders::idle(const SessionKey& key, uint64_t seq, core::Duration de
 
 void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupState::Invocation& invocation) {
   const uint64_t seq = invocation.seq;
+  core::log("routine").debug("routine {} invocation {}: {} with {} locks, {} commands done", routine_id(key), seq,
+                             proto::RoutinePhase_Name(invocation.phase), invocation.locks.size(),
+                             invocation.commands.size());
   kgroup::GroupReplica* r = replica(key);
   if (r == nullptr || !r->can_read()) {
     // No quorum lease: another leader may be acting. Look again later.
@@ -318,6 +321,8 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
           const int64_t until =
               result.done_at_us + std::chrono::duration_cast<std::chrono::microseconds>(*previous.duration).count();
           if (now_us() < until) {
+            core::log("routine").debug("routine {} invocation {}: command {} keeps its devices {} ms more",
+                                       routine_id(key), seq, next, (until - now_us()) / 1000);
             idle(key, seq, std::chrono::microseconds(until - now_us()));
             return;
           }
@@ -563,10 +568,14 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
   const auto lock = invocation->locks.find(command.device);
   a.set_lock_token(lock == invocation->locks.end() ? 0 : lock->second);
   const core::TimePoint deadline = env_.now() + options_.request_timeout * 4;
+  core::log("routine").debug("routine {} invocation {}: sending command {} to {} (token {})", routine, seq,
+                             a.command_id(), command.device, a.lock_token());
   client_.write_to(selector_.device_group(command.device), accept.SerializeAsString(), options_.request_timeout,
                    [this, key, seq, index, deadline, alive = alive_](const auto& written) {
                      if (!*alive) return;
                      if (!written) {
+                       core::log("routine").debug("routine {} invocation {}: command {} not accepted: {}",
+                                                  routine_id(key), seq, index, written.error());
                        idle(key, seq, options_.poll_interval);
                        return;
                      }
@@ -589,6 +598,8 @@ void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t 
         if (!*alive) return;
         const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
         if (!reply || !reply->found()) {
+          core::log("routine").debug("routine {} invocation {}: command {} not found at its device group ({})",
+                                     routine_id(key), seq, index, read ? "not there" : read.error());
           // Not there (yet, or any more after a move): send it again (same
           // id), unless this has gone on too long.
           idle(key, seq, options_.poll_interval);

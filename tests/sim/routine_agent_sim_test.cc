@@ -261,9 +261,25 @@ Outcome run(const Plan& plan, uint64_t seed) {
   sim.restart(victim);
   down.erase(victim);
   out.partitioned = out.partitioned || !connected_without(sim.topology(), down);
-  // Quiescence: runs stopped; let every invocation finish (OLA may back off
-  // a while) and releases settle.
-  sim.run_until(stop + seconds(90));
+  // Quiescence: runs stopped; let the backlog drain (conflicting routines
+  // with durations run one after another, OLA backs off) and releases
+  // settle, up to a bound far above any backlog the stream can build.
+  auto all_ended = [&] {
+    for (const auto& spec : world.routines) {
+      const auto replicas = serving(sim, "routine:" + spec.id);
+      if (replicas.empty()) continue;
+      const auto* state = dynamic_cast<const routine::RoutineGroupState*>(&replicas.front().second->state_machine());
+      if (state == nullptr) continue;
+      for (const auto& [seq, invocation] : state->invocations()) {
+        if (!invocation.done()) return false;
+      }
+    }
+    return true;
+  };
+  const core::TimePoint drained_by = stop + seconds(600);
+  sim.run_until(stop + seconds(30));
+  while (sim.simulator().now() < drained_by && !all_ended()) sim.run_until(sim.simulator().now() + seconds(5));
+  sim.run_until(sim.simulator().now() + seconds(10));
 
   // The devices of each routine, and the actuations of each invocation.
   std::map<std::string, std::set<std::string>> devices_of;
