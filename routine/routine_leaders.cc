@@ -453,9 +453,12 @@ void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std:
       (*commit)(0);
       return;
     }
+    // The session may have ended (and even begun again) meanwhile: its
+    // successor drives the invocation from the committed state.
     Session* s = session(key);
-    if (s == nullptr) return;
-    Driving& driving = *s->driving.at(seq);
+    const auto found = s == nullptr ? decltype(s->driving)::iterator{} : s->driving.find(seq);
+    if (s == nullptr || found == s->driving.end()) return;
+    Driving& driving = *found->second;
     ++driving.ola_attempts;
     lock_retries_.add();
     const auto shift = std::min<uint32_t>(driving.ola_attempts - 1, 10);
