@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "routine/device_codec.h"
+#include "routine/fault_points.h"
 
 namespace mesh::routine {
 namespace {
@@ -165,6 +166,7 @@ void DeviceGroupState::apply_update(std::string_view update) {
 }
 
 std::optional<std::string> DeviceGroupState::lock_refusal(const Command& command) const {
+  if (fault_points().ignore_locks) return std::nullopt;
   const DeviceLocks::Lock* lock = locks_.find(command.device);
   const bool locked = lock != nullptr && !lock->free();
   if (command.lock_holder.empty()) {

@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "routine/device_codec.h"
+#include "routine/fault_points.h"
 
 namespace mesh::routine {
 namespace {
@@ -440,6 +441,7 @@ void DeviceLeaders::actuate(const SessionKey& key, const std::string& command_id
     return;
   }
   const std::string device = command->device;
+  if (fault_points().actuate_twice) w.driver->actuate(command->values, command_id, [](const DriverResult&) {});
   w.driver->actuate(command->values, command_id, [this, key, command_id, device](const DriverResult& result) {
     if (result) {
       finish_command(key, command_id, proto::COMMAND_OK, {}, result.value());

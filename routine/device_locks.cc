@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "routine/fault_points.h"
+
 namespace mesh::routine {
 
 void DeviceLocks::grant(Lock& lock, std::string holder) {
@@ -16,7 +18,8 @@ void DeviceLocks::request(const std::string& device, const std::string& holder, 
   if (lock.holder == holder || std::find(lock.waiting.begin(), lock.waiting.end(), holder) != lock.waiting.end()) {
     return;
   }
-  if (lock.free()) {
+  if (lock.free() || fault_points().ignore_locks) {
+    std::erase(lock.waiting, holder);
     grant(lock, holder);
   } else if (wait && lock.waiting.size() < kMaxWaiting) {
     lock.waiting.push_back(holder);

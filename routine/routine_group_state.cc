@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "routine/device_codec.h"
+#include "routine/fault_points.h"
 
 namespace mesh::routine {
 namespace {
@@ -123,6 +124,10 @@ void RoutineGroupState::apply_trigger(const proto::RoutineTrigger& trigger) {
   invocation.manual = trigger.manual();
   invocation.definition = trigger.definition();
   invocation.triggered_at_us = trigger.at_us();
+  if (fault_points().nondeterministic_trigger) {
+    static int64_t stamp = 0;
+    invocation.triggered_at_us = ++stamp;
+  }
 }
 
 void RoutineGroupState::apply_step(const proto::InvocationStep& step) {

@@ -19,8 +19,11 @@
 //    no lock is left held in any device group;
 //  - inheritance: every replica of a routine group that applied as much as
 //    its leader holds the leader's very state.
-// A failing seed is printed; ROUTINE_AGENT_SEED=<seed> replays it with
-// routine logs (ROUTINE_AGENT_DEBUG=debug for more).
+// Each checker is also shown to fail on a build broken on purpose for it
+// (routine/fault_points.h). A failing seed is printed;
+// ROUTINE_AGENT_SEED=<seed> replays it with routine logs
+// (ROUTINE_AGENT_DEBUG=debug for more); ROUTINE_AGENT_SEED_SCALE=100 runs
+// 1,000 seeds per strategy.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +41,7 @@
 #include "core/rng.h"
 #include "routine/device_group_state.h"
 #include "routine/emulated_device.h"
+#include "routine/fault_points.h"
 #include "routine/routine_group_state.h"
 #include "routine/routine_model.h"
 #include "sim/mesh_sim.h"
@@ -438,6 +442,41 @@ TEST(RoutineAgentSim, OlaIsSafeAndLiveAcrossACrash) {
   Totals t;
   sweep(plan, 1, 10, t);
   EXPECT_GT(t.ok, 0u);
+}
+
+// Each checker fails on a build broken on purpose (routine/fault_points.h):
+// a checker that cannot fail proves nothing.
+struct DeliberateBug {
+  const char* name;
+  bool routine::FaultPoints::*fault;
+  const char* expected;  // in some violation
+};
+
+TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
+  const DeliberateBug bugs[] = {
+      {"locks granted to every request, no fencing", &routine::FaultPoints::ignore_locks, "overlapped"},
+      {"every command actuated twice", &routine::FaultPoints::actuate_twice, "actuated 2 times"},
+      {"invocations end without releasing their locks", &routine::FaultPoints::skip_release, "still locked"},
+      {"replicas stamp triggers differently", &routine::FaultPoints::nondeterministic_trigger, "differs"},
+  };
+  for (const DeliberateBug& bug : bugs) {
+    routine::fault_points().*bug.fault = true;
+    std::optional<uint64_t> caught;
+    std::string seen;
+    for (uint64_t seed = 1; seed <= 8 && !caught; ++seed) {
+      for (const auto& violation : run(Plan{}, seed).violations) {
+        if (violation.find(bug.expected) != std::string::npos) {
+          caught = seed;
+          seen = violation;
+          break;
+        }
+      }
+    }
+    routine::fault_points() = {};
+    EXPECT_TRUE(caught.has_value()) << "no checker reported '" << bug.expected << "' with the bug: " << bug.name;
+    if (caught) std::printf("%s: caught at seed %llu: %s\n", bug.name, static_cast<unsigned long long>(*caught),
+                            seen.c_str());
+  }
 }
 
 }  // namespace

@@ -1,0 +1,28 @@
+#pragma once
+
+namespace mesh::routine {
+
+// Deliberate bugs, off unless a test turns them on. The whole-agent
+// simulation sweeps use them to show that each of their checkers fails on
+// a broken build (a checker that cannot fail proves nothing). Each names
+// the guarantee it breaks; none is reachable from configuration, and the
+// code paths they sit on are single-threaded like the rest of the
+// protocol, so a test that sets one and resets it afterwards affects only
+// its own runs.
+struct FaultPoints {
+  // Locks: every request is granted at once, taking the lock from its
+  // holder, and actuation skips the fencing check (safety).
+  bool ignore_locks = false;
+  // Device leaders call the driver twice per command (exactly once).
+  bool actuate_twice = false;
+  // Routine leaders end invocations without releasing their locks
+  // (liveness, no leaked lock).
+  bool skip_release = false;
+  // Routine groups stamp a trigger with a per-process counter instead of
+  // the committed time, so replicas diverge (inheritance).
+  bool nondeterministic_trigger = false;
+};
+
+FaultPoints& fault_points();
+
+}  // namespace mesh::routine
