@@ -60,6 +60,7 @@ void RoutineService::run(const std::string& routine, bool wait, core::Duration t
   auto& trigger = *update.mutable_trigger();
   trigger.set_request_id(pending->request_id);
   trigger.set_manual(true);
+  trigger.set_tag(static_cast<uint32_t>(env_.rng().next_u64()));
   trigger.set_at_us(std::chrono::duration_cast<std::chrono::microseconds>(env_.now() - clock_origin_).count());
   runs_[id] = std::move(pending);
   kgroups_.write(target_of(routine), update.SerializeAsString(), timeout,

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "routine/device_codec.h"
 #include "routine/fault_points.h"
+#include "routine/routine_group_state.h"
 
 namespace mesh::routine {
 namespace {
@@ -867,17 +868,49 @@ void DeviceLeaders::reclaim_locks(const SessionKey& key) {
     if (inserted || s->reclaiming.count(device) != 0) continue;
     if (renewed->second < s->started) renewed->second = s->started;
     if (now - renewed->second < options_.lock_reclaim_after) continue;
-    proto::DeviceUpdate update;
-    update.mutable_unlock()->set_device(device);
-    update.mutable_unlock()->set_holder(lock.holder);
-    update.mutable_unlock()->set_reclaimed(true);
+    // Silent for a while: renewals may only be missing their way (views
+    // that compute other members). Ask the holder's routine group itself;
+    // only a group that is gone, unreachable, or no longer runs the
+    // invocation loses the lock.
     s->reclaiming.insert(device);
-    core::log("routine").warn("device {}: reclaiming the lock of {} (token {}): not renewed for {} ms", device,
-                              lock.holder, lock.token, core::to_millis(now - renewed->second));
-    submit(key, update, [this, key, device](bool committed) {
-      if (Session* again = session(key)) again->reclaiming.erase(device);
-      if (committed) locks_reclaimed_.add();
-    });
+    const std::string holder = lock.holder;
+    const uint64_t token = lock.token;
+    const auto silent_ms = core::to_millis(now - renewed->second);
+    const kgroup::GroupTarget routine_group{kgroup::TargetKind::routine, holder.substr(0, holder.find('#'))};
+    proto::RoutineQuery query;
+    query.set_all(true);
+    groups_.read_from(
+        routine_group, query.SerializeAsString(), options_.lock_reclaim_after / 3,
+        [this, key, device, holder, token, silent_ms, routine_group](const auto& read) {
+          Session* again = session(key);
+          if (again == nullptr) return;
+          const auto reply = read ? parse_message<proto::RoutineQueryReply>(read->answer) : std::nullopt;
+          bool running = false;
+          if (reply) {
+            for (const auto& msg : reply->invocations()) {
+              if (msg.phase() != proto::PHASE_DONE && holder_name(routine_group.id, from_proto(msg)) == holder) {
+                running = true;
+              }
+            }
+          }
+          if (running) {
+            lock_renewals_[device][holder] = env_.now();
+            again->reclaiming.erase(device);
+            return;
+          }
+          proto::DeviceUpdate update;
+          update.mutable_unlock()->set_device(device);
+          update.mutable_unlock()->set_holder(holder);
+          update.mutable_unlock()->set_reclaimed(true);
+          core::log("routine").warn("device {}: reclaiming the lock of {} (token {}): not renewed for {} ms and {}",
+                                    device, holder, token, silent_ms,
+                                    !read ? "its routine's group did not answer: " + read.error()
+                                          : "its routine's group does not run it any more");
+          submit(key, update, [this, key, device](bool committed) {
+            if (Session* last = session(key)) last->reclaiming.erase(device);
+            if (committed) locks_reclaimed_.add();
+          });
+        });
   }
 }
 

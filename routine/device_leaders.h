@@ -30,7 +30,8 @@ struct DeviceLeaderOptions {
   // A subscription lapses unless renewed within this.
   core::Duration subscription_lease = std::chrono::seconds(10);
   // A held lock whose holder has not renewed it (LockRenew) for this long is
-  // taken back: its routine's whole group is gone or cut off. Routine
+  // taken back, unless its routine's group, asked then, still runs the
+  // invocation: the lock is lost only when that group is gone or cut off. Routine
   // leaders renew every few seconds; a new device leader counts from its
   // take-over, so a fail-over never shortens a holder's time.
   core::Duration lock_reclaim_after = std::chrono::seconds(30);

@@ -14,15 +14,19 @@ constexpr int kMaxInvocations = 4096;
 
 }  // namespace
 
-std::string holder_name(const std::string& routine, uint64_t seq) { return fmt::format("{}#{}", routine, seq); }
+std::string holder_name(const std::string& routine, const RoutineGroupState::Invocation& invocation) {
+  return fmt::format("{}#{}.{:08x}", routine, invocation.seq, invocation.tag);
+}
 
-std::string command_id(const std::string& routine, uint64_t seq, uint32_t index) {
-  return fmt::format("{}#{}#{}", routine, seq, index);
+std::string command_id(const std::string& routine, const RoutineGroupState::Invocation& invocation,
+                       uint32_t index) {
+  return fmt::format("{}#{}", holder_name(routine, invocation), index);
 }
 
 proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
   proto::InvocationMsg msg;
   msg.set_seq(invocation.seq);
+  msg.set_tag(invocation.tag);
   msg.set_request_id(invocation.request_id);
   msg.set_manual(invocation.manual);
   msg.set_definition(invocation.definition);
@@ -51,6 +55,7 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
 RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
   RoutineGroupState::Invocation invocation;
   invocation.seq = msg.seq();
+  invocation.tag = msg.tag();
   invocation.request_id = msg.request_id();
   invocation.manual = msg.manual();
   invocation.definition = msg.definition();
@@ -120,6 +125,7 @@ void RoutineGroupState::apply_trigger(const proto::RoutineTrigger& trigger) {
   if (!trigger.manual()) last_trigger_at_us_ = std::max(last_trigger_at_us_, trigger.at_us());
   Invocation& invocation = invocations_[next_seq_];
   invocation.seq = next_seq_++;
+  invocation.tag = trigger.tag();
   invocation.request_id = trigger.request_id();
   invocation.manual = trigger.manual();
   invocation.definition = trigger.definition();

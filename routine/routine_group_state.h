@@ -43,6 +43,7 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
   };
   struct Invocation {
     uint64_t seq = 0;
+    uint32_t tag = 0;
     std::string request_id;
     bool manual = false;
     uint64_t definition = 0;
@@ -95,9 +96,12 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
   std::function<void()> on_apply_;
 };
 
-// "ROUTINE#SEQ": how device locks and command ids name one invocation.
-std::string holder_name(const std::string& routine, uint64_t seq);
-std::string command_id(const std::string& routine, uint64_t seq, uint32_t index);
+// "ROUTINE#SEQ.TAG": how device locks and command ids name one invocation
+// (the tag, hex, tells apart the invocations of twin groups of a routine).
+std::string holder_name(const std::string& routine, const RoutineGroupState::Invocation& invocation);
+// "ROUTINE#SEQ.TAG#INDEX"
+std::string command_id(const std::string& routine, const RoutineGroupState::Invocation& invocation,
+                       uint32_t index);
 
 proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation);
 RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg);

@@ -212,6 +212,7 @@ void RoutineLeaders::on_device_change(const SessionKey& key, const std::string& 
   proto::RoutineUpdate update;
   auto& trigger = *update.mutable_trigger();
   trigger.set_at_us(now);
+  trigger.set_tag(static_cast<uint32_t>(env_.rng().next_u64()));
   trigger.set_definition(definition_digest(*spec));
   trigger.set_min_retrigger_ms(static_cast<uint32_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(spec->min_retrigger).count()));
@@ -370,15 +371,22 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
   }
 }
 
+std::string RoutineLeaders::holder_of(const SessionKey& key, uint64_t seq) const {
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  RoutineGroupState::Invocation unknown;
+  unknown.seq = seq;
+  return holder_name(routine_id(key), invocation == nullptr ? unknown : *invocation);
+}
+
 void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std::string& device) {
-  const std::string routine = routine_id(key);
-  const std::string holder = holder_name(routine, seq);
+  const std::string holder = holder_of(key, seq);
   const kgroup::GroupTarget target = selector_.device_group(device);
   proto::DeviceUpdate request;
   request.mutable_lock()->set_device(device);
   request.mutable_lock()->set_holder(holder);
   request.mutable_lock()->set_wait(true);
-  client_.write_to(target, request.SerializeAsString(), options_.request_timeout,
+  write_device(device, request.SerializeAsString(),
                    [this, key, seq, device, holder, target, alive = alive_](const auto& written) {
                      if (!*alive) return;
                      if (!written) {
@@ -389,8 +397,8 @@ void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std:
                      proto::DeviceQuery query;
                      query.mutable_lock()->set_device(device);
                      query.mutable_lock()->set_holder(holder);
-                     client_.read_from(
-                         target, query.SerializeAsString(), options_.request_timeout,
+                     read_device(
+                         device, query.SerializeAsString(),
                          [this, key, seq, device, holder, alive](const auto& read) {
                            if (!*alive) return;
                            const auto reply =
@@ -414,8 +422,7 @@ void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std:
 }
 
 void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std::vector<std::string>& missing) {
-  const std::string routine = routine_id(key);
-  const std::string holder = holder_name(routine, seq);
+  const std::string holder = holder_of(key, seq);
   struct Round {
     size_t awaiting = 0;
     std::map<std::string, uint64_t> granted;
@@ -483,8 +490,8 @@ void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std:
     request.mutable_lock()->set_device(device);
     request.mutable_lock()->set_holder(holder);
     request.mutable_lock()->set_wait(false);
-    client_.write_to(
-        target, request.SerializeAsString(), options_.request_timeout,
+    write_device(
+        device, request.SerializeAsString(),
         [this, device, holder, target, round, finish, alive = alive_](const auto& written) {
           if (!*alive) return;
           if (!written) {
@@ -495,7 +502,7 @@ void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std:
           proto::DeviceQuery query;
           query.mutable_lock()->set_device(device);
           query.mutable_lock()->set_holder(holder);
-          client_.read_from(target, query.SerializeAsString(), options_.request_timeout,
+          read_device(device, query.SerializeAsString(),
                             [device, round, finish, alive](const auto& read) {
                               if (!*alive) return;
                               const auto reply =
@@ -520,7 +527,8 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
   devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
   auto remaining = std::make_shared<std::vector<std::string>>(devices);
   auto next = std::make_shared<std::function<void()>>();
-  *next = [this, key, seq, remaining, next, then_wait]() {
+  const std::string holder = holder_of(key, seq);
+  *next = [this, key, seq, remaining, next, then_wait, holder]() {
     const RoutineGroupState* st = state(key);
     const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
     if (invocation == nullptr) return;
@@ -546,8 +554,8 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
     for (const std::string& device : *remaining) {
       proto::DeviceUpdate release;
       release.mutable_unlock()->set_device(device);
-      release.mutable_unlock()->set_holder(holder_name(routine, seq));
-      client_.write_to(selector_.device_group(device), release.SerializeAsString(), options_.request_timeout,
+      release.mutable_unlock()->set_holder(holder);
+      write_device(device, release.SerializeAsString(),
                        [this, key, seq, awaiting, then_wait, alive = alive_](const auto&) {
                          if (!*alive || --*awaiting != 0) return;
                          idle(key, seq, then_wait);
@@ -564,17 +572,17 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
   const std::string routine = routine_id(key);
   proto::DeviceUpdate accept;
   auto& a = *accept.mutable_accept();
-  a.set_command_id(command_id(routine, seq, index));
+  a.set_command_id(command_id(routine, *invocation, index));
   a.set_device(command.device);
   to_proto(command.values, *a.mutable_values());
   a.set_origin(messages_.self().value());
-  a.set_lock_holder(holder_name(routine, seq));
+  a.set_lock_holder(holder_name(routine, *invocation));
   const auto lock = invocation->locks.find(command.device);
   a.set_lock_token(lock == invocation->locks.end() ? 0 : lock->second);
   const core::TimePoint deadline = env_.now() + options_.request_timeout * 4;
   core::log("routine").debug("routine {} invocation {}: sending command {} to {} (token {})", routine, seq,
                              a.command_id(), command.device, a.lock_token());
-  client_.write_to(selector_.device_group(command.device), accept.SerializeAsString(), options_.request_timeout,
+  write_device(command.device, accept.SerializeAsString(),
                    [this, key, seq, index, deadline, alive = alive_](const auto& written) {
                      if (!*alive) return;
                      if (!written) {
@@ -593,11 +601,16 @@ void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t 
     idle(key, seq);
     return;
   }
-  const std::string routine = routine_id(key);
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  if (invocation == nullptr) {
+    idle(key, seq);
+    return;
+  }
   proto::DeviceQuery query;
-  query.set_command_id(command_id(routine, seq, index));
-  client_.read_from(
-      selector_.device_group(spec->commands[index].device), query.SerializeAsString(), options_.request_timeout,
+  query.set_command_id(command_id(routine_id(key), *invocation, index));
+  read_device(
+      spec->commands[index].device, query.SerializeAsString(),
       [this, key, seq, index, deadline, alive = alive_](const auto& read) {
         if (!*alive) return;
         const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
@@ -637,6 +650,7 @@ void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t 
 void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<std::string> devices,
                              proto::InvocationEnd end) {
   const std::string routine = routine_id(key);
+  const std::string holder = holder_of(key, seq);
   auto awaiting = std::make_shared<size_t>(devices.size());
   auto failed = std::make_shared<bool>(false);
   auto done = [this, key, seq, end, awaiting, failed, routine]() {
@@ -665,8 +679,8 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
   for (const std::string& device : devices) {
     proto::DeviceUpdate release;
     release.mutable_unlock()->set_device(device);
-    release.mutable_unlock()->set_holder(holder_name(routine, seq));
-    client_.write_to(selector_.device_group(device), release.SerializeAsString(), options_.request_timeout,
+    release.mutable_unlock()->set_holder(holder);
+    write_device(device, release.SerializeAsString(),
                      [failed, done, alive = alive_](const auto& written) {
                        if (!*alive) return;
                        if (!written) *failed = true;
@@ -684,16 +698,44 @@ void RoutineLeaders::renew_locks() {
     for (const auto& [seq, invocation] : st->invocations()) {
       if (invocation.done()) continue;
       for (const auto& [device, token] : invocation.locks) {
+        // Every member this node computes, and the leader that last
+        // answered (the group may have members this node's view does not
+        // compute, after a re-selection it did not see).
         const kgroup::GroupTarget target = selector_.device_group(device);
-        for (const core::NodeId member : selector_.members(target, epoch_of_(target))) {
+        std::set<core::NodeId> to;
+        for (const core::NodeId member : selector_.members(target, epoch_of_(target))) to.insert(member);
+        if (const auto known = device_group_leaders_.find(target.to_string()); known != device_group_leaders_.end()) {
+          to.insert(known->second);
+        }
+        for (const core::NodeId member : to) {
           auto& lock = *bodies[member].mutable_lock_renew()->add_locks();
           lock.set_device(device);
-          lock.set_holder(holder_name(s->routine, seq));
+          lock.set_holder(holder_name(s->routine, invocation));
         }
       }
     }
   }
   for (const auto& [member, body] : bodies) messages_.send(member, body);
+}
+
+void RoutineLeaders::write_device(const std::string& device, std::string payload,
+                                  kgroup::GroupClient::WriteCallback callback) {
+  const std::string target = selector_.device_group(device).to_string();
+  client_.write_to(selector_.device_group(device), std::move(payload), options_.request_timeout,
+                   [this, target, callback = std::move(callback), alive = alive_](const auto& written) {
+                     if (*alive && written) device_group_leaders_[target] = written->leader;
+                     callback(written);
+                   });
+}
+
+void RoutineLeaders::read_device(const std::string& device, std::string query,
+                                 kgroup::GroupClient::ReadCallback callback) {
+  const std::string target = selector_.device_group(device).to_string();
+  client_.read_from(selector_.device_group(device), std::move(query), options_.request_timeout,
+                    [this, target, callback = std::move(callback), alive = alive_](const auto& read) {
+                      if (*alive && read) device_group_leaders_[target] = read->leader;
+                      callback(read);
+                    });
 }
 
 void RoutineLeaders::submit(const SessionKey& key, const proto::RoutineUpdate& update, Committed done) {

@@ -108,6 +108,10 @@ class RoutineLeaders {
   void poll_command(const SessionKey& key, uint64_t seq, uint32_t index, core::TimePoint deadline);
   void release(const SessionKey& key, uint64_t seq, std::vector<std::string> devices, proto::InvocationEnd end);
   void renew_locks();
+  // A write or read at the group of `device`, remembering the leader that
+  // answered (lock renewals go there too).
+  void write_device(const std::string& device, std::string payload, kgroup::GroupClient::WriteCallback callback);
+  void read_device(const std::string& device, std::string query, kgroup::GroupClient::ReadCallback callback);
 
   // Commits `update` in the session's group; done(committed) runs once.
   using Committed = std::function<void(bool committed)>;
@@ -121,6 +125,8 @@ class RoutineLeaders {
   kgroup::GroupReplica* replica(const SessionKey& key) const;
   const RoutineGroupState* state(const SessionKey& key) const;
   const RoutineSpec* spec_of(const SessionKey& key) const;
+  // The invocation's lock holder name (holder_name), from the committed state.
+  std::string holder_of(const SessionKey& key, uint64_t seq) const;
   LockStrategy strategy_of(const RoutineSpec& spec) const;
   int64_t now_us() const;
 
@@ -136,6 +142,7 @@ class RoutineLeaders {
   core::ScopedTimer scan_timer_;
   core::ScopedTimer renew_timer_;
   std::map<SessionKey, std::unique_ptr<Session>> sessions_;
+  std::map<std::string, core::NodeId> device_group_leaders_;  // device group target -> last leader heard
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   core::Counter& triggers_;

@@ -160,7 +160,7 @@ TEST_F(AdminRoutinesTest, RunListAndHistory) {
   EXPECT_TRUE(invocation.manual());
   EXPECT_EQ(std::get<bool>(hall_.state().at("power")), false);
   ASSERT_EQ(hall_.actuations().size(), 1u);
-  EXPECT_EQ(hall_.actuations()[0].command_id, "all_off#1#0");
+  EXPECT_EQ(hall_.actuations()[0].command_id, routine::command_id("all_off", routine::from_proto(invocation), 0));
 
   proto::AdminRequest list;
   list.mutable_routines();

@@ -119,8 +119,11 @@ TEST_F(RoutineGroup, SnapshotCarriesEverythingAndHistoryIsBounded) {
 }
 
 TEST(RoutineNames, HolderAndCommandIdsNameTheInvocation) {
-  EXPECT_EQ(holder_name("night_hall", 7), "night_hall#7");
-  EXPECT_EQ(command_id("night_hall", 7, 2), "night_hall#7#2");
+  RoutineGroupState::Invocation invocation;
+  invocation.seq = 7;
+  invocation.tag = 0x3fa2;
+  EXPECT_EQ(holder_name("night_hall", invocation), "night_hall#7.00003fa2");
+  EXPECT_EQ(command_id("night_hall", invocation, 2), "night_hall#7.00003fa2#2");
 }
 
 }  // namespace

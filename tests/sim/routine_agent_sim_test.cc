@@ -343,7 +343,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
       ++out.invocations;
-      const std::string name = routine::holder_name(spec.id, seq);
+      const std::string name = routine::holder_name(spec.id, invocation);
       if (!invocation.done()) {
         if (!out.partitioned) {
           out.violations.push_back(fmt::format("invocation {} is still {} after quiescence", name,
@@ -353,7 +353,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
       }
       if (invocation.outcome == proto::INVOCATION_OK) ++out.ok;
       for (const auto& [index, result] : invocation.commands) {
-        const std::string id = routine::command_id(spec.id, seq, index);
+        const std::string id = routine::command_id(spec.id, invocation, index);
         if (result.status == proto::COMMAND_OK && actuated[id] != 1) {
           out.violations.push_back(fmt::format("command {} recorded ok but actuated {} times", id, actuated[id]));
         }
