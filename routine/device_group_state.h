@@ -67,7 +67,7 @@ namespace mesh::routine {
 //    leader with a stale catalog cannot take a device back); an import older
 //    than a freeze is ignored (a freeze that overtook a slower importer
 //    wins, so at most one group holds the device live). A freeze of a device
-//    the group never held leaves a placeholder that still rejects older
+//    the group never held leaves a tombstone that still rejects older
 //    imports.
 //  - Every step is idempotent (commands by id, the record by placement), so
 //    a new leader on either side simply redoes the handoff. The imported

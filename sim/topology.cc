@@ -101,6 +101,28 @@ std::vector<int> Topology::neighbours(int node) const {
   return out;
 }
 
+bool Topology::connected_without(const std::set<size_t>& down) const {
+  size_t start = 0;
+  while (start < size() && down.count(start) != 0) ++start;
+  if (start == size()) return true;
+  std::vector<bool> seen(size(), false);
+  std::vector<size_t> stack = {start};
+  seen[start] = true;
+  size_t reached = 1;
+  while (!stack.empty()) {
+    const size_t node = stack.back();
+    stack.pop_back();
+    for (const int next : neighbours(static_cast<int>(node))) {
+      const auto u = static_cast<size_t>(next);
+      if (seen[u] || down.count(u) != 0) continue;
+      seen[u] = true;
+      ++reached;
+      stack.push_back(u);
+    }
+  }
+  return reached == size() - down.size();
+}
+
 std::vector<int> Topology::hop_distances(int from) const {
   const int n = static_cast<int>(size());
   std::vector<std::vector<int>> adjacency(n);

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,9 @@ struct Topology {
   // Hops from `from` to every node; -1 where unreachable.
   std::vector<int> hop_distances(int from) const;
   bool is_connected() const;
+  // Whether the nodes not in `down` still form one connected mesh (the
+  // simulation oracles check liveness only where they do).
+  bool connected_without(const std::set<size_t>& down) const;
   // {"kind": ..., "nodes": N, "positions": [[x,y,z],...], "edges": [[i,j],...]}
   std::string to_json() const;
 };

@@ -272,12 +272,12 @@ TEST(DeviceGroupStateHandoff, VersionsOrderClaimsBetweenGroups) {
 
   // A slower importer (version 5) overtaken by a newer claim (version 7)
   // that froze the group first: its import is ignored, so at most one group
-  // holds the device live. The placeholder holds no record for the claimer.
+  // holds the device live. The tombstone holds no record for the claimer.
   DeviceGroupState overtaken;
   overtaken.apply(1, write(handoff("lamp", "cluster:c", 7), 1));
-  const proto::DeviceQueryReply placeholder = handoff_read(overtaken, "lamp");
-  ASSERT_EQ(placeholder.devices_size(), 1);
-  EXPECT_FALSE(placeholder.devices(0).held());
+  const proto::DeviceQueryReply tombstone = handoff_read(overtaken, "lamp");
+  ASSERT_EQ(tombstone.devices_size(), 1);
+  EXPECT_FALSE(tombstone.devices(0).held());
   proto::DeviceUpdate slow = start;
   slow.mutable_imported()->mutable_record()->set_device("lamp");
   slow.mutable_imported()->mutable_record()->set_version(9);

@@ -341,28 +341,6 @@ class Mover {
   std::set<std::string> forked_;
 };
 
-bool connected_without(const Topology& topology, const std::set<size_t>& down) {
-  const size_t n = topology.size();
-  size_t start = 0;
-  while (down.count(start) != 0) ++start;
-  std::vector<bool> seen(n, false);
-  std::vector<size_t> stack = {start};
-  seen[start] = true;
-  size_t reached = 1;
-  while (!stack.empty()) {
-    const size_t node = stack.back();
-    stack.pop_back();
-    for (const int next : topology.neighbours(static_cast<int>(node))) {
-      const auto u = static_cast<size_t>(next);
-      if (seen[u] || down.count(u) != 0) continue;
-      seen[u] = true;
-      ++reached;
-      stack.push_back(u);
-    }
-  }
-  return reached == n - down.size();
-}
-
 Outcome run(const Plan& plan, uint64_t seed) {
   core::Rng rng(seed * 7919 + 11);
   const auto n = static_cast<size_t>(rng.between(5, 9));
@@ -432,7 +410,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
       down.insert(pick);
     }
   }
-  out.partitioned = !connected_without(sim.topology(), down);
+  out.partitioned = !sim.topology().connected_without(down);
 
   // A device stops answering, is seen down by its group, and comes back.
   // Its group may itself be recovering from the crash (failure detection
@@ -488,7 +466,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     down.erase(*victim);
     sim.node(*victim)->device_watcher().watch({}, {});  // a new life, a new subscriber
     // Back, it may be cut off (its neighbours are the node that stays down).
-    out.partitioned = out.partitioned || !connected_without(sim.topology(), down);
+    out.partitioned = out.partitioned || !sim.topology().connected_without(down);
   }
   // Quiescence: clients stopped at `stop`; let notifications and renewals settle.
   sim.run_until(stop + seconds(40));

@@ -143,27 +143,6 @@ std::string describe(const agent::TextLog& log) {
   return out;
 }
 
-// Whether the nodes other than `down` still form one connected mesh.
-bool connected_without(const Topology& topology, std::optional<size_t> down) {
-  const int n = static_cast<int>(topology.size());
-  const int start = down && *down == 0 ? 1 : 0;
-  std::vector<bool> seen(topology.size(), false);
-  std::vector<int> stack = {start};
-  seen[static_cast<size_t>(start)] = true;
-  int reached = 1;
-  while (!stack.empty()) {
-    const int node = stack.back();
-    stack.pop_back();
-    for (const int next : topology.neighbours(node)) {
-      if (seen[static_cast<size_t>(next)] || (down && static_cast<size_t>(next) == *down)) continue;
-      seen[static_cast<size_t>(next)] = true;
-      ++reached;
-      stack.push_back(next);
-    }
-  }
-  return reached == n - (down ? 1 : 0);
-}
-
 Outcome run(const Plan& plan, uint64_t seed) {
   core::Rng rng(seed * 7919 + 3);
   const auto n =
@@ -207,7 +186,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // Writes continue until `stop`; then the mesh settles, and one more write
   // from a survivor must succeed, unless the crash cut the mesh in two (the
   // group may then have no quorum on either side: only safety holds).
-  out.partitioned = !connected_without(sim.topology(), crashed);
+  out.partitioned = !sim.topology().connected_without(crashed ? std::set<size_t>{*crashed} : std::set<size_t>{});
   sim.run_until(stop + seconds(15));
   size_t prober = rng.below(n);
   while (crashed && prober == *crashed) prober = rng.below(n);

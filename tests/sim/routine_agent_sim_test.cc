@@ -78,28 +78,6 @@ struct Outcome {
   bool partitioned = false;
 };
 
-bool connected_without(const Topology& topology, const std::set<size_t>& down) {
-  const size_t n = topology.size();
-  size_t start = 0;
-  while (down.count(start) != 0) ++start;
-  std::vector<bool> seen(n, false);
-  std::vector<size_t> stack = {start};
-  seen[start] = true;
-  size_t reached = 1;
-  while (!stack.empty()) {
-    const size_t node = stack.back();
-    stack.pop_back();
-    for (const int next : topology.neighbours(static_cast<int>(node))) {
-      const auto u = static_cast<size_t>(next);
-      if (seen[u] || down.count(u) != 0) continue;
-      seen[u] = true;
-      ++reached;
-      stack.push_back(u);
-    }
-  }
-  return reached == n - down.size();
-}
-
 // The serving replicas of `target` across the mesh, newest instance first.
 std::vector<std::pair<size_t, kgroup::GroupReplica*>> serving(MeshSim& sim, const std::string& target) {
   std::vector<std::pair<size_t, kgroup::GroupReplica*>> out;
@@ -260,11 +238,11 @@ Outcome run(const Plan& plan, uint64_t seed) {
       down.insert(pick);
     }
   }
-  out.partitioned = !connected_without(sim.topology(), down);
+  out.partitioned = !sim.topology().connected_without(down);
   sim.run_until(stop);
   sim.restart(victim);
   down.erase(victim);
-  out.partitioned = out.partitioned || !connected_without(sim.topology(), down);
+  out.partitioned = out.partitioned || !sim.topology().connected_without(down);
   // Quiescence: runs stopped; let the backlog drain (conflicting routines
   // with durations run one after another, OLA backs off) and releases
   // settle, up to a bound far above any backlog the stream can build.
