@@ -32,6 +32,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -350,6 +351,26 @@ Outcome run(const Plan& plan, uint64_t seed) {
         out.violations.push_back(fmt::format("n{}'s replica of {} applied as far as its leader but differs", i,
                                              target));
       }
+    }
+  }
+  // A safety violation names any group the k-group layer forked (one
+  // target, epoch and generation with two member lists: genesis by creators
+  // that did not see each other), the one known way to break it.
+  if (!out.violations.empty()) {
+    std::map<std::tuple<std::string, uint64_t, uint32_t>, std::set<std::vector<core::NodeId>>> instances;
+    for (size_t i = 0; i < sim.size(); ++i) {
+      agent::Node* node = sim.node(i);
+      if (node == nullptr) continue;
+      for (kgroup::GroupReplica* r : node->kgroups().host().replicas()) {
+        const auto& c = r->config();
+        instances[{c.target.to_string(), c.epoch, c.generation}].insert(c.members);
+      }
+    }
+    for (const auto& [instance, member_lists] : instances) {
+      if (member_lists.size() < 2) continue;
+      out.violations.push_back(fmt::format("(k-group fork: {} epoch {} generation {} exists with {} member lists)",
+                                           std::get<0>(instance), std::get<1>(instance), std::get<2>(instance),
+                                           member_lists.size()));
     }
   }
   if (out.partitioned) return out;
