@@ -261,6 +261,13 @@ void RoutineLeaders::idle(const SessionKey& key, uint64_t seq, core::Duration de
   });
 }
 
+void RoutineLeaders::after_step(const SessionKey& key, uint64_t seq, bool committed) {
+  // A step not committed (the replica stopped serving, or lost a race) is
+  // tried again after a pause, never at once: the state that refused it may
+  // not change within the same instant.
+  idle(key, seq, committed ? core::Duration::zero() : options_.poll_interval);
+}
+
 void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupState::Invocation& invocation) {
   const uint64_t seq = invocation.seq;
   core::log("routine").debug("routine {} invocation {}: {} with {} locks, {} commands done", routine_id(key), seq,
@@ -289,7 +296,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
     case proto::PHASE_ACQUIRING_LOCKS: {
       if (!definition_holds) {
         step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
-             [this, key, seq](bool) { idle(key, seq); });
+             [this, key, seq](bool committed) { after_step(key, seq, committed); });
         return;
       }
       std::vector<std::string> missing;
@@ -298,7 +305,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
       }
       if (missing.empty()) {
         step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_EXECUTING); },
-             [this, key, seq](bool) { idle(key, seq); });
+             [this, key, seq](bool committed) { after_step(key, seq, committed); });
         return;
       }
       if (strategy_of(*spec) == LockStrategy::ola) {
@@ -311,7 +318,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
     case proto::PHASE_EXECUTING: {
       if (!definition_holds) {
         step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
-             [this, key, seq](bool) { idle(key, seq); });
+             [this, key, seq](bool committed) { after_step(key, seq, committed); });
         return;
       }
       const auto next = static_cast<uint32_t>(invocation.commands.size());
@@ -332,7 +339,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
       }
       if (next >= spec->commands.size()) {
         step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
-             [this, key, seq](bool) { idle(key, seq); });
+             [this, key, seq](bool committed) { after_step(key, seq, committed); });
         return;
       }
       execute(key, seq, next, spec->commands[next]);
@@ -416,7 +423,7 @@ void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std:
                                  s.mutable_lock_held()->set_device(device);
                                  s.mutable_lock_held()->set_token(token);
                                },
-                               [this, key, seq](bool) { idle(key, seq); });
+                               [this, key, seq](bool committed) { after_step(key, seq, committed); });
                          });
                    });
 }
@@ -452,7 +459,7 @@ void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std:
             },
             [this, key, seq, commit, i](bool committed) {
               if (!committed) {
-                idle(key, seq);
+                after_step(key, seq, false);
                 return;
               }
               (*commit)(i + 1);
@@ -538,7 +545,7 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
           key, seq, [&dropped](proto::InvocationStep& s) { s.set_lock_dropped(dropped); },
           [this, key, seq, next](bool committed) {
             if (!committed) {
-              idle(key, seq);
+              after_step(key, seq, false);
               return;
             }
             (*next)();
@@ -643,7 +650,7 @@ void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t 
               s.mutable_command()->set_status(outcome.status());
               s.mutable_command()->set_detail(outcome.detail());
             },
-            [this, key, seq](bool) { idle(key, seq); });
+            [this, key, seq](bool committed) { after_step(key, seq, committed); });
       });
 }
 
@@ -668,7 +675,7 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
                                       proto::InvocationOutcome_Name(end.outcome()),
                                       end.detail().empty() ? "" : ": " + end.detail());
           }
-          idle(key, seq);
+          after_step(key, seq, committed);
         });
   };
   if (devices.empty() || fault_points().skip_release) {

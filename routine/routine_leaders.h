@@ -118,6 +118,9 @@ class RoutineLeaders {
   void submit(const SessionKey& key, const proto::RoutineUpdate& update, Committed done);
   void step(const SessionKey& key, uint64_t seq, const std::function<void(proto::InvocationStep&)>& fill,
             Committed done);
+  // Idle again after a step: at once if it was committed, after
+  // poll_interval if not.
+  void after_step(const SessionKey& key, uint64_t seq, bool committed);
   // Marks the invocation idle again and drives the session after `delay`.
   void idle(const SessionKey& key, uint64_t seq, core::Duration delay = core::Duration::zero());
 
