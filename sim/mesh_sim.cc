@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -352,6 +353,26 @@ std::string MeshSim::summary() const {
   out += "\nmessages        layer/scope/direction = count\n";
   for (const auto& [key, value] : message_totals()) out += fmt::format("  {:<28} {}\n", key, value);
   return out;
+}
+
+bool MeshSim::quorum_alive(const std::string& target) {
+  std::optional<kgroup::GroupConfig> newest;
+  for (size_t i = 0; i < size(); ++i) {
+    agent::Node* live = node(i);
+    if (live == nullptr) continue;
+    kgroup::GroupReplica* replica = live->kgroups().host().latest(target);
+    if (replica == nullptr) continue;
+    const auto& c = replica->config();
+    if (!newest || std::make_pair(c.epoch, c.generation) > std::make_pair(newest->epoch, newest->generation)) {
+      newest = c;
+    }
+  }
+  if (!newest) return true;
+  size_t alive = 0;
+  for (const core::NodeId member : newest->members) {
+    for (size_t i = 0; i < size(); ++i) alive += id_of(i) == member && node(i) != nullptr ? 1 : 0;
+  }
+  return alive >= newest->members.size() / 2 + 1;
 }
 
 }  // namespace mesh::sim

@@ -68,6 +68,10 @@ class MeshSim {
   core::NodeId id_of(size_t index) const { return Network::address_of(index); }
   // Null while the node is crashed.
   agent::Node* node(size_t index) { return slots_.at(index).node.get(); }
+  // Whether a majority of the members of `target`'s newest group instance
+  // (highest epoch and generation any live node hosts) is alive; true when
+  // no live node hosts one. The agent sweeps expect liveness only there.
+  bool quorum_alive(const std::string& target);
   Simulator& simulator() { return simulator_; }
   Network& network() { return network_; }
   const Topology& topology() const { return topology_; }

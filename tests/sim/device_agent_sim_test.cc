@@ -195,26 +195,14 @@ const routine::DeviceGroupState::Device* leader_record(MeshSim& sim, const std::
   return nullptr;
 }
 
-// Whether f + 1 = 2 members of the device's newest group are alive.
-bool quorum_alive(MeshSim& sim, const std::string& device) {
-  std::optional<kgroup::GroupConfig> newest;
+// Whether the device's group (as the first live node computes it) keeps a quorum.
+bool device_quorum_alive(MeshSim& sim, const std::string& device) {
   for (size_t i = 0; i < sim.size(); ++i) {
-    agent::Node* node = sim.node(i);
-    if (node == nullptr) continue;
-    const auto target = node->kgroups().selector().device_group(device).to_string();
-    kgroup::GroupReplica* replica = node->kgroups().host().latest(target);
-    if (replica == nullptr) continue;
-    const auto& c = replica->config();
-    if (!newest || std::make_pair(c.epoch, c.generation) > std::make_pair(newest->epoch, newest->generation)) {
-      newest = c;
+    if (agent::Node* node = sim.node(i)) {
+      return sim.quorum_alive(node->kgroups().selector().device_group(device).to_string());
     }
   }
-  if (!newest) return true;
-  size_t alive = 0;
-  for (const core::NodeId member : newest->members) {
-    for (size_t i = 0; i < sim.size(); ++i) alive += sim.id_of(i) == member && sim.node(i) != nullptr ? 1 : 0;
-  }
-  return alive >= newest->members.size() / 2 + 1;
+  return true;
 }
 
 // Moves devices between clusters with run-time catalog changes, and kills
@@ -427,7 +415,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     seen_down = leader_record(sim, flaky.spec().id);
     if (seen_down != nullptr && !seen_down->up) break;
   }
-  if (!out.partitioned && (seen_down == nullptr || seen_down->up) && quorum_alive(sim, flaky.spec().id)) {
+  if (!out.partitioned && (seen_down == nullptr || seen_down->up) && device_quorum_alive(sim, flaky.spec().id)) {
     std::string replicas;
     for (size_t i = 0; i < sim.size(); ++i) {
       agent::Node* node = sim.node(i);
@@ -535,7 +523,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     for (const auto& [id, spec] : node->catalog().devices()) {
       // A group that lost its quorum (two of three members crashed) holds
       // nothing new: its devices' views may lag, as the model allows.
-      if (!quorum_alive(sim, id)) continue;
+      if (!sim.quorum_alive(node->kgroups().selector().device_group(id).to_string())) continue;
       EmulatedDevice* device = devices.find(id);
       const auto& view = node->device_watcher().view();
       const auto seen = view.find(id);

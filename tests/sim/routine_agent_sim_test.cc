@@ -96,27 +96,6 @@ std::vector<std::pair<size_t, kgroup::GroupReplica*>> serving(MeshSim& sim, cons
   return out;
 }
 
-// Whether f + 1 = 2 members of the newest group of `target` are alive.
-bool quorum_alive(MeshSim& sim, const std::string& target) {
-  std::optional<kgroup::GroupConfig> newest;
-  for (size_t i = 0; i < sim.size(); ++i) {
-    agent::Node* node = sim.node(i);
-    if (node == nullptr) continue;
-    kgroup::GroupReplica* replica = node->kgroups().host().latest(target);
-    if (replica == nullptr) continue;
-    const auto& c = replica->config();
-    if (!newest || std::make_pair(c.epoch, c.generation) > std::make_pair(newest->epoch, newest->generation)) {
-      newest = c;
-    }
-  }
-  if (!newest) return true;
-  size_t alive = 0;
-  for (const core::NodeId member : newest->members) {
-    for (size_t i = 0; i < sim.size(); ++i) alive += sim.id_of(i) == member && sim.node(i) != nullptr ? 1 : 0;
-  }
-  return alive >= newest->members.size() / 2 + 1;
-}
-
 struct World {
   std::vector<std::unique_ptr<EmulatedDevice>> devices;
   std::vector<std::unique_ptr<routine::EmulatedDriverFactory>> factories;
@@ -312,7 +291,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     const std::string target = "routine:" + spec.id;
     const auto replicas = serving(sim, target);
     if (replicas.empty()) {
-      if (!out.partitioned && quorum_alive(sim, target) && spans.count(spec.id + "#1") != 0) {
+      if (!out.partitioned && sim.quorum_alive(target) && spans.count(spec.id + "#1") != 0) {
         out.violations.push_back(fmt::format("routine {} ran but no node leads its group at the end", spec.id));
       }
       continue;
