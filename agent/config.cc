@@ -1232,6 +1232,13 @@ const std::vector<SectionSpec>& Parser::sections() {
            millis_key("write_attempt_timeout_ms", 1, kMaxIntervalMs,
                       "milliseconds one forwarded write waits for its answer before the next member is tried",
                       [](C& c, D v) { c.node.kgroup.write_attempt_timeout = v; }),
+           millis_key("genesis_settle_ms", 0, kMaxIntervalMs,
+                      "milliseconds after start, and after a member last joined, before this node creates a "
+                      "target's first group",
+                      [](C& c, D v) { c.node.kgroup.genesis_settle = v; }),
+           seconds_key("genesis_failed_memory_s", 0, 86400,
+                       "seconds a failed member still counts in the majority a node must see live to create a group",
+                       [](C& c, D v) { c.node.kgroup.genesis_failed_memory = v; }),
        }},
       {"mutex",
        {

@@ -81,7 +81,9 @@ KgroupService::KgroupService(core::Env& env, core::Messenger& messenger, core::S
       schedule_(config_.epoch_length, config_.epoch_origin),
       writes_committed_(metrics.counter("kgroup_client_writes_total", {{"result", "committed"}})),
       writes_failed_(metrics.counter("kgroup_client_writes_total", {{"result", "failed"}})),
-      groups_created_(metrics.counter("kgroup_genesis_total")) {
+      groups_created_(metrics.counter("kgroup_genesis_total")),
+      genesis_postponed_(metrics.counter("kgroup_genesis_postponed_total")),
+      view_grew_(env.now()) {
   host_ = std::make_unique<kgroup::GroupHost>(
       env_, messenger_, storage, view_, metrics, config_.replica,
       factory ? std::move(factory)
@@ -90,11 +92,22 @@ KgroupService::KgroupService(core::Env& env, core::Messenger& messenger, core::S
   messenger_.serve(kKgroupClientBodyType, [this](const core::Message& request, core::Responder responder) {
     on_request(request, std::move(responder));
   });
+  member_listener_ = view_.add_listener([this](const membership::MemberEvent& event) {
+    if (event.kind == membership::MemberEventKind::failed) {
+      failed_at_[event.member.id] = env_.now();
+    } else if (event.kind == membership::MemberEventKind::joined) {
+      failed_at_.erase(event.member.id);
+      view_grew_ = env_.now();
+    } else if (event.kind == membership::MemberEventKind::left) {
+      failed_at_.erase(event.member.id);
+    }
+  });
   const size_t restored = host_->restore();
   if (restored > 0) core::log("kgroup").info("rejoined persisted groups count={}", restored);
 }
 
 KgroupService::~KgroupService() {
+  view_.remove_listener(member_listener_);
   messenger_.serve(kKgroupClientBodyType,
                    [](const core::Message&, core::Responder responder) { responder.reject("shutting_down"); });
   for (const auto& [id, write] : writes_) {
@@ -366,6 +379,7 @@ void KgroupService::on_request(const core::Message& request, core::Responder res
       GroupReplica* replica = host_->latest(key);
       proto::KgroupClientReply reply = make_reply(proto::KGROUP_CLIENT_RETRY);
       reply.set_hosted(replica != nullptr);
+      reply.set_live_members(static_cast<uint32_t>(view_.live_members().size()));
       if (replica != nullptr) {
         reply.set_leader(replica->leader().value());
         reply.set_epoch(replica->config().epoch);
@@ -421,6 +435,10 @@ GroupReplica* KgroupService::route(const GroupTarget& target, bool create, Reply
       }
       start_genesis(target, selected, /*create=*/false);
       reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "looking for the group"));
+      return nullptr;
+    }
+    if (auto refusal = genesis_refusal()) {
+      reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, std::move(*refusal)));
       return nullptr;
     }
     start_genesis(target, selected);
@@ -518,6 +536,18 @@ void KgroupService::serve_write(const GroupTarget& target, uint64_t write_id, st
 
 // ---- genesis ----------------------------------------------------------------
 
+std::optional<std::string> KgroupService::genesis_refusal() {
+  const core::TimePoint now = env_.now();
+  if (now - view_grew_ < config_.genesis_settle) return "membership still settling: no group created yet";
+  std::erase_if(failed_at_, [&](const auto& entry) { return now - entry.second > config_.genesis_failed_memory; });
+  const size_t live = view_.live_members().size();
+  if (live * 2 <= live + failed_at_.size()) {
+    return fmt::format("only {} of the {} members seen lately are live: a minority creates no group", live,
+                       live + failed_at_.size());
+  }
+  return std::nullopt;
+}
+
 void KgroupService::start_genesis(const GroupTarget& target, const kgroup::GroupSelector::Selected& selected,
                                   bool create) {
   const std::string key = target.to_string();
@@ -552,7 +582,15 @@ void KgroupService::start_genesis(const GroupTarget& target, const kgroup::Group
           const auto reply = result.status == core::RequestStatus::ok ? decode(result.response.body) : std::nullopt;
           if (!reply || !reply->has_reply()) {
             ++g.silent;
-          } else if (reply->reply().hosted()) {
+            if (g.awaiting == 0) finish_genesis(key);
+            return;
+          }
+          if (const size_t known = reply->reply().live_members();
+              known > view_.live_members().size() && known > g.view_behind) {
+            g.view_behind = known;
+            g.knows_more = node;
+          }
+          if (reply->reply().hosted()) {
             const core::NodeId leader(reply->reply().leader());
             g.hosted_at = leader.is_unspecified() || leader == messenger_.self() ? node : leader;
           } else if (const core::NodeId creator(reply->reply().creator());
@@ -586,6 +624,15 @@ void KgroupService::finish_genesis(const std::string& key) {
     core::log("kgroup").info("genesis not needed target={} hosted_at={}", key, genesis.hosted_at->to_string());
     return;
   }
+  if (genesis.view_behind > 0) {
+    // A node that knows more members than this one may know the target's
+    // group, or be the one that should create it.
+    genesis_postponed_.add();
+    core::log("kgroup").debug("genesis postponed target={} reason=view_behind known_here={} known_at={} count={}", key,
+                              view_.live_members().size(), genesis.knows_more.to_string(), genesis.view_behind);
+    view_.catch_up_from(genesis.knows_more);
+    return;
+  }
   if (!genesis.create) {
     if (genesis.silent == 0) absent_until_[key] = env_.now() + config_.write_attempt_timeout;
     core::log("kgroup").debug("no group of {} found for a read", key);
@@ -595,7 +642,8 @@ void KgroupService::finish_genesis(const std::string& key) {
     // A node that did not answer may host the target's group: creating
     // another could fork the target's state. Wait until it answers or
     // membership declares it failed.
-    core::log("kgroup").info("genesis postponed target={} unanswered_probes={}", key, genesis.silent);
+    genesis_postponed_.add();
+    core::log("kgroup").info("genesis postponed target={} reason=unanswered_probes count={}", key, genesis.silent);
     return;
   }
   kgroup::GroupConfig config;

@@ -41,6 +41,16 @@ struct KgroupConfig {
   // One forwarded write (or genesis probe) waits this long for its answer
   // before the next member is tried.
   core::Duration write_attempt_timeout = std::chrono::seconds(3);
+  // A node creates no group until it has run this long, and until this
+  // long has passed since a member last joined its view (new, or back from failed):
+  // the view is still filling (booting meshes, Medley's join push-pull),
+  // and a creator that misses the target's existing group forks it.
+  core::Duration genesis_settle = std::chrono::seconds(5);
+  // Members seen failing this recently still count for genesis's majority:
+  // a node that sees fewer than half of its live and recently failed
+  // members live is likely cut off from the rest, where the target's group
+  // may be, and creates none.
+  core::Duration genesis_failed_memory = std::chrono::minutes(10);
   // Longest text meshctl kgroup-write accepts (bytes).
   size_t max_text_bytes = 512;
 };
@@ -74,10 +84,22 @@ inline constexpr uint32_t kKgroupClientBodyType = proto::Envelope::kKgroupClient
 // their probes, and the one with the higher id steps back: a creator probed
 // by a lower id yields to it, and one told by a probe's answer that a lower
 // id is creating yields too. From then on the group elects, replicates and
-// migrates on its own (GroupReplica). What remains possible: creators that
-// do not see each other at all (neither lists the other live), or a group
-// whose every member is down or cut off, are not found, and a second group
-// of the target is created.
+// migrates on its own (GroupReplica).
+//
+// The probes only find groups on nodes the creator's view lists, so a
+// creator whose view is incomplete (just booted or restarted, still
+// joining) could miss the target's group and fork it. Two guards: no
+// genesis in a node's first genesis_settle nor within genesis_settle of a
+// member joining its view, and every probe's answer says
+// how many live members the answering node knows; if any knows more than
+// the creator, the creator's view is behind: genesis waits, and membership
+// pulls that node's list at once (MemberView::catch_up_from). A node that sees only a minority of the members it knew
+// lately (live ones plus those failed within genesis_failed_memory) creates
+// nothing either: it is probably on the small side of a partition. What
+// remains possible: creators whose views are equally large
+// but disjoint where it matters (neither lists the other, nor the other's
+// members), or a group whose every member is down or cut off, are not
+// found, and a second group of the target is created.
 class KgroupService : public kgroup::GroupClient {
  public:
   struct WriteResult {
@@ -153,6 +175,8 @@ class KgroupService : public kgroup::GroupClient {
   void start_genesis(const kgroup::GroupTarget& target, const kgroup::GroupSelector::Selected& selected,
                      bool create = true);
   void finish_genesis(const std::string& target);
+  // Why this node must not create a group now (settling, or a minority), or nothing.
+  std::optional<std::string> genesis_refusal();
   // Another node is creating the same target's group and has the lower id:
   // stop ours and send writes there.
   void yield_genesis(const std::string& target, core::NodeId creator);
@@ -179,6 +203,10 @@ class KgroupService : public kgroup::GroupClient {
     std::vector<core::NodeId> members;
     size_t awaiting = 0;  // probes not answered yet
     size_t silent = 0;    // probes that got no usable answer
+    // The most live members an answer said its node knows, when above ours,
+    // and that node.
+    size_t view_behind = 0;
+    core::NodeId knows_more;
     std::optional<core::NodeId> hosted_at;
     // False while only reads asked: find the group, never create it.
     bool create = true;
@@ -197,6 +225,13 @@ class KgroupService : public kgroup::GroupClient {
   core::Counter& writes_committed_;
   core::Counter& writes_failed_;
   core::Counter& groups_created_;
+  core::Counter& genesis_postponed_;
+  // When this node started, or a member last joined its view.
+  core::TimePoint view_grew_;
+  // Members this node saw fail, and when (forgotten after
+  // genesis_failed_memory, or when they come back or leave).
+  std::map<core::NodeId, core::TimePoint> failed_at_;
+  membership::MemberView::ListenerHandle member_listener_ = 0;
 };
 
 }  // namespace mesh::agent

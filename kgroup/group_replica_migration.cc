@@ -15,14 +15,20 @@ namespace mesh::kgroup {
 void GroupReplica::maybe_reselect() {
   if (!serving() || !hooks_.select) return;
   // Re-selection (CoMesh 3.5): only once f members have failed, not on
-  // every failure; the group then hands over to the k best live nodes.
+  // every failure; the group then hands over to the k best live nodes. A
+  // group formed with fewer members than its selection now has (genesis
+  // while few nodes were live) hands over too: with one or two members it
+  // tolerates no failure at all.
   size_t failed = 0;
   for (core::NodeId id : config_.members) failed += is_live(id) ? 0 : 1;
   const size_t f = faults_tolerated(config_.members.size());
-  if (f == 0 || failed < f) return;
-  if (hooks_.select(config_.target, config_.epoch) == config_.members) return;
-  core::log("kgroup").info("re-selecting group={} epoch={} generation={} failed={}", ref_.target(), ref_.epoch(),
-                           ref_.generation(), failed);
+  const auto selected = hooks_.select(config_.target, config_.epoch);
+  const bool undersized = selected.size() > config_.members.size();
+  if (!undersized && (f == 0 || failed < f)) return;
+  if (selected.empty() || selected == config_.members) return;
+  core::log("kgroup").info("re-selecting group={} epoch={} generation={} failed={} members={} selected={}",
+                           ref_.target(), ref_.epoch(), ref_.generation(), failed, config_.members.size(),
+                           selected.size());
   seal(config_.epoch, config_.generation + 1);
 }
 

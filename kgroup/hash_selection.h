@@ -39,8 +39,11 @@ std::vector<ScoredMember> rank_nodes(const std::vector<SmartNode>& nodes, const 
 std::vector<ScoredMember> hash_select(const std::vector<SmartNode>& nodes, const GroupTarget& target, uint64_t epoch,
                                       size_t k);
 
-// f for a group of k = 2f + 1 members, and the quorum f + 1.
+// f for a group of k = 2f + 1 members, and its quorum: a majority, f + 1
+// for odd k. A group formed while fewer than k nodes were live may have an
+// even count; f + 1 of 2 (or of 4) would let two disjoint halves each
+// elect a leader and commit, so the quorum is a strict majority.
 inline constexpr size_t faults_tolerated(size_t k) { return k == 0 ? 0 : (k - 1) / 2; }
-inline constexpr size_t quorum_size(size_t k) { return faults_tolerated(k) + 1; }
+inline constexpr size_t quorum_size(size_t k) { return k / 2 + 1; }
 
 }  // namespace mesh::kgroup

@@ -410,6 +410,11 @@ void Medley::push_pull() {
   if (!others.empty()) sync_from(others[pick], true, core::NodeId());
 }
 
+void Medley::catch_up_from(core::NodeId peer) {
+  if (!running_ || left_ || peer == self() || peer.is_unspecified()) return;
+  sync_from(peer, true, core::NodeId());
+}
+
 void Medley::reap() {
   const core::TimePoint now = env_.now();
   std::vector<core::NodeId> gone;

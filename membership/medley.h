@@ -62,6 +62,8 @@ class Medley final : public MemberView {
   uint64_t version() const override { return version_; }
   ListenerHandle add_listener(Listener listener) override;
   void remove_listener(ListenerHandle handle) override;
+  // A push-pull with `peer` at once (deduplicated with any running one).
+  void catch_up_from(core::NodeId peer) override;
 
   // Starts probing, and joins through `contacts` (any nodes already in the
   // mesh, typically one-hop neighbours) unless empty: the first node of a

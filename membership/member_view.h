@@ -61,6 +61,11 @@ class MemberView {
   // inside add_listener itself.
   virtual ListenerHandle add_listener(Listener listener) = 0;
   virtual void remove_listener(ListenerHandle handle) = 0;
+  // A layer above learned that `peer` knows more live members than this
+  // view (k-group genesis asks every node it knows): pull `peer`'s list now
+  // rather than at the next anti-entropy round. Views that are set from
+  // outside (tests) ignore it.
+  virtual void catch_up_from(core::NodeId peer) { (void)peer; }
 };
 
 }  // namespace mesh::membership

@@ -706,6 +706,8 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "membership.silent_probes_to_suspect",
                           "membership.push_pull_scale_threshold",
                           "membership.push_pull_fast_rounds",
+                          "kgroup.genesis_settle_ms",
+                          "kgroup.genesis_failed_memory_s",
                           "mutex.expected_nodes",
                           "mutex.boot_grace_s",
                           "mutex.retry_first_timeout_ms",
@@ -738,7 +740,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 95u);
+  EXPECT_EQ(keys.size(), 97u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
@@ -896,7 +898,8 @@ TEST_F(ConfigTest, KgroupKeysMapOntoKgroupConfig) {
                                    "lease_ms = 400\nlease_margin_ms = 20\nappend_timeout_ms = 80\n"
                                    "answer_timeout_ms = 200\nvictory_timeout_ms = 900\nprepare_deadline_ms = 700\n"
                                    "election_backoff_ms = 60\nmigration_retry_ms = 300\nwrite_timeout_ms = 5000\n"
-                                   "write_retry_ms = 100\nwrite_attempt_timeout_ms = 2000\n");
+                                   "write_retry_ms = 100\nwrite_attempt_timeout_ms = 2000\n"
+                                   "genesis_settle_ms = 1500\ngenesis_failed_memory_s = 120\n");
   const KgroupConfig& k = config.node.kgroup;
   EXPECT_EQ(k.selection.k, 3u);
   EXPECT_EQ(k.selection.mode, kgroup::SelectionMode::lsh);
@@ -917,6 +920,8 @@ TEST_F(ConfigTest, KgroupKeysMapOntoKgroupConfig) {
   EXPECT_EQ(k.write_timeout, 5000ms);
   EXPECT_EQ(k.write_retry, 100ms);
   EXPECT_EQ(k.write_attempt_timeout, 2000ms);
+  EXPECT_EQ(k.genesis_settle, 1500ms);
+  EXPECT_EQ(k.genesis_failed_memory, 120s);
   // The runtime sets the origin from the system clock, never the file.
   EXPECT_EQ(k.epoch_origin, core::TimePoint{});
 }

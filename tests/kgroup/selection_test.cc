@@ -92,6 +92,11 @@ TEST(HashSelection, FewerNodesThanKGivesAllAndDuplicatesCountOnce) {
   EXPECT_EQ(group.size(), 2u);
   EXPECT_EQ(quorum_size(5), 3u);
   EXPECT_EQ(faults_tolerated(3), 1u);
+  // Even counts (a group formed with fewer live nodes than k) need a strict
+  // majority: two disjoint halves must never both commit.
+  EXPECT_EQ(quorum_size(1), 1u);
+  EXPECT_EQ(quorum_size(2), 2u);
+  EXPECT_EQ(quorum_size(4), 3u);
 }
 
 TEST(HashSelection, EpochsAndTargetsSpreadTheLoad) {
