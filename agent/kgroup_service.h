@@ -197,6 +197,8 @@ class KgroupService : public kgroup::GroupClient {
   core::Counter& writes_committed_;
   core::Counter& writes_failed_;
   core::Counter& groups_created_;
+  // Accepted -> acknowledged (committed at f + 1), at the agent the client asked.
+  core::Histogram& write_latency_ms_;
 };
 
 }  // namespace mesh::agent
