@@ -217,17 +217,20 @@ void GroupReplica::become_leader() {
     if (member != self_) progress_[member] = FollowerProgress{log_.applied() + 1, 0, false, core::TimePoint::min()};
   }
   election_timer_.cancel();
+  const core::TimePoint now = env_.now();
+  const double electing_ms = election_started_ ? core::to_millis(now - *election_started_) : 0.0;
+  const double gap_ms = leader_contact_ ? core::to_millis(now - *leader_contact_) : 0.0;
   if (hooks_.metrics != nullptr && election_started_) {
-    const core::TimePoint now = env_.now();
     std::optional<core::Duration> gap;
     if (leader_contact_) gap = now - *leader_contact_;
     hooks_.metrics->election(election_trigger_, now - *election_started_, gap);
   }
+  core::log("kgroup").info(
+      "leader group={} epoch={} generation={} term={} recovered_to={} trigger={} electing_ms={:.1f} gap_ms={:.1f}",
+      ref_.target(), ref_.epoch(), ref_.generation(), term, last, to_string(election_trigger_), electing_ms, gap_ms);
   election_started_.reset();
   leader_contact_.reset();
   pull_started_.reset();
-  core::log("kgroup").info("leader group={} epoch={} generation={} term={} recovered_to={}", ref_.target(),
-                           ref_.epoch(), ref_.generation(), term, last);
   if (on_elected_) on_elected_(term);
   heartbeat_timer_.start_periodic(options_.heartbeat_interval, [this] { on_heartbeat(); });
   for (auto& [member, progress] : progress_) send_append(member);

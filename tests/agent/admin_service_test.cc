@@ -247,7 +247,7 @@ TEST_F(AdminServiceTest, MetricsCarryCountersHistogramsAndLabels) {
     uint64_t in_buckets = 0;
     for (const auto& bucket : histogram.buckets()) {
       EXPECT_GT(bucket.count(), 0u);
-      EXPECT_LE(bucket.value(), histogram.max() + 1e-9);
+      EXPECT_LE(bucket.value(), histogram.max() * 1.04 + 1e-9) << "a bucket beyond the largest value";
       in_buckets += bucket.count();
     }
     EXPECT_EQ(in_buckets, histogram.count()) << histogram.series() << ": the buckets do not add up to the count";
