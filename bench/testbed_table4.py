@@ -267,8 +267,9 @@ class Bench:
                 self.writes_failed += 1
             i += 1
 
-    def leaders_of(self, target, names):
-        """{node name: (epoch, generation, term, [member names])} of the nodes leading target's unsealed group."""
+    def leaders_of(self, target, names, first=False):
+        """{node name: (epoch, generation, term, [member names])} of the nodes leading target's unsealed group
+        (with first, only the first one found, asking no further)."""
         by_id = {n["id"]: name for name, n in self.nodes.items()}
         out = {}
         for name in names:
@@ -279,6 +280,8 @@ class Bench:
                 if g.get("target") == target and g.get("role") == "leader" and not g.get("sealed", False):
                     members = [by_id.get(m.get("id"), m.get("name", "")) for m in g.get("members", [])]
                     out[name] = (as_int(g.get("epoch")), as_int(g.get("generation")), as_int(g.get("term")), members)
+            if first and out:
+                return out
         return out
 
     def kill_a_leader(self, target, ledger):
@@ -295,9 +298,12 @@ class Bench:
         self.tb.run("kill", leader)
         self.kills += 1
         ledger.end_incarnation(leader)
-        # The first other member to report leading the target (its group, or a successor if one took over).
+        # The first other node to report leading the target: a member of the group, or of a successor that
+        # took over meanwhile (asked after the members).
         while time.monotonic() - killed_at < 20 and not self.stop.is_set():
-            if self.leaders_of(target, [m for m in members if m not in self.down]):
+            alive = self.running()
+            if self.leaders_of(target, [m for m in members if m in alive] + [n for n in alive if n not in members],
+                               first=True):
                 self.observed.append(time.monotonic() - killed_at)
                 log(f"{target}: {leader} killed; a new leader seen after {self.observed[-1] * 1000:.0f} ms")
                 break
