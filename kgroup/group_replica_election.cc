@@ -32,7 +32,7 @@ void GroupReplica::start_election() {
   if (role_ != Role::follower) return;
   if (!election_started_) {
     election_started_ = env_.now();
-    election_trigger_ = preempting_         ? ElectionTrigger::preempt
+    election_trigger_ = preempting_       ? ElectionTrigger::preempt
                         : leader_contact_ ? ElectionTrigger::leader_lost
                                           : ElectionTrigger::first;
   }

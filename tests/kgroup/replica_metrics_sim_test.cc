@@ -9,12 +9,12 @@
 // (the crashed leader's other follower may lose, having never followed it
 // when it refused a competing claim), so the sweep as a whole must record
 // them. No wall-clock timing is asserted.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <limits>
 #include <map>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "seed_sweep.h"
 
