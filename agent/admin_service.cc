@@ -367,6 +367,11 @@ proto::AdminResponse AdminService::metrics() const {
     sample.set_p50(row.histogram->quantile(0.5));
     sample.set_p99(row.histogram->quantile(0.99));
     sample.set_max(row.histogram->max());
+    for (const core::Histogram::Bucket& bucket : row.histogram->buckets()) {
+      proto::HistogramBucket& out = *sample.add_buckets();
+      out.set_value(bucket.value);
+      out.set_count(bucket.count);
+    }
   }
   return response;
 }

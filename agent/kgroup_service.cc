@@ -83,6 +83,7 @@ KgroupService::KgroupService(core::Env& env, core::Messenger& messenger, core::S
       writes_failed_(metrics.counter("kgroup_client_writes_total", {{"result", "failed"}})),
       groups_created_(metrics.counter("kgroup_genesis_total")),
       genesis_postponed_(metrics.counter("kgroup_genesis_postponed_total")),
+      write_latency_ms_(metrics.histogram("kgroup_client_write_ms")),
       view_grew_(env.now()) {
   host_ = std::make_unique<kgroup::GroupHost>(
       env_, messenger_, storage, view_, metrics, config_.replica,
@@ -331,6 +332,7 @@ void KgroupService::finish(uint64_t id, const core::Expected<WriteResult, std::s
   writes_.erase(it);
   if (write->msg_id != 0) messenger_.cancel(write->msg_id);
   (result ? writes_committed_ : writes_failed_).add();
+  if (result) write_latency_ms_.record(core::to_millis(env_.now() - (write->deadline - write->timeout)));
   write->callback(result);
 }
 

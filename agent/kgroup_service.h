@@ -226,6 +226,8 @@ class KgroupService : public kgroup::GroupClient {
   core::Counter& writes_failed_;
   core::Counter& groups_created_;
   core::Counter& genesis_postponed_;
+  // Accepted -> acknowledged (committed at f + 1), at the agent the client asked.
+  core::Histogram& write_latency_ms_;
   // When this node started, or a member last joined its view.
   core::TimePoint view_grew_;
   // Members this node saw fail, and when (forgotten after

@@ -63,6 +63,13 @@ double Histogram::quantile(double q) const {
   return max_;
 }
 
+std::vector<Histogram::Bucket> Histogram::buckets() const {
+  std::vector<Bucket> out;
+  out.reserve(buckets_.size());
+  for (const auto& [bucket, n] : buckets_) out.push_back({representative(bucket), n});
+  return out;
+}
+
 Counter& Metrics::counter(std::string_view name, Labels labels) {
   labels = sorted(std::move(labels));
   std::string key = series_key(name, labels);

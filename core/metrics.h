@@ -36,6 +36,17 @@ class Histogram {
   // q in [0, 1]; 0 when empty.
   double quantile(double q) const;
 
+  // The non-empty buckets in value order, each as its geometric midpoint
+  // (within about 4 % of every value in it; quantile() reports the same,
+  // clamped to [min, max]). A bucket's value depends on nothing else, so
+  // histograms of several nodes, or two readings of one, merge and subtract
+  // bucket by bucket.
+  struct Bucket {
+    double value;
+    uint64_t count;
+  };
+  std::vector<Bucket> buckets() const;
+
  private:
   std::map<int, uint64_t> buckets_;  // bucket index -> count; index 0 holds values <= 0
   uint64_t count_ = 0;

@@ -66,6 +66,7 @@ GroupHost::GroupHost(core::Env& env, core::Messenger& messenger, core::Storage& 
       select_(std::move(select)),
       schedule_(schedule),
       retire_timer_(env),
+      replica_metrics_(metrics),
       dropped_malformed_(metrics.counter("kgroup_dropped_total", {{"reason", "malformed"}})),
       dropped_unknown_group_(metrics.counter("kgroup_dropped_total", {{"reason", "unknown_group"}})),
       groups_started_(metrics.counter("kgroup_groups_started_total")),
@@ -89,6 +90,7 @@ ReplicaHooks GroupHost::hooks_for(const GroupConfig& config) {
   ReplicaHooks hooks;
   hooks.schedule = schedule_;
   hooks.select = select_;
+  hooks.metrics = &replica_metrics_;
   const Key key{config.target.to_string(), config.epoch, config.generation};
   hooks.retired = [this, key] { retire(key); };
   hooks.local_final_state = [this, target = config.target.to_string()](

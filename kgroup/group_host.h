@@ -16,6 +16,7 @@
 #include "core/storage.h"
 #include "kgroup/epoch_schedule.h"
 #include "kgroup/group_replica.h"
+#include "kgroup/replica_metrics.h"
 #include "membership/member_view.h"
 
 namespace mesh::kgroup {
@@ -89,6 +90,7 @@ class GroupHost {
   std::set<Key> retiring_;
   core::ScopedTimer retire_timer_;
   std::function<void(GroupReplica&)> on_join_;
+  ReplicaMetrics replica_metrics_;
   core::Counter& dropped_malformed_;
   core::Counter& dropped_unknown_group_;
   core::Counter& groups_started_;

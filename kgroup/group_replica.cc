@@ -150,6 +150,7 @@ void GroupReplica::start() {
   }
   if (replayed != applied) log_.set_applied(replayed);
   synced_ = replayed;
+  if (config_.source && log_.promised_term() == 0 && log_.last_seq() == 0) started_empty_ = env_.now();
   role_ = Role::follower;
   // Only an earlier incarnation that promised something can have a lease
   // outstanding.
@@ -213,9 +214,17 @@ void GroupReplica::apply_entry(const proto::KgroupEntry& entry) {
         }
         snapshot_buffer_.clear();
         inherited_ = true;
+        // A leader applies at commit: the inherited state is now at a quorum.
+        if (role_ == Role::leader && inheriting_ && hooks_.metrics != nullptr) {
+          if (started_empty_) hooks_.metrics->state_transfer(env_.now() - *started_empty_);
+          if (pull_started_) hooks_.metrics->state_pull(env_.now() - *pull_started_);
+        }
       }
       return;
     case proto::KGROUP_SEAL:
+      if (role_ == Role::leader && sealing_ && hooks_.metrics != nullptr) {
+        hooks_.metrics->seal_commit(env_.now() - seal_proposed_);
+      }
       sealed_ = true;
       successor_ = entry.successor();
       final_state_ = state_machine_.snapshot();

@@ -16,6 +16,7 @@
 #include "kgroup/epoch_schedule.h"
 #include "kgroup/group_target.h"
 #include "kgroup/outstanding_requests.h"
+#include "kgroup/replica_metrics.h"
 #include "kgroup/replicated_log.h"
 #include "kgroup/state_machine.h"
 #include "membership/member_view.h"
@@ -80,6 +81,8 @@ struct ReplicaHooks {
   // The final state of this node's own replica of a sealed group of the same
   // target, if it has applied the seal (a node does not message itself).
   std::function<std::optional<std::string>(uint64_t epoch, uint32_t generation)> local_final_state;
+  // Where the member records its operation latencies; none if null.
+  ReplicaMetrics* metrics = nullptr;
 };
 
 enum class Role { follower, electing, candidate, leader };
@@ -274,6 +277,16 @@ class GroupReplica {
   // Following a lower-priority leader: refuse its appends until our lease on
   // it lapses, then claim.
   bool preempting_ = false;
+  // Latency bookkeeping (ReplicaMetrics), never read by the protocol.
+  // The election this member is in since it last followed a leader, if any.
+  std::optional<core::TimePoint> election_started_;
+  ElectionTrigger election_trigger_ = ElectionTrigger::first;
+  // The last append accepted from a leader, or this member's own step-down.
+  std::optional<core::TimePoint> leader_contact_;
+  // A successor member started without state: the state transfer begins.
+  std::optional<core::TimePoint> started_empty_;
+  std::optional<core::TimePoint> pull_started_;
+  core::TimePoint seal_proposed_{};
   // Follower: entries up to synced_ came from the leader of synced_term_ (or were applied).
   uint64_t synced_ = 0;
   uint64_t synced_term_ = 0;
@@ -300,7 +313,11 @@ class GroupReplica {
   uint64_t commit_ = 0;
   core::TimePoint leader_since_{};
   std::map<core::NodeId, FollowerProgress> progress_;
-  std::map<uint64_t, SubmitCallback> pending_;
+  struct Pending {
+    SubmitCallback callback;
+    core::TimePoint proposed;
+  };
+  std::map<uint64_t, Pending> pending_;
   std::deque<std::pair<std::string, SubmitCallback>> queued_;
   bool draining_ = false;
   bool progress_again_ = false;

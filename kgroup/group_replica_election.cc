@@ -30,6 +30,12 @@ void GroupReplica::on_election_timer() {
 
 void GroupReplica::start_election() {
   if (role_ != Role::follower) return;
+  if (!election_started_) {
+    election_started_ = env_.now();
+    election_trigger_ = preempting_       ? ElectionTrigger::preempt
+                        : leader_contact_ ? ElectionTrigger::leader_lost
+                                          : ElectionTrigger::first;
+  }
   preempting_ = false;
   role_ = Role::electing;
   election_timer_.cancel();
@@ -211,8 +217,20 @@ void GroupReplica::become_leader() {
     if (member != self_) progress_[member] = FollowerProgress{log_.applied() + 1, 0, false, core::TimePoint::min()};
   }
   election_timer_.cancel();
-  core::log("kgroup").info("leader group={} epoch={} generation={} term={} recovered_to={}", ref_.target(),
-                           ref_.epoch(), ref_.generation(), term, last);
+  const core::TimePoint now = env_.now();
+  const double electing_ms = election_started_ ? core::to_millis(now - *election_started_) : 0.0;
+  const double gap_ms = leader_contact_ ? core::to_millis(now - *leader_contact_) : 0.0;
+  if (hooks_.metrics != nullptr && election_started_) {
+    std::optional<core::Duration> gap;
+    if (leader_contact_) gap = now - *leader_contact_;
+    hooks_.metrics->election(election_trigger_, now - *election_started_, gap);
+  }
+  core::log("kgroup").info(
+      "leader group={} epoch={} generation={} term={} recovered_to={} trigger={} electing_ms={:.1f} gap_ms={:.1f}",
+      ref_.target(), ref_.epoch(), ref_.generation(), term, last, to_string(election_trigger_), electing_ms, gap_ms);
+  election_started_.reset();
+  leader_contact_.reset();
+  pull_started_.reset();
   if (on_elected_) on_elected_(term);
   heartbeat_timer_.start_periodic(options_.heartbeat_interval, [this] { on_heartbeat(); });
   for (auto& [member, progress] : progress_) send_append(member);
@@ -224,7 +242,8 @@ void GroupReplica::step_down(core::Duration wait) {
   std::vector<SubmitCallback> refused;
   if (role_ == Role::leader) {
     core::log("kgroup").info("stepping down group={} epoch={} term={}", ref_.target(), ref_.epoch(), leader_term_);
-    for (auto& [seq, callback] : pending_) unknown.push_back(std::move(callback));
+    for (auto& [seq, pending] : pending_) unknown.push_back(std::move(pending.callback));
+    leader_contact_ = env_.now();
     for (auto& [update, callback] : queued_) refused.push_back(std::move(callback));
     pending_.clear();
     queued_.clear();

@@ -58,6 +58,7 @@ void GroupReplica::seal(uint64_t epoch, uint32_t generation) {
   core::log("kgroup").info("sealing group={} epoch={} generation={} successor_epoch={} successor_generation={}",
                            ref_.target(), ref_.epoch(), ref_.generation(), epoch, generation);
   sealing_ = true;
+  seal_proposed_ = env_.now();
   epoch_timer_.cancel();
   propose(std::move(entry), nullptr);
 }
@@ -127,6 +128,7 @@ void GroupReplica::pull_state() {
   const core::NodeId from = members[pull_from_ % members.size()];
   const uint64_t term = leader_term_;
   pulling_ = true;
+  if (!pull_started_) pull_started_ = env_.now();
   if (from == self_) {
     std::optional<proto::KgroupStateReply> reply;
     if (hooks_.local_final_state) {

@@ -114,7 +114,10 @@ void GroupReplica::advance_commit() {
   apply_up_to(commit_);
   std::vector<std::pair<uint64_t, SubmitCallback>> done;
   while (!pending_.empty() && pending_.begin()->first <= log_.applied()) {
-    done.emplace_back(pending_.begin()->first, std::move(pending_.begin()->second));
+    Pending& pending = pending_.begin()->second;
+    // Only submissions have a callback; seal and inherited-state entries have their own measures.
+    if (pending.callback && hooks_.metrics != nullptr) hooks_.metrics->quorum_commit(env_.now() - pending.proposed);
+    done.emplace_back(pending_.begin()->first, std::move(pending.callback));
     pending_.erase(pending_.begin());
   }
   const uint64_t term = leader_term_;
@@ -203,7 +206,7 @@ bool GroupReplica::propose(proto::KgroupEntry entry, SubmitCallback callback) {
     return false;
   }
   ++next_seq_;
-  pending_[entry.seq()] = std::move(callback);
+  pending_[entry.seq()] = Pending{std::move(callback), env_.now()};
   for (auto& [member, progress] : progress_) {
     if (!progress.inflight) send_append(member);
   }
@@ -242,6 +245,8 @@ void GroupReplica::handle_append(const core::Message& request, const proto::Kgro
   if (role_ != Role::follower) step_down(options_.lease);
   leader_ = src;
   leader_term_ = term;
+  leader_contact_ = env_.now();
+  election_started_.reset();
   lease_until_ = env_.now() + options_.lease;
   arm_election_timer(options_.lease);
   if (synced_term_ != term) {

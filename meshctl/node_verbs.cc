@@ -31,7 +31,9 @@ constexpr std::string_view kHelp = R"(    status
 
     metrics [--prometheus]
         Every counter and histogram of the node (count, mean, p50, p99,
-        max), one series per line, sorted by name and labels. With
+        max), one series per line, sorted by name and labels. --json
+        also lists each histogram's buckets (value, count), which add up
+        across nodes (bench/testbed_table4.py merges them). With
         --prometheus, the Prometheus text format instead: counters as
         meshagent_NAME_total, histograms as summaries (quantiles 0.5 and
         0.99, _sum, _count) with a meshagent_NAME_max gauge, and

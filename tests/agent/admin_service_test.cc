@@ -244,6 +244,13 @@ TEST_F(AdminServiceTest, MetricsCarryCountersHistogramsAndLabels) {
     if (histogram.count() == 0) continue;
     EXPECT_LE(histogram.p50(), histogram.p99() + 1e-9);
     EXPECT_LE(histogram.p99(), histogram.max() * 1.05 + 1e-9);
+    uint64_t in_buckets = 0;
+    for (const auto& bucket : histogram.buckets()) {
+      EXPECT_GT(bucket.count(), 0u);
+      EXPECT_LE(bucket.value(), histogram.max() * 1.04 + 1e-9) << "a bucket beyond the largest value";
+      in_buckets += bucket.count();
+    }
+    EXPECT_EQ(in_buckets, histogram.count()) << histogram.series() << ": the buckets do not add up to the count";
     if (histogram.name() == "request_rtt_ms") saw_rtt = true;
   }
   EXPECT_TRUE(saw_rtt) << "the echo's round trip is not in the histograms";

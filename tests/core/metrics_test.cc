@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 namespace mesh::core {
 namespace {
@@ -117,6 +118,55 @@ TEST(Histogram, NonPositiveValuesComeFirst) {
   EXPECT_LE(h.quantile(0.2), 0.0);
   EXPECT_NEAR(h.quantile(0.5), 100.0, 5.0);
   EXPECT_NEAR(h.quantile(0.99), 100.0, 5.0);
+}
+
+TEST(Histogram, BucketsAddUpAndAgreeWithQuantiles) {
+  Histogram h;
+  for (int v = 1; v <= 1000; ++v) h.record(v);
+  const auto buckets = h.buckets();
+  ASSERT_FALSE(buckets.empty());
+  uint64_t total = 0;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    EXPECT_GT(buckets[i].count, 0u);
+    if (i > 0) {
+      EXPECT_LT(buckets[i - 1].value, buckets[i].value) << "buckets out of value order at " << i;
+    }
+    total += buckets[i].count;
+  }
+  EXPECT_EQ(total, h.count());
+  EXPECT_NEAR(buckets.front().value, h.min(), 0.04 * h.min());
+  EXPECT_NEAR(buckets.back().value, h.max(), 0.04 * h.max());
+  // The median read off the buckets is the one quantile() reports (inside the observed range).
+  uint64_t seen = 0;
+  double median = 0.0;
+  for (const auto& bucket : buckets) {
+    seen += bucket.count;
+    if (seen >= 500) {
+      median = bucket.value;
+      break;
+    }
+  }
+  EXPECT_EQ(median, h.quantile(0.5));
+  EXPECT_TRUE(Histogram().buckets().empty());
+}
+
+TEST(Histogram, BucketsOfTwoHistogramsMergeByValue) {
+  // Two nodes' histograms of one series: their buckets added up by value
+  // are the buckets of one histogram of every value.
+  Histogram a;
+  Histogram b;
+  Histogram both;
+  for (int v = 1; v <= 300; ++v) {
+    (v % 3 == 0 ? a : b).record(v * 1.5);
+    both.record(v * 1.5);
+  }
+  std::map<double, uint64_t> merged;
+  for (const Histogram* h : {&a, &b}) {
+    for (const auto& bucket : h->buckets()) merged[bucket.value] += bucket.count;
+  }
+  std::map<double, uint64_t> expected;
+  for (const auto& bucket : both.buckets()) expected[bucket.value] += bucket.count;
+  EXPECT_EQ(merged, expected);
 }
 
 TEST(Histogram, QuantileClampedToObservedRange) {
