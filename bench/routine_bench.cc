@@ -9,10 +9,11 @@
 //   motion sensor set on) to its first command actuated (the emulated
 //   device's actuation log), no other routine active: the routines of a
 //   seed are triggered one after another, each once the previous one ended.
-//   DEVICES is how many plugs each routine touches. With CHURN, that share
-//   of the nodes (chosen so the rest stays connected) is crashed 1 s before
-//   the first trigger and stays down (Fig. 5); its baseline is the same
-//   point with CHURN 0.
+//   DEVICES is how many plugs each routine touches. With CHURN, before each
+//   trigger that share of the nodes (drawn anew, so the rest stays
+//   connected) is crashed kChurnLead_s before the trigger and restarted
+//   kChurnDowntime_s after the crash; the next trigger waits until the mesh
+//   settled again (Fig. 5). Its baseline is the same point with CHURN 0.
 // BM_SyncDelay/TOPOLOGY/DEVICES/STRATEGY: two manual runs of one routine at
 //   the same instant (every device conflicting): from the first invocation's
 //   last lock released (its device groups' serving leaders no longer hold a
@@ -34,16 +35,23 @@
 // seed of the point, samples, completed_share (triggers that actuated within
 // kTriggerTimeout_s: below 1, the point is partly invalid), settle_s (until
 // every device is led and every routine group serves; kSettleCap_s: never),
-// led_share at the first trigger. Traffic: bytes_per_node_s_mean / _max
+// led_share (mean at each trigger: with churn, below 1 while groups fail over). Traffic: bytes_per_node_s_mean / _max
 // (busiest node), background_* / foreground_*, heartbeat_share (of the mean
-// bytes), invocations_ok in the window.
+// bytes), heartbeats_per_s (sent, end to end, mesh-wide) and
+// heartbeat_peer_pairs (distinct leader -> follower pairs: per-peer
+// coalescing would send one heartbeat per pair and interval instead),
+// invocations_ok in the window. A churn point also reports
+// before_restart_share: triggers that actuated before the crashed nodes
+// came back (fail-over, not recovery).
 //
 // Environment: ROUTINE_BENCH_SEEDS (3) seeds per delay point,
 // ROUTINE_BENCH_NODES (25) nodes for the delay points,
-// ROUTINE_BENCH_MEASURE_S (60) traffic window, ROUTINE_BENCH_FULL=1 every
+// ROUTINE_BENCH_MEASURE_S (60) traffic window, ROUTINE_BENCH_TRAFFIC_NODES
+// (50) nodes for the traffic points (random topology, 64 plugs), ROUTINE_BENCH_FULL=1 every
 // point (without it: 1 and 4 devices, 5 and 20 routines),
 // ROUTINE_BENCH_OUT=DIR writes DIR/routine_delays.csv (every sample) and
-// DIR/routine_traffic.csv (traffic per node and class); bench/routine_plot.py
+// DIR/routine_traffic.csv (traffic per node and class) and
+// DIR/routine_heartbeats.csv (heartbeats and leader -> follower pairs); bench/routine_plot.py
 // draws them.
 #include <algorithm>
 #include <cstdint>
@@ -93,6 +101,10 @@ constexpr int kLinkDelayMs = 2;
 constexpr int kSettleCap_s = 200;
 constexpr int kTriggerTimeout_s = 30;
 constexpr int kTriggerPeriod_s = 10;
+// Churn: the crashed nodes go down this long before a trigger and come back
+// after kChurnDowntime_s in all.
+constexpr int kChurnLead_s = 1;
+constexpr int kChurnDowntime_s = 10;
 constexpr size_t kDevicesPerCluster = 25;
 const char* const kTopologies[] = {"grid", "random", "clustered"};
 
@@ -114,6 +126,15 @@ class TrafficTap {
     bytes_[from][classify(channel, datagram)] += datagram.size();
   }
   const std::vector<std::map<std::string, uint64_t>>& bytes() const { return bytes_; }
+  // Heartbeats sent (counted once, at their first hop) and the distinct
+  // (leader, follower) pairs they went between, since start_window(): a
+  // heartbeat coalesced per peer would send one per pair and interval.
+  void start_window() {
+    heartbeats_sent_ = 0;
+    heartbeat_pairs_.clear();
+  }
+  uint64_t heartbeats_sent() const { return heartbeats_sent_; }
+  size_t heartbeat_pairs() const { return heartbeat_pairs_.size(); }
 
   static bool background(const std::string& kind) {
     static const std::set<std::string> kinds = {"olsr",         "membership",          "kgroup_heartbeat",
@@ -162,6 +183,10 @@ class TrafficTap {
       case mesh::proto::KgroupBody::kAppend:
         if (body.append().entries_size() != 0) return "kgroup_replication";
         heartbeats_.insert({envelope.src(), envelope.msg_id()});
+        if (envelope.hops() == 0) {
+          ++heartbeats_sent_;
+          heartbeat_pairs_.insert({envelope.src(), envelope.dst()});
+        }
         return "kgroup_heartbeat";
       case mesh::proto::KgroupBody::kAppendReply:
         return heartbeats_.count({envelope.dst(), envelope.msg_id()}) != 0 ? "kgroup_heartbeat" : "kgroup_replication";
@@ -177,6 +202,8 @@ class TrafficTap {
 
   std::vector<std::map<std::string, uint64_t>> bytes_;
   std::set<std::pair<uint32_t, uint64_t>> heartbeats_;
+  uint64_t heartbeats_sent_ = 0;
+  std::set<std::pair<uint32_t, uint32_t>> heartbeat_pairs_;
 };
 
 // One trigger's delays in ms; the phases split the client delay by the
@@ -461,37 +488,60 @@ void BM_ClientDelay(benchmark::State& state) {
       const auto seed = static_cast<uint64_t>(s);
       const auto scenario = scenario_for(setup, seed, 3600);
       RoutineMesh mesh(setup, seed, scenario);
-      const int settled = mesh.settle();
-      settle_total += settled;
+      settle_total += mesh.settle();
       mesh::core::Rng rng(seed * 131 + 5);
-      if (churn > 0) {
-        for (size_t victim : churn_victims(mesh.sim->topology(), churn, rng)) mesh.sim->crash(victim);
-        mesh.sim->run_until(mesh.sim->simulator().now() + seconds(1));
-      }
-      led_total += mesh::bench::led_device_shares(*mesh.sim, mesh.devices.devices).first;
+      std::set<size_t> down;
+      TimePoint restart_at = TimePoint::max();  // of the nodes in `down`
+      // Runs for `step`, bringing the crashed nodes back once their downtime is over.
+      const auto advance = [&](mesh::core::Duration step) {
+        mesh.sim->run_until(mesh.sim->simulator().now() + step);
+        if (mesh.sim->simulator().now() < restart_at) return;
+        for (size_t victim : down) mesh.sim->restart(victim);
+        down.clear();
+        restart_at = TimePoint::max();
+      };
       std::vector<Sample> seed_samples;
       for (size_t r = 0; r < mesh.routines.size(); ++r) {
+        if (churn > 0) {
+          down = churn_victims(mesh.sim->topology(), churn, rng);
+          for (size_t victim : down) mesh.sim->crash(victim);
+          mesh.sim->run_until(mesh.sim->simulator().now() + seconds(kChurnLead_s));
+          restart_at = mesh.sim->simulator().now() + seconds(kChurnDowntime_s - kChurnLead_s);
+        }
+        led_total += mesh::bench::led_device_shares(*mesh.sim, mesh.devices.devices).first /
+                     static_cast<double>(mesh.routines.size());
         const TimePoint triggered = mesh.sim->simulator().now();
         mesh.sensors[r]->set_state({{"motion", true}});
         const TimePoint give_up = triggered + seconds(kTriggerTimeout_s);
         std::optional<TimePoint> actuated;
         while (!actuated && mesh.sim->simulator().now() < give_up) {
-          mesh.sim->run_until(mesh.sim->simulator().now() + milliseconds(20));
+          advance(milliseconds(20));
           actuated = mesh.first_actuation(r, mesh.routines[r].id + "#", triggered);
         }
         // No other routine active: the next trigger waits for this one to end.
-        while (!mesh.routine_idle(r) && mesh.sim->simulator().now() < give_up) {
-          mesh.sim->run_until(mesh.sim->simulator().now() + milliseconds(100));
-        }
+        while (!mesh.routine_idle(r) && mesh.sim->simulator().now() < give_up) advance(milliseconds(100));
         seed_samples.push_back(mesh.sample(r, triggered, actuated));
         mesh.sensors[r]->set_state({{"motion", false}});
-        mesh.sim->run_until(mesh.sim->simulator().now() + seconds(2));
+        advance(seconds(2));
+        // With churn, every trigger starts from a whole mesh that settled again.
+        while (!down.empty()) advance(milliseconds(100));
+        if (churn > 0) {
+          const TimePoint settle_by = mesh.sim->simulator().now() + seconds(kSettleCap_s);
+          while (!mesh.ready() && mesh.sim->simulator().now() < settle_by) advance(seconds(1));
+        }
       }
       write_delays("client", setup, churn, seed, seed_samples);
       samples.insert(samples.end(), seed_samples.begin(), seed_samples.end());
     }
   }
   report_delays(state, samples, settle_total / seeds, led_total / seeds);
+  if (churn > 0) {
+    const double restart_ms = 1000.0 * (kChurnDowntime_s - kChurnLead_s);
+    const auto before = std::count_if(samples.begin(), samples.end(),
+                                      [restart_ms](const Sample& x) { return x.delay >= 0 && x.delay < restart_ms; });
+    state.counters["before_restart_share"] =
+        samples.empty() ? 0 : static_cast<double>(before) / static_cast<double>(samples.size());
+  }
 }
 
 void BM_SyncDelay(benchmark::State& state) {
@@ -549,7 +599,7 @@ void BM_RoutineTraffic(benchmark::State& state) {
   mesh::core::log_to_null();
   Setup setup;
   setup.topology = "random";
-  setup.nodes = 50;
+  setup.nodes = env_int("ROUTINE_BENCH_TRAFFIC_NODES", 50, 9);
   setup.plugs = 64;
   setup.routines = static_cast<int>(state.range(0));
   setup.devices_per_routine = 3;
@@ -563,6 +613,7 @@ void BM_RoutineTraffic(benchmark::State& state) {
     const int settled = mesh.settle();
     const double led_share = mesh::bench::led_device_shares(*mesh.sim, mesh.devices.devices).first;
     const auto tap_before = mesh.tap->bytes();
+    mesh.tap->start_window();
     const auto io_before = mesh.devices.io_bytes_by_node;
     const TimePoint start = mesh.sim->simulator().now();
     // Each routine's sensor goes on at its own offset in every period, off half a period later.
@@ -605,11 +656,11 @@ void BM_RoutineTraffic(benchmark::State& state) {
         (TrafficTap::background(kind) ? background[n] : foreground[n]) += per_s;
       }
       if (auto out = mesh::bench::open_output("ROUTINE_BENCH_OUT", "routine_traffic.csv",
-                                              "routines,mode,seed,node,class,bytes_per_s");
+                                              "nodes,routines,mode,seed,node,class,bytes_per_s");
           out.is_open()) {
         for (const auto& [kind, bytes] : sent) {
-          out << setup.routines << "," << (setup.central ? "central" : "decentralized") << "," << seed << "," << n
-              << "," << kind << "," << static_cast<double>(bytes) / window << "\n";
+          out << setup.nodes << "," << setup.routines << "," << (setup.central ? "central" : "decentralized") << ","
+              << seed << "," << n << "," << kind << "," << static_cast<double>(bytes) / window << "\n";
         }
       }
     }
@@ -624,6 +675,15 @@ void BM_RoutineTraffic(benchmark::State& state) {
     state.counters["foreground_mean"] = mean(foreground);
     state.counters["foreground_max"] = max(foreground);
     state.counters["heartbeat_share"] = by_class["kgroup_heartbeat"] / mean(total);
+    if (auto out = mesh::bench::open_output("ROUTINE_BENCH_OUT", "routine_heartbeats.csv",
+                                            "nodes,routines,mode,seed,heartbeats_per_s,peer_pairs");
+        out.is_open()) {
+      out << setup.nodes << "," << setup.routines << "," << (setup.central ? "central" : "decentralized") << "," << seed
+          << "," << static_cast<double>(mesh.tap->heartbeats_sent()) / window << "," << mesh.tap->heartbeat_pairs()
+          << "\n";
+    }
+    state.counters["heartbeats_per_s"] = static_cast<double>(mesh.tap->heartbeats_sent()) / window;
+    state.counters["heartbeat_peer_pairs"] = static_cast<double>(mesh.tap->heartbeat_pairs());
     state.counters["unparsed_share"] = by_class["unparsed"] / mean(total);
     state.counters["invocations_ok"] = static_cast<double>(ok_after - ok_before);
     state.counters["settle_s"] = settled;
