@@ -167,7 +167,7 @@ def traffic(rows, outdir, suffix):
          "central / decentralized", "routines", "paper: over 10"),
     ]
     legend = [("decentralized (k = 3), total", COLOURS[0], False), ("central (k = 1, one hub), total", COLOURS[1], False),
-              ("... background", COLOURS[0], True), ("central background", COLOURS[1], True),
+              ("decentralized background", COLOURS[0], True), ("central background", COLOURS[1], True),
               ("decentralized foreground", COLOURS[2], False),
               ("ratio of the means", COLOURS[3], False), ("ratio of the busiest nodes", COLOURS[4], False)]
     write_svg(os.path.join(outdir, f"routine_traffic{suffix}.svg"), panels, legend, caption=FIG11)
