@@ -12,7 +12,7 @@
 //   DEVICES is how many plugs each routine touches. With CHURN, before each
 //   trigger that share of the nodes (drawn anew, so the rest stays
 //   connected) is crashed kChurnLead_s before the trigger and restarted
-//   kChurnDowntime_s after the crash; the next trigger waits until the mesh
+//   ROUTINE_BENCH_CHURN_DOWN_S (10) after the crash; the next trigger waits until the mesh
 //   settled again (Fig. 5). Its baseline is the same point with CHURN 0.
 // BM_SyncDelay/TOPOLOGY/DEVICES/STRATEGY: two manual runs of one routine at
 //   the same instant (every device conflicting): from the first invocation's
@@ -46,6 +46,7 @@
 //
 // Environment: ROUTINE_BENCH_SEEDS (3) seeds per delay point,
 // ROUTINE_BENCH_NODES (25) nodes for the delay points,
+// ROUTINE_BENCH_CHURN_DOWN_S (10) how long churned nodes stay down,
 // ROUTINE_BENCH_MEASURE_S (60) traffic window, ROUTINE_BENCH_TRAFFIC_NODES
 // (50) nodes for the traffic points (random topology, 64 plugs), ROUTINE_BENCH_FULL=1 every
 // point (without it: 1 and 4 devices, 5 and 20 routines),
@@ -101,10 +102,9 @@ constexpr int kLinkDelayMs = 2;
 constexpr int kSettleCap_s = 200;
 constexpr int kTriggerTimeout_s = 30;
 constexpr int kTriggerPeriod_s = 10;
-// Churn: the crashed nodes go down this long before a trigger and come back
-// after kChurnDowntime_s in all.
+// Churn: the crashed nodes go down this long before a trigger (and come
+// back ROUTINE_BENCH_CHURN_DOWN_S after the crash).
 constexpr int kChurnLead_s = 1;
-constexpr int kChurnDowntime_s = 10;
 constexpr size_t kDevicesPerCluster = 25;
 const char* const kTopologies[] = {"grid", "random", "clustered"};
 
@@ -112,6 +112,7 @@ int env_int(const char* name, int fallback, int minimum) {
   const char* value = std::getenv(name);
   return value != nullptr ? std::max(minimum, std::atoi(value)) : fallback;
 }
+int churn_downtime_s() { return env_int("ROUTINE_BENCH_CHURN_DOWN_S", 10, kChurnLead_s + 1); }
 bool full_run() { return std::getenv("ROUTINE_BENCH_FULL") != nullptr; }
 
 // The traffic every node put on the air, per class, from the datagrams
@@ -506,7 +507,7 @@ void BM_ClientDelay(benchmark::State& state) {
           down = churn_victims(mesh.sim->topology(), churn, rng);
           for (size_t victim : down) mesh.sim->crash(victim);
           mesh.sim->run_until(mesh.sim->simulator().now() + seconds(kChurnLead_s));
-          restart_at = mesh.sim->simulator().now() + seconds(kChurnDowntime_s - kChurnLead_s);
+          restart_at = mesh.sim->simulator().now() + seconds(churn_downtime_s() - kChurnLead_s);
         }
         led_total += mesh::bench::led_device_shares(*mesh.sim, mesh.devices.devices).first /
                      static_cast<double>(mesh.routines.size());
@@ -536,7 +537,7 @@ void BM_ClientDelay(benchmark::State& state) {
   }
   report_delays(state, samples, settle_total / seeds, led_total / seeds);
   if (churn > 0) {
-    const double restart_ms = 1000.0 * (kChurnDowntime_s - kChurnLead_s);
+    const double restart_ms = 1000.0 * (churn_downtime_s() - kChurnLead_s);
     const auto before = std::count_if(samples.begin(), samples.end(),
                                       [restart_ms](const Sample& x) { return x.delay >= 0 && x.delay < restart_ms; });
     state.counters["before_restart_share"] =
