@@ -16,11 +16,10 @@ routines, decentralized and central, background and foreground, and central /
 decentralized).
 """
 
-import csv
 import os
 import sys
 
-from svg_chart import COLOURS, write_svg
+from svg_chart import COLOURS, read_tables, write_svg
 
 FIG4 = "comesh.md Fig. 4: client delay grows gradually with devices; OLA below SLA; grid above random and clustered"
 FIG5 = "comesh.md Fig. 5: 40 % of nodes churned (grid, SLA): client delay +25 %"
@@ -35,17 +34,6 @@ def quantile(values, q):
         return float("nan")
     values = sorted(values)
     return values[int(q * (len(values) - 1))]
-
-
-def read_rows(directories, name):
-    """The rows of every DIR/name that exists, merged."""
-    rows = []
-    for directory in directories:
-        path = os.path.join(directory, name)
-        if os.path.exists(path):
-            with open(path, newline="", encoding="utf-8") as f:
-                rows += list(csv.DictReader(f))
-    return rows
 
 
 def delay_points(rows, experiment):
@@ -202,16 +190,16 @@ def main():
         sys.exit(__doc__)
     outdir, run = sys.argv[1], sys.argv[2:]
     os.makedirs(outdir, exist_ok=True)
-    delays = read_rows(run, "routine_delays.csv")
+    delays = read_tables(run, "routine_delays.csv")
     if delays:
         client_delay(delay_points(delays, "client"), outdir)
         sync = delay_points(delays, "sync")
         if sync:
             sync_delay(sync, outdir)
-    traffic_rows = read_rows(run, "routine_traffic.csv")
+    traffic_rows = read_tables(run, "routine_traffic.csv")
     for size in sorted({int(row["nodes"]) for row in traffic_rows}):
         traffic([row for row in traffic_rows if int(row["nodes"]) == size], outdir, f"_{size}_nodes")
-    heartbeats = read_rows(run, "routine_heartbeats.csv")
+    heartbeats = read_tables(run, "routine_heartbeats.csv")
     if heartbeats:
         print("\nk-group heartbeats (decentralized): sent per second mesh-wide, distinct leader -> follower pairs, and "
               "heartbeats per pair per second (one per pair per 100 ms interval if coalesced per peer)\n")
