@@ -49,8 +49,6 @@
 // DIR/device_traffic.csv (window traffic per scope, layer and message type);
 // bench/device_plot.py draws them. DEVICE_BENCH_LARGE=1 adds 100 nodes with
 // 1000 devices and 250 nodes with 500 and 1000 to the grid.
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -64,8 +62,12 @@
 #include <tuple>
 #include <vector>
 
+#include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include "bench/bench_output.h"
+#include "bench/charged_devices.h"
+#include "bench/mesh_probes.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "routine/device_group_state.h"
@@ -75,6 +77,9 @@
 
 namespace {
 
+using mesh::bench::ChargedDevices;
+using mesh::bench::ChargedFactory;
+using mesh::bench::quantile;
 using mesh::core::TimePoint;
 using mesh::routine::Attributes;
 using mesh::routine::DeviceKind;
@@ -82,94 +87,11 @@ using mesh::routine::DeviceSpec;
 using mesh::routine::EmulatedDevice;
 using std::chrono::seconds;
 
-// A Kasa get_sysinfo request and its reply, on the wire.
-constexpr uint64_t kPollRequestBytes = 60;
-constexpr uint64_t kPollReplyBytes = 650;
 constexpr int kLinkDelayMs = 2;
 // Watchers subscribe once every node has booted (MeshSim's start spread is 1 s).
 constexpr int kWatchFrom_s = 2;
 constexpr int kSettleCap_s = 300;
 constexpr int kChangeEvery_s = 2;
-
-struct World {
-  std::vector<std::unique_ptr<EmulatedDevice>> devices;
-  std::vector<size_t> access_node;          // per device
-  std::vector<std::vector<int>> hops;       // node -> node
-  std::vector<std::vector<int>> neighbours; // node -> sorted neighbours
-  std::vector<uint64_t> io_bytes_by_node;   // sent by the node, device I/O
-  std::vector<uint64_t> io_msgs_by_node;
-
-  // The next node from `from` towards `to` on a shortest path (the lowest
-  // numbered, so a run is deterministic).
-  size_t next_hop(size_t from, size_t to) const {
-    for (int n : neighbours[from]) {
-      if (hops[static_cast<size_t>(n)][to] == hops[from][to] - 1) return static_cast<size_t>(n);
-    }
-    return to;
-  }
-  // One datagram of `bytes` from `from` to `to`, charged to every sender on the path.
-  void charge_path(size_t from, size_t to, uint64_t bytes) {
-    if (hops[from][to] < 0) return;
-    for (size_t at = from; at != to; at = next_hop(at, to)) {
-      io_bytes_by_node[at] += bytes;
-      ++io_msgs_by_node[at];
-    }
-  }
-};
-
-// The emulated driver, plus the device I/O's hop traffic charged along its path.
-class ChargedDriver : public mesh::routine::DeviceDriver {
- public:
-  ChargedDriver(std::unique_ptr<DeviceDriver> inner, World& world, size_t node, size_t device)
-      : inner_(std::move(inner)), world_(world), node_(node), device_(device) {}
-  void read(Callback callback) override {
-    charge();
-    inner_->read(std::move(callback));
-  }
-  void actuate(const Attributes& values, const std::string& id, Callback callback) override {
-    charge();
-    inner_->actuate(values, id, std::move(callback));
-  }
-  bool watch(Callback callback) override { return inner_->watch(std::move(callback)); }
-
- private:
-  void charge() {
-    const size_t access = world_.access_node[device_];
-    world_.charge_path(node_, access, kPollRequestBytes);
-    world_.charge_path(access, node_, kPollReplyBytes);
-  }
-  std::unique_ptr<DeviceDriver> inner_;
-  World& world_;
-  size_t node_;
-  size_t device_;
-};
-
-class ChargedFactory : public mesh::routine::DriverFactory {
- public:
-  ChargedFactory(mesh::core::Env& env, World& world, size_t node) : inner_(env), world_(world), node_(node) {
-    for (auto& d : world.devices) inner_.add(*d);
-  }
-  mesh::core::Expected<std::unique_ptr<mesh::routine::DeviceDriver>, std::string> open(
-      const DeviceSpec& spec) override {
-    auto driver = inner_.open(spec);
-    if (!driver) return driver;
-    size_t index = 0;
-    while (world_.devices[index]->spec().id != spec.id) ++index;
-    return std::unique_ptr<mesh::routine::DeviceDriver>(
-        std::make_unique<ChargedDriver>(std::move(*driver), world_, node_, index));
-  }
-
- private:
-  mesh::routine::EmulatedDriverFactory inner_;
-  World& world_;
-  size_t node_;
-};
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
-}
 
 bool is_agent_layer(const std::string& layer) {
   return layer == "kgroup" || layer == "kgroup_client" || layer == "routine";
@@ -223,21 +145,8 @@ int measure_seconds() {
   return env != nullptr ? std::max(4, std::atoi(env)) : 60;
 }
 
-// DIR/name opened for appending, truncated (and given `header`) the first
-// time this process opens it; closed when DEVICE_BENCH_OUT is unset.
-std::ofstream open_output(const std::string& name, const std::string& header) {
-  const char* dir = std::getenv("DEVICE_BENCH_OUT");
-  if (dir == nullptr) return {};
-  static std::set<std::string> opened;
-  const std::string path = std::string(dir) + "/" + name;
-  const bool first = opened.insert(path).second;
-  std::ofstream out(path, first ? std::ios::trunc : std::ios::app);
-  if (first) out << header << "\n";
-  return out;
-}
-
 // Share of (node, device) views that know the device, and that equal its true state.
-std::pair<double, double> view_shares(mesh::sim::MeshSim& sim, const World& world, size_t nodes) {
+std::pair<double, double> view_shares(mesh::sim::MeshSim& sim, const ChargedDevices& world, size_t nodes) {
   size_t known = 0;
   size_t current = 0;
   for (size_t n = 0; n < nodes; ++n) {
@@ -251,30 +160,6 @@ std::pair<double, double> view_shares(mesh::sim::MeshSim& sim, const World& worl
   }
   const double pairs = static_cast<double>(nodes * world.devices.size());
   return {static_cast<double>(known) / pairs, static_cast<double>(current) / pairs};
-}
-
-// Share of devices whose group's serving leader has observed them, and whose
-// replicated state equals the device's true state.
-std::pair<double, double> leader_shares(mesh::sim::MeshSim& sim, const World& world, size_t nodes) {
-  std::map<std::string, const mesh::routine::DeviceGroupState::Device*> led;
-  for (size_t n = 0; n < nodes; ++n) {
-    for (mesh::kgroup::GroupReplica* replica : sim.node(n)->kgroups().host().replicas()) {
-      if (!replica->serving()) continue;
-      const auto* group = dynamic_cast<const mesh::routine::DeviceGroupState*>(&replica->state_machine());
-      if (group == nullptr) continue;
-      for (const auto& [device, record] : group->devices()) led[device] = &record;
-    }
-  }
-  size_t known = 0;
-  size_t current = 0;
-  for (const auto& device : world.devices) {
-    const auto record = led.find(device->spec().id);
-    if (record == led.end() || !record->second->known) continue;
-    ++known;
-    if (record->second->attributes == device->state()) ++current;
-  }
-  const auto count = static_cast<double>(world.devices.size());
-  return {static_cast<double>(known) / count, static_cast<double>(current) / count};
 }
 
 // Every node watches every device (true), or nobody does and only the device
@@ -298,16 +183,10 @@ void run_point(benchmark::State& state, bool watchers) {
     scenario.run.duration_s = kSettleCap_s + measure_s;
 
     // Devices at random access nodes, near them.
-    World world;
     mesh::core::Rng rng(seed * 31 + 7);
     mesh::sim::MeshSim probe(scenario, seed);  // only for the topology
     const auto& topology = probe.topology();
-    for (size_t n = 0; n < nodes; ++n) {
-      world.hops.push_back(topology.hop_distances(static_cast<int>(n)));
-      world.neighbours.push_back(topology.neighbours(static_cast<int>(n)));
-    }
-    world.io_bytes_by_node.assign(nodes, 0);
-    world.io_msgs_by_node.assign(nodes, 0);
+    ChargedDevices world(topology);
     std::vector<DeviceSpec> catalog;
     for (size_t d = 0; d < device_count; ++d) {
       DeviceSpec spec;
@@ -319,8 +198,8 @@ void run_point(benchmark::State& state, bool watchers) {
       spec.driver = "emulated://" + spec.id;
       catalog.push_back(spec);
       world.access_node.push_back(at);
-      Attributes initial = spec.kind == DeviceKind::motion_sensor ? Attributes{{"motion", false}}
-                                                                   : Attributes{{"power", false}};
+      Attributes initial =
+          spec.kind == DeviceKind::motion_sensor ? Attributes{{"motion", false}} : Attributes{{"power", false}};
       world.devices.push_back(std::make_unique<EmulatedDevice>(spec, initial));
     }
 
@@ -357,7 +236,9 @@ void run_point(benchmark::State& state, bool watchers) {
             }
           });
     }
-    const auto shares = [&] { return watchers ? view_shares(sim, world, nodes) : leader_shares(sim, world, nodes); };
+    const auto shares = [&] {
+      return watchers ? view_shares(sim, world, nodes) : mesh::bench::led_device_shares(sim, world.devices);
+    };
     int settle_s = kWatchFrom_s;
     while (settle_s < kSettleCap_s && shares().first < 1.0) {
       sim.run_until(TimePoint(seconds(++settle_s)));
@@ -413,22 +294,27 @@ void run_point(benchmark::State& state, bool watchers) {
     for (size_t n = 0; n < nodes; ++n) {
       const auto replicas = sim.node(n)->kgroups().host().replicas();
       groups_per_node.push_back(static_cast<double>(replicas.size()));
-      groups_led_per_node.push_back(static_cast<double>(std::count_if(
-          replicas.begin(), replicas.end(),
-          [](const mesh::kgroup::GroupReplica* r) { return r->role() == mesh::kgroup::Role::leader; })));
+      groups_led_per_node.push_back(
+          static_cast<double>(std::count_if(replicas.begin(), replicas.end(), [](const mesh::kgroup::GroupReplica* r) {
+            return r->role() == mesh::kgroup::Role::leader;
+          })));
       const size_t led = sim.node(n)->device_leaders().led_devices().size();
       if (led > 0) devices_per_leader.push_back(static_cast<double>(led));
     }
     const std::string point = fmt::format("{},{},{}{},{}", nodes, device_count, central ? "central" : "decentralized",
                                           watchers ? "" : "_unwatched", seed);
-    if (auto cdf = open_output("device_load_cdf.csv", "nodes,devices,mode,seed,metric,value"); cdf.is_open()) {
-      for (const auto& [metric, values] : {std::pair{"groups_per_node", &groups_per_node},
-                                           std::pair{"groups_led_per_node", &groups_led_per_node},
-                                           std::pair{"devices_per_leader", &devices_per_leader}}) {
+    if (auto cdf =
+            mesh::bench::open_output("DEVICE_BENCH_OUT", "device_load_cdf.csv", "nodes,devices,mode,seed,metric,value");
+        cdf.is_open()) {
+      for (const auto& [metric, values] :
+           {std::pair{"groups_per_node", &groups_per_node}, std::pair{"groups_led_per_node", &groups_led_per_node},
+            std::pair{"devices_per_leader", &devices_per_leader}}) {
         for (double v : *values) cdf << point << "," << metric << "," << v << "\n";
       }
     }
-    if (auto out = open_output("device_traffic.csv", "nodes,devices,mode,seed,scope,layer,type,bytes_per_node_s,msgs_per_node_s");
+    if (auto out =
+            mesh::bench::open_output("DEVICE_BENCH_OUT", "device_traffic.csv",
+                                     "nodes,devices,mode,seed,scope,layer,type,bytes_per_node_s,msgs_per_node_s");
         out.is_open()) {
       const double per = window * static_cast<double>(nodes);
       for (const auto& [key, cell] : by_type) {

@@ -20,11 +20,10 @@ views, or of leaders' records, that know every device), and where each
 point's traffic goes by layer and message type.
 """
 
-import csv
 import os
 import sys
 
-from svg_chart import COLOURS, read, write_svg
+from svg_chart import COLOURS, read, read_tables, write_svg
 
 FIG11 = "comesh.md Fig. 11: decentralized uses over 10x less bandwidth than centralized (one k = 1 group)"
 FIG6 = ("comesh.md Fig. 6 (LSH): load near the devices; median close to random selection's, "
@@ -44,16 +43,6 @@ def points(rows, family):
             continue
         out.setdefault((int(parts[1]), int(parts[2])), {})[MODES[int(parts[3])]] = values
     return out
-
-
-def read_tables(dirs, name):
-    rows = []
-    for directory in dirs:
-        path = os.path.join(directory, name)
-        if os.path.exists(path):
-            with open(path, newline="", encoding="utf-8") as f:
-                rows += list(csv.DictReader(f))
-    return rows
 
 
 def ratio(a, b):

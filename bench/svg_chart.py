@@ -1,5 +1,6 @@
 """Line charts as SVG for the bench/*_plot.py scripts, with no plotting library
-needed, and the reader of Google Benchmark's CSV output they share.
+needed, and the readers of Google Benchmark's CSV output and of the benches' own
+CSV files they share.
 
 A panel is (series, title, xlabel, note); a series is
 (label, colour, dashed, {x: y}). By default the x values are spaced evenly by
@@ -8,6 +9,7 @@ on a linear axis and each series is drawn as a step function (CDFs).
 """
 
 import csv
+import os
 
 WIDTH, HEIGHT, MARGIN = 420, 300, 55
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
@@ -26,6 +28,17 @@ def read(path):
             except (TypeError, ValueError):
                 pass
         rows.append((row["name"], values))
+    return rows
+
+
+def read_tables(dirs, name):
+    """The rows (dicts of strings) of every DIR/name that exists among `dirs`, merged."""
+    rows = []
+    for directory in dirs:
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            with open(path, newline="", encoding="utf-8") as f:
+                rows += list(csv.DictReader(f))
     return rows
 
 

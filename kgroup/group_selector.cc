@@ -23,6 +23,13 @@ std::string json_escape(std::string_view text) {
   return out;
 }
 
+// Central mode scores every target as the mesh catalog's group, so the hub
+// also holds the catalog.
+const GroupTarget& central_key() {
+  static const GroupTarget key{TargetKind::catalog, "mesh"};
+  return key;
+}
+
 }  // namespace
 
 GroupSelector::GroupSelector(const membership::MemberView& view, SelectionOptions options)
@@ -87,7 +94,8 @@ GroupSelector::Selected GroupSelector::select(const GroupTarget& target, uint64_
       return out;
     }
   }
-  out.members = hash_select(nodes, target, epoch, options_.k);
+  const GroupTarget& scored = options_.mode == SelectionMode::central ? central_key() : target;
+  out.members = hash_select(nodes, scored, epoch, options_.k);
   return out;
 }
 
@@ -100,8 +108,8 @@ std::vector<core::NodeId> GroupSelector::members(const GroupTarget& target, uint
 std::string GroupSelector::to_json(const Selected& selected) const {
   std::string out = fmt::format(R"({{"target": "{}", "epoch": {}, "leader": )",
                                 json_escape(selected.target.to_string()), selected.epoch);
-  out += selected.members.empty() ? std::string("null")
-                                  : fmt::format(R"("{}")", selected.members.front().id.to_string());
+  out +=
+      selected.members.empty() ? std::string("null") : fmt::format(R"("{}")", selected.members.front().id.to_string());
   out += R"(, "members": [)";
   for (size_t i = 0; i < selected.members.size(); ++i) {
     const ScoredMember& m = selected.members[i];

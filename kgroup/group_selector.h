@@ -14,7 +14,11 @@
 
 namespace mesh::kgroup {
 
-enum class SelectionMode { hash, lsh };
+// hash: consistent hashing of each target; lsh: members near the target's
+// centre (CoMesh 3.6); central: every target's group on the same members
+// (those hashing selects for one fixed key), the central hub that CoMesh
+// Fig. 11 compares against (bench/routine_bench.cc).
+enum class SelectionMode { hash, lsh, central };
 
 struct SelectionOptions {
   size_t k = 5;  // k = 2f + 1 (CoMesh Table 3: k = 5, f = 2)

@@ -39,7 +39,8 @@ class Network::SimLink final : public core::Link {
 };
 
 core::NodeId Network::address_of(size_t index) {
-  return core::Ipv4Address::from_octets(10, 0, static_cast<uint8_t>(index / 250), static_cast<uint8_t>(index % 250 + 1));
+  return core::Ipv4Address::from_octets(10, 0, static_cast<uint8_t>(index / 250),
+                                        static_cast<uint8_t>(index % 250 + 1));
 }
 
 Network::Network(Simulator& simulator, uint64_t seed) : simulator_(simulator), rng_(seed) {}
@@ -51,7 +52,8 @@ core::NodeId Network::add_node() {
   if (index >= 250 * 256) throw std::length_error("sim::Network: at most 64000 nodes");
   NodeState state;
   state.id = address_of(index);
-  for (size_t c = 0; c < kChannelCount; ++c) state.links[c] = std::make_unique<SimLink>(*this, index, static_cast<Channel>(c));
+  for (size_t c = 0; c < kChannelCount; ++c)
+    state.links[c] = std::make_unique<SimLink>(*this, index, static_cast<Channel>(c));
   nodes_.push_back(std::move(state));
   index_of_.emplace(nodes_.back().id, index);
   return nodes_.back().id;
@@ -163,6 +165,7 @@ void Network::send_from(size_t from, Channel channel, std::optional<core::NodeId
     return;
   }
   if (!to) {
+    if (send_observer_) send_observer_(from, channel, datagram);
     for (const Adjacent& adjacent : nodes_[from].adjacent) {
       if (links_[adjacent.link].up) transmit(from, adjacent.neighbour, adjacent.link, channel, datagram);
     }
@@ -174,6 +177,7 @@ void Network::send_from(size_t from, Channel channel, std::optional<core::NodeId
     ++stats.unroutable;
     return;
   }
+  if (send_observer_) send_observer_(from, channel, datagram);
   transmit(from, *target, static_cast<size_t>(params - links_.data()), channel, datagram);
 }
 

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -33,12 +34,12 @@ struct LinkParams {
 };
 
 struct NetworkStats {
-  uint64_t sent = 0;          // copies put on a link
-  uint64_t delivered = 0;     // copies handed to a receiver
-  uint64_t lost = 0;          // copies dropped by the link's loss draw
-  uint64_t dropped = 0;       // copies dropped: link down, partitioned, receiver crashed, no receiver
-  uint64_t unroutable = 0;    // send() to a non-neighbour, or over a link that is down
-  uint64_t oversize = 0;      // datagrams above the link's max_datagram_size
+  uint64_t sent = 0;        // copies put on a link
+  uint64_t delivered = 0;   // copies handed to a receiver
+  uint64_t lost = 0;        // copies dropped by the link's loss draw
+  uint64_t dropped = 0;     // copies dropped: link down, partitioned, receiver crashed, no receiver
+  uint64_t unroutable = 0;  // send() to a non-neighbour, or over a link that is down
+  uint64_t oversize = 0;    // datagrams above the link's max_datagram_size
   uint64_t bytes_sent = 0;
   uint64_t bytes_delivered = 0;
 
@@ -88,6 +89,12 @@ class Network {
   const NetworkStats& stats(Channel channel) const { return stats_[static_cast<size_t>(channel)]; }
   NetworkStats total_stats() const;
 
+  // Called with every datagram a node puts on the air (a broadcast once,
+  // before loss), so a benchmark can classify traffic by what it carries
+  // (bench/routine_bench.cc). Empty: nothing is called.
+  using SendObserver = std::function<void(size_t from, Channel channel, core::ByteSpan datagram)>;
+  void set_send_observer(SendObserver observer) { send_observer_ = std::move(observer); }
+
  private:
   class SimLink;
   struct Adjacent {
@@ -114,6 +121,7 @@ class Network {
   std::vector<LinkParams> links_;
   std::unordered_map<core::NodeId, size_t> index_of_;
   std::array<NetworkStats, kChannelCount> stats_{};
+  SendObserver send_observer_;
 };
 
 }  // namespace mesh::sim

@@ -343,6 +343,27 @@ TEST(GroupSelector, LshModeUsesDeviceCentresAndRoutinesFollowTheirRepresentative
   EXPECT_EQ(selector.select(lost, 0).members, hash_select(nodes, lost, 0, 5));
 }
 
+TEST(GroupSelector, CentralModePutsEveryTargetOnTheSameMembers) {
+  const auto nodes = grid_nodes(6, 5, 10.0);
+  membership::StaticMemberView view(nodes[0].id);
+  view.set_members(members_of(nodes));
+  SelectionOptions options;
+  options.k = 1;
+  options.mode = SelectionMode::central;
+  GroupSelector selector(view, options);
+  selector.set_devices({{"lamp", {5, 5, 0}}, {"door", {45, 35, 0}}});
+  selector.set_routine_devices("night", {"door"});
+  const auto hub = selector.members(GroupTarget{TargetKind::catalog, "mesh"}, 3);
+  ASSERT_EQ(hub.size(), 1u);
+  for (const GroupTarget& target : {GroupTarget{TargetKind::device, "lamp"}, GroupTarget{TargetKind::device, "door"},
+                                    GroupTarget{TargetKind::routine, "night"}, selector.device_group("lamp")}) {
+    EXPECT_EQ(selector.members(target, 3), hub) << target.to_string();
+  }
+  // A new epoch may move the hub, as it moves every hashed group.
+  EXPECT_EQ(selector.members(GroupTarget{TargetKind::routine, "night"}, 4),
+            selector.members(GroupTarget{TargetKind::catalog, "mesh"}, 4));
+}
+
 TEST(GroupSelector, PrintsTheMeshctlJson) {
   const auto nodes = grid_nodes(3, 1, 10.0);
   membership::StaticMemberView view(nodes[0].id);

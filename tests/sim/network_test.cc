@@ -1,10 +1,10 @@
 #include "sim/network.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "sim/sim_env.h"
 #include "sim/simulator.h"
@@ -139,6 +139,24 @@ TEST(Network, BroadcastReachesEachUpNeighbourOnceAndSendOnlyNeighbours) {
   EXPECT_EQ(f.net.stats(Channel::routing).sent, 0u);
 }
 
+TEST(Network, SendObserverSeesEachDatagramPutOnTheAirOnce) {
+  Fixture f(3);
+  f.net.connect(f.ids[0], f.ids[1], {});
+  f.net.connect(f.ids[0], f.ids[2], {});
+  std::vector<std::pair<size_t, uint32_t>> seen;  // sender index, payload
+  f.net.set_send_observer([&seen](size_t from, Channel channel, core::ByteSpan datagram) {
+    EXPECT_EQ(channel, Channel::agent);
+    seen.emplace_back(from, number_of(datagram));
+  });
+  f.broadcast(0, 7);  // two copies on the links, one transmission
+  f.send(1, 0, 8);
+  f.send(1, 2, 9);  // not neighbours: never on the air
+  f.net.set_node_up(f.ids[2], false);
+  f.broadcast(2, 10);  // a crashed node sends nothing
+  f.sim.run_for(milliseconds(100));
+  EXPECT_EQ(seen, (std::vector<std::pair<size_t, uint32_t>>{{0, 7}, {1, 8}}));
+}
+
 TEST(Network, LossMatchesItsProbability) {
   for (double loss : {0.0, 0.1, 0.3, 1.0}) {
     SCOPED_TRACE("loss=" + std::to_string(loss));
@@ -187,7 +205,7 @@ TEST(Network, PartitionDropsAtDeliveryTimeAndHealRestores) {
   Fixture f(3);
   f.net.connect(f.ids[0], f.ids[1], LinkParams{milliseconds(10), {}, 0.0, true});
   f.net.connect(f.ids[1], f.ids[2], LinkParams{milliseconds(10), {}, 0.0, true});
-  f.send(0, 1, 1);                 // in flight when the partition starts
+  f.send(0, 1, 1);  // in flight when the partition starts
   f.sim.run_for(milliseconds(5));
   f.net.partition({{f.ids[0]}});  // 0 alone; 1 and 2 together
   EXPECT_FALSE(f.net.can_talk(f.ids[0], f.ids[1]));
@@ -211,7 +229,7 @@ TEST(Network, DownLinksAndCrashedNodesDrop) {
   f.send(0, 1, 1);
   f.sim.run_for(milliseconds(5));
   EXPECT_TRUE(f.net.set_link_up(f.ids[0], f.ids[1], false));  // in flight: dropped
-  f.send(0, 1, 2);                                             // link down: unroutable
+  f.send(0, 1, 2);                                            // link down: unroutable
   f.sim.run_for(milliseconds(50));
   EXPECT_TRUE(f.arrivals[1].empty());
   f.net.set_link_up(f.ids[0], f.ids[1], true);
