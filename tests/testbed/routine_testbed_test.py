@@ -237,6 +237,8 @@ def check_history(tb, observer, invocations, log_lines):
             outcomes[routine.id][outcome] += 1
             if inv.get("phase") != "PHASE_DONE":
                 unfinished.append(f"{holder} in {inv.get('phase')}")
+            elif outcome != "INVOCATION_OK":
+                log(f"{holder} ended {outcome}: {inv.get('detail')}")
             statuses[holder] = {int(c.get("index", 0)): c.get("status") for c in inv.get("commands", [])}
             for index, status in statuses[holder].items():
                 if status == "COMMAND_OK" and counts.get(f"{holder}#{index}") != 1:
