@@ -148,6 +148,7 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
             row.set_leader(read.leader.to_string());
           }
           for (const auto& invocation : read.invocations) *row.add_invocations() = invocation;
+          row.set_omitted_invocations(read.omitted);
         }
         reply(std::move(response));
       });

@@ -145,6 +145,7 @@ void RoutineService::read(std::vector<std::string> routines, core::Duration time
       } else if (auto reply = routine::parse_message<proto::RoutineQueryReply>(read->answer)) {
         entry.leader = read->leader;
         entry.invocations.assign(reply->invocations().begin(), reply->invocations().end());
+        entry.omitted = reply->omitted();
       } else {
         entry.error = "malformed answer";
       }

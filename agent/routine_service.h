@@ -37,6 +37,7 @@ class RoutineService {
     core::NodeId leader;
     std::optional<std::string> error;
     std::vector<proto::InvocationMsg> invocations;  // oldest first
+    uint32_t omitted = 0;  // older ones left out of the group's answer (RoutineQueryReply)
   };
   using ReadCallback = std::function<void(const std::vector<RoutineRead>& routines)>;
 

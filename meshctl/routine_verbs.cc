@@ -331,7 +331,11 @@ int routine_history(AgentConnection& connection, const CommandLine& line) {
     return kExitOk;
   }
   for (const auto& r : reply->routines()) {
-    std::cout << fmt::format("routine {}: {} invocations remembered{}\n", r.id(), r.invocations_size(),
+    std::cout << fmt::format("routine {}: {} invocations remembered{}{}\n", r.id(),
+                             r.invocations_size() + r.omitted_invocations(),
+                             r.omitted_invocations() == 0
+                                 ? ""
+                                 : fmt::format(", the {} oldest not shown (one answer's size)", r.omitted_invocations()),
                              r.error().empty() ? "" : " (read failed: " + r.error() + ")");
     for (const auto& i : r.invocations()) print_invocation(i, r);
   }

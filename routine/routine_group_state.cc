@@ -1,5 +1,8 @@
 #include "routine/routine_group_state.h"
 
+#include <map>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "routine/device_codec.h"
@@ -209,10 +212,35 @@ core::Expected<std::string, std::string> RoutineGroupState::read(std::string_vie
   if (!decoded) return core::Unexpected(std::string("malformed routine query"));
   proto::RoutineQueryReply reply;
   switch (decoded->kind_case()) {
-    case proto::RoutineQuery::kAll:
-      for (const auto& [seq, invocation] : invocations_) *reply.add_invocations() = to_proto(invocation);
+    case proto::RoutineQuery::kAll: {
+      // Running invocations first, then finished ones newest first, while
+      // they fit; the answer lists those kept oldest first.
+      std::vector<const Invocation*> order;
+      for (const auto& [seq, invocation] : invocations_) {
+        if (!invocation.done()) order.push_back(&invocation);
+      }
+      for (auto it = invocations_.rbegin(); it != invocations_.rend(); ++it) {
+        if (it->second.done()) order.push_back(&it->second);
+      }
+      std::map<uint64_t, proto::InvocationMsg> kept;
+      size_t bytes = 0;
+      uint32_t omitted = 0;
+      for (const Invocation* invocation : order) {
+        proto::InvocationMsg msg = to_proto(*invocation);
+        // Field tag and length prefix of the repeated entry.
+        const size_t size = msg.ByteSizeLong() + 3;
+        if (bytes + size > kMaxAnswerBytes) {
+          ++omitted;
+          continue;
+        }
+        bytes += size;
+        kept.emplace(invocation->seq, std::move(msg));
+      }
+      for (auto& [seq, msg] : kept) *reply.add_invocations() = std::move(msg);
+      reply.set_omitted(omitted);
       reply.set_found(true);
       break;
+    }
     case proto::RoutineQuery::kRequestId:
       for (const auto& [seq, invocation] : invocations_) {
         if (invocation.request_id != decoded->request_id()) continue;

@@ -80,6 +80,10 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
   // Finished invocations kept for `meshctl routine history` (oldest
   // forgotten first); the whole state moves at every migration.
   static constexpr size_t kMaxFinished = 32;
+  // A read's answer travels in one datagram (core::Link's 1400 bytes, less
+  // the envelope, its authentication and the group's framing): the running
+  // invocations and then the newest finished ones that fit this many bytes.
+  static constexpr size_t kMaxAnswerBytes = 800;
 
  private:
   void apply_update(std::string_view update);

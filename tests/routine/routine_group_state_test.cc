@@ -118,6 +118,41 @@ TEST_F(RoutineGroup, SnapshotCarriesEverythingAndHistoryIsBounded) {
   EXPECT_FALSE(copy.restore("garbage"));
 }
 
+// Seen on the routine testbed: nine commands over a dozen invocations made
+// the answer to `routine history` larger than a datagram, and every read of
+// the routine timed out.
+TEST_F(RoutineGroup, ReadAnswerFitsOneDatagramKeepingRunningAndNewestInvocations) {
+  constexpr uint32_t kCommands = 9;
+  constexpr uint64_t kInvocations = 12;
+  for (uint64_t seq = 1; seq <= kInvocations; ++seq) {
+    trigger(static_cast<int64_t>(seq), "", 0, "run-" + std::to_string(seq));
+    for (uint32_t index = 0; index < kCommands; ++index) {
+      lock_held(seq, "device_number_" + std::to_string(index), 1000 + seq);
+    }
+    phase(seq, proto::PHASE_EXECUTING);
+    if (seq == 2) continue;  // still running, the oldest of all
+    for (uint32_t index = 0; index < kCommands; ++index) command(seq, index, proto::COMMAND_OK);
+    phase(seq, proto::PHASE_RELEASING_LOCKS);
+    end(seq, proto::INVOCATION_OK);
+  }
+  proto::RoutineQuery query;
+  query.set_all(true);
+  const auto answer = state_.read(query.SerializeAsString());
+  ASSERT_TRUE(answer);
+  EXPECT_LE(answer->size(), RoutineGroupState::kMaxAnswerBytes + 8);
+  proto::RoutineQueryReply reply;
+  ASSERT_TRUE(reply.ParseFromString(*answer));
+  ASSERT_GE(reply.invocations_size(), 2);
+  EXPECT_GT(reply.omitted(), 0u);
+  EXPECT_EQ(static_cast<uint64_t>(reply.invocations_size()) + reply.omitted(), kInvocations);
+  // Oldest first: the running one, then the newest finished ones.
+  EXPECT_EQ(reply.invocations(0).seq(), 2u);
+  EXPECT_EQ(reply.invocations(reply.invocations_size() - 1).seq(), kInvocations);
+  for (int i = 2; i < reply.invocations_size(); ++i) {
+    EXPECT_EQ(reply.invocations(i).seq(), reply.invocations(i - 1).seq() + 1);
+  }
+}
+
 TEST(RoutineNames, HolderAndCommandIdsNameTheInvocation) {
   RoutineGroupState::Invocation invocation;
   invocation.seq = 7;

@@ -34,7 +34,9 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import building  # noqa: E402
 import testbed_test  # noqa: E402
+from building import actuations, meshctl  # noqa: E402
 from testbed_test import SKIP, Testbed, log, wait_for_members  # noqa: E402
 
 NAMES = [f"n{i}" for i in range(7)]
@@ -53,14 +55,6 @@ def arguments():
     sys.argv = [sys.argv[0]] + rest
     args, directory = testbed_test.testbed_arguments("meshdev")
     return ours.meshemu, args, directory
-
-
-def meshctl(tb, name, *cmd, timeout=60):
-    node = tb.nodes()[name]
-    argv = [tb.args.meshctl, "--socket", node["admin_socket"], *cmd]
-    if tb.args.mode == "netns":
-        argv = ["ip", "netns", "exec", node["namespace"]] + argv
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
 def devices_of(tb, name):
@@ -84,46 +78,7 @@ def wait_all_up(tb, timeout):
         time.sleep(2)
 
 
-LAN_BRIDGE = "mtd-lan"
-LAN_PREFIX = "10.251.0"
-
-
-def device_lan(tb, up):
-    """Creates (or with up=False removes) the device LAN of netns mode."""
-    def ip(*cmd):
-        return subprocess.run(["ip", *cmd], capture_output=True, text=True)
-    if not up:
-        for i, name in enumerate(NAMES):
-            ip("link", "del", f"mtd-lan{i}")
-        ip("link", "del", LAN_BRIDGE)
-        return
-    for cmd in (["link", "add", LAN_BRIDGE, "type", "bridge"], ["addr", "add", f"{LAN_PREFIX}.1/24", "dev", LAN_BRIDGE],
-                ["link", "set", LAN_BRIDGE, "up"]):
-        out = ip(*cmd)
-        if out.returncode != 0:
-            raise AssertionError(f"ip {' '.join(cmd)}: {out.stderr.strip()}")
-    for i, name in enumerate(NAMES):
-        ns = tb.nodes()[name]["namespace"]
-        for cmd in (["link", "add", f"mtd-lan{i}", "type", "veth", "peer", "name", "lan0", "netns", ns],
-                    ["link", "set", f"mtd-lan{i}", "master", LAN_BRIDGE],
-                    ["link", "set", f"mtd-lan{i}", "up"],
-                    ["netns", "exec", ns, "ip", "addr", "add", f"{LAN_PREFIX}.{10 + i}/24", "dev", "lan0"],
-                    ["netns", "exec", ns, "ip", "link", "set", "lan0", "up"]):
-            out = ip(*cmd)
-            if out.returncode != 0:
-                raise AssertionError(f"ip {' '.join(cmd)}: {out.stderr.strip()}")
-    log(f"device LAN {LAN_PREFIX}.0/24 joins every namespace")
-
-
-def actuations(path):
-    out = []
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if line:
-                    out.append(json.loads(line))
-    return out
+LAN = ("mtd-lan", "10.251.0")
 
 
 def main():
@@ -151,8 +106,8 @@ def main():
         wait_for_members(tb, NAMES, {n: "alive" for n in NAMES}, False, 60)
         address = "127.0.0.1"
         if args.mode == "netns":
-            device_lan(tb, True)
-            address = f"{LAN_PREFIX}.1"
+            building.device_lan(tb, NAMES, True, *LAN)
+            address = f"{LAN[1]}.1"
         emu = [meshemu, "--log", emu_log, "--address", address]
         for name, kind, port, _ in DEVICES:
             emu += ["--device", f"{kind}:{name}:{port}"]
@@ -249,7 +204,7 @@ def main():
                     process.kill()
         tb.run("down", check=False)
         if args.mode == "netns":
-            device_lan(tb, False)
+            building.device_lan(tb, NAMES, False, *LAN)
         for path in (topology, catalog, emu_log):
             if os.path.exists(path):
                 os.remove(path)
