@@ -841,12 +841,36 @@ void DeviceLeaders::on_subscribe(const core::Message& message, const proto::Devi
   }
 }
 
-void DeviceLeaders::on_lock_renew(const core::Message&, const proto::LockRenew& renew) {
+void DeviceLeaders::on_lock_renew(const core::Message& message, const proto::LockRenew& renew) {
   const core::TimePoint now = env_.now();
+  proto::RoutineBody answer;
   for (const auto& lock : renew.locks()) {
     if (check_device_id(lock.device()) || lock.holder().empty()) continue;
     lock_renewals_[lock.device()][lock.holder()] = now;
+    if (lock.token() != 0 && !holds(lock.device(), lock.holder(), lock.token())) {
+      *answer.mutable_locks_lost()->add_locks() = lock;
+      if (answer.locks_lost().locks_size() >= kDevicesPerAnswer) {
+        messages_.send(message.src, answer);
+        answer.clear_locks_lost();
+      }
+    }
   }
+  if (answer.has_locks_lost() && answer.locks_lost().locks_size() > 0) messages_.send(message.src, answer);
+}
+
+bool DeviceLeaders::holds(const std::string& device, const std::string& holder, uint64_t token) const {
+  // Only a leader whose reads are current may say a lock is gone: a lagging
+  // replica has not applied the grant yet.
+  const std::string target = selector_.device_group(device).to_string();
+  for (const auto& [key, s] : sessions_) {
+    if (std::get<0>(key) != target) continue;
+    kgroup::GroupReplica* r = replica(key);
+    const DeviceGroupState* st = state(key);
+    if (r == nullptr || st == nullptr || !r->can_read()) continue;
+    const DeviceLocks::Lock* lock = st->locks().find(device);
+    return lock != nullptr && lock->holder == holder && lock->token == token;
+  }
+  return true;
 }
 
 void DeviceLeaders::reclaim_locks(const SessionKey& key) {
