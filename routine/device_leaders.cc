@@ -859,18 +859,21 @@ void DeviceLeaders::on_lock_renew(const core::Message& message, const proto::Loc
 }
 
 bool DeviceLeaders::holds(const std::string& device, const std::string& holder, uint64_t token) const {
-  // Only a leader whose reads are current may say a lock is gone: a lagging
-  // replica has not applied the grant yet.
+  // Only the leader of this node's newest instance of the device's group,
+  // with current reads and the device live there, may say a lock is gone:
+  // a lagging replica has not applied the grant yet, and an older or twin
+  // instance keeps a lock table of its own.
   const std::string target = selector_.device_group(device).to_string();
-  for (const auto& [key, s] : sessions_) {
-    if (std::get<0>(key) != target) continue;
-    kgroup::GroupReplica* r = replica(key);
-    const DeviceGroupState* st = state(key);
-    if (r == nullptr || st == nullptr || !r->can_read()) continue;
-    const DeviceLocks::Lock* lock = st->locks().find(device);
-    return lock != nullptr && lock->holder == holder && lock->token == token;
-  }
-  return true;
+  kgroup::GroupReplica* r = host_.latest(target);
+  if (r == nullptr || !r->can_read()) return true;
+  const SessionKey key{target, r->config().epoch, r->config().generation};
+  const auto it = sessions_.find(key);
+  const DeviceGroupState* st = state(key);
+  if (it == sessions_.end() || st == nullptr) return true;
+  const auto watch = it->second->watches.find(device);
+  if (watch == it->second->watches.end() || !watch->second->live) return true;
+  const DeviceLocks::Lock* lock = st->locks().find(device);
+  return lock != nullptr && lock->holder == holder && lock->token == token;
 }
 
 void DeviceLeaders::reclaim_locks(const SessionKey& key) {

@@ -313,13 +313,13 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
               "routine {} invocation {}: resource {} (token {}) was taken by node {}, not held here: taking "
               "everything again",
               routine_id(key), seq, resource, grant.token, core::NodeId(grant.holder).to_string());
-          start_over(key, seq);
+          start_over(key, seq, devices);
           return;
         }
       }
       for (const std::string& resource : resources_of(*spec)) {
         if (invocation.resources.count(resource) == 0) {
-          take_resource(key, seq, holder, resource);
+          take_resource(key, seq, holder, resource, devices);
           return;
         }
       }
@@ -745,11 +745,11 @@ bool RoutineLeaders::holds_here(const std::string& resource, const RoutineGroupS
 }
 
 void RoutineLeaders::take_resource(const SessionKey& key, uint64_t seq, const std::string& holder,
-                                   const std::string& resource) {
+                                   const std::string& resource, const std::vector<std::string>& devices) {
   auto& claims = claims_[holder];
   const auto found = claims.find(resource);
   if (found == claims.end()) {
-    claims[resource] = Claim{};
+    claims[resource] = Claim{0, std::nullopt, env_.now()};
     core::log("routine").debug("routine {} invocation {}: asking Camera for {}", routine_id(key), seq, resource);
     const mutex::AcquireHandle handle = camera_.acquire(
         resource, mutex::Camera::kNoTimeout,
@@ -773,7 +773,16 @@ void RoutineLeaders::take_resource(const SessionKey& key, uint64_t seq, const st
     return;
   }
   if (!found->second.token) {
-    // Waiting for Camera: look again later.
+    // Waiting for Camera. A lock request of an earlier leader of this
+    // invocation may still land in a device's queue and be granted
+    // meanwhile, and holding a device while waiting for a resource could
+    // close a wait cycle with the resource's holder: every so often, leave
+    // every device queue (releases of a lock not held or waited for change
+    // nothing).
+    if (env_.now() - found->second.devices_left_at >= options_.request_timeout) {
+      found->second.devices_left_at = env_.now();
+      leave_devices(holder, devices);
+    }
     idle(key, seq, options_.poll_interval);
     return;
   }
@@ -789,7 +798,16 @@ void RoutineLeaders::take_resource(const SessionKey& key, uint64_t seq, const st
       [this, key, seq](bool committed) { after_step(key, seq, committed); });
 }
 
-void RoutineLeaders::start_over(const SessionKey& key, uint64_t seq) {
+void RoutineLeaders::leave_devices(const std::string& holder, const std::vector<std::string>& devices) {
+  for (const std::string& device : devices) {
+    proto::DeviceUpdate release;
+    release.mutable_unlock()->set_device(device);
+    release.mutable_unlock()->set_holder(holder);
+    write_device(device, release.SerializeAsString(), [](const auto&) {});
+  }
+}
+
+void RoutineLeaders::start_over(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices) {
   const RoutineGroupState* st = state(key);
   const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
   if (invocation == nullptr) return;
@@ -797,20 +815,21 @@ void RoutineLeaders::start_over(const SessionKey& key, uint64_t seq) {
     const std::string dropped = invocation->resources.begin()->first;
     step(
         key, seq, [&dropped](proto::InvocationStep& s) { s.set_resource_dropped(dropped); },
-        [this, key, seq](bool committed) {
+        [this, key, seq, devices](bool committed) {
           if (!committed) {
             after_step(key, seq, false);
             return;
           }
-          start_over(key, seq);
+          start_over(key, seq, devices);
         });
     return;
   }
   // Whatever this node asked for under earlier records goes too, so the
   // resources are taken again in order.
   release_claims(holder_of(key, seq));
-  std::vector<std::string> devices;
-  for (const auto& [device, token] : invocation->locks) devices.push_back(device);
+  // Every device of the routine, not only the recorded locks: a request
+  // still queued would be granted while this invocation waits for its
+  // resources.
   give_back(key, seq, devices, core::Duration::zero());
 }
 

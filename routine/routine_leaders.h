@@ -154,10 +154,14 @@ class RoutineLeaders {
   void release(const SessionKey& key, uint64_t seq, std::vector<std::string> devices, proto::InvocationEnd end);
   // Takes `resource` with Camera (once per invocation and node) and commits
   // the grant when it comes.
-  void take_resource(const SessionKey& key, uint64_t seq, const std::string& holder, const std::string& resource);
+  void take_resource(const SessionKey& key, uint64_t seq, const std::string& holder, const std::string& resource,
+                     const std::vector<std::string>& devices);
   // Drops every committed resource and device lock of an invocation still
-  // acquiring, to take them again in order.
-  void start_over(const SessionKey& key, uint64_t seq);
+  // acquiring, and leaves the queues of `devices`, to take them again in
+  // order.
+  void start_over(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
+  // Releases `holder`'s locks on `devices` and leaves their queues.
+  void leave_devices(const std::string& holder, const std::vector<std::string>& devices);
   // Commits `stop` with the reason: the invocation releases and ends.
   void stop(const SessionKey& key, uint64_t seq, const std::string& reason);
   // Why an executing invocation may not send another command, if it may not.
@@ -216,6 +220,7 @@ class RoutineLeaders {
   struct Claim {
     mutex::AcquireHandle handle = 0;
     std::optional<uint64_t> token;  // granted
+    core::TimePoint devices_left_at{};  // last leave_devices() while waiting
   };
   std::map<std::string, std::map<std::string, Claim>> claims_;
   std::map<std::string, core::TimePoint> unled_claims_since_;  // holder -> since no session here drives it
