@@ -62,15 +62,15 @@ struct RoutineLeaderOptions {
 //    (`uses`), taken with Camera (mutex/camera.h) one at a time in name
 //    order, each grant committed (ResourceHeld: resource, fencing token,
 //    the node holding it) before the next; then the devices of its
-//    commands, locked at their device
-//    groups. SLA: one at a time in increasing device id, each queued until
-//    granted (no wait-for cycle: deadlock-free; the holder of the smallest
-//    contended device always progresses; resources come first and in one
-//    order too, so no cycle runs through them either). OLA: all at once,
-//    each taken only
-//    if free; on any refusal every lock is given back and the routine tries
-//    again after a randomized, growing backoff. Each grant is committed here
-//    (LockHeld, with its fencing token) before the next step.
+//    commands, locked at their device groups. SLA: one at a time in
+//    increasing device id, each queued until granted (no wait-for cycle:
+//    deadlock-free; the holder of the smallest contended device always
+//    progresses; resources come first and in one order too, so no cycle
+//    runs through them either). OLA: all at once, each taken only if free;
+//    on any refusal every lock is given back and the routine tries again
+//    after a randomized, growing backoff (its resources kept). Each grant
+//    is committed here (LockHeld, with its fencing token) before the next
+//    step.
 //  - EXECUTING: commands in order, each a CommandAccept at its device group
 //    with id ROUTINE#SEQ#INDEX and the lock's token, then its outcome read
 //    back and committed here. A command's duration keeps the locks that long
@@ -98,11 +98,16 @@ struct RoutineLeaderOptions {
 //  - whether a new leader re-acquires: it treats a committed grant as its
 //    own only if this node's Camera holds that resource now with that very
 //    token (tokens are never reused, across restarts too, so this also
-//    tells apart an earlier life of this node). In ACQUIRING_LOCKS nothing
-//    has run yet: it drops every committed grant and device lock
-//    (`resource_dropped`, `lock_dropped`, then the device releases) and
-//    acquires again from the first resource; giving the devices back first
-//    keeps the order resources-then-devices, so no wait cycle. In EXECUTING
+//    tells apart an earlier life of this node; a node that goes on leading
+//    the routine in a new session keeps its grants). In ACQUIRING_LOCKS
+//    nothing has run yet: it drops every committed grant and device lock
+//    (`resource_dropped`, `lock_dropped`), releases every device of the
+//    routine, and acquires again from the first resource. Releasing also
+//    takes it out of device queues a predecessor's SLA request put it in,
+//    and while Camera has not granted a resource it leaves them again every
+//    `request_timeout` (such a request may land late): an invocation
+//    holding a device while it waits for a resource could close a wait
+//    cycle with the resource's holder. In EXECUTING
 //    a gap in holding may have let another invocation use the resource
 //    between two of this invocation's commands: continuing would break its
 //    isolation, so the invocation is stopped (above).
@@ -110,9 +115,10 @@ struct RoutineLeaderOptions {
 //    the committed token names the one grant under which this invocation's
 //    commands ran; a leader sends a command only while its Camera still
 //    holds that grant, so a late or new leader cannot run commands under a
-//    grant another holder has since superseded. `meshctl routine show`
-//    shows the tokens, and an operator or a resource's own controller can
-//    compare them with the token of whoever uses the resource next.
+//    grant another holder has since superseded. The token does not travel
+//    to the devices (a device group fences with its own lock's token);
+//    `meshctl routine show` shows it, so an operator or a resource's own
+//    controller can compare it with the token of whoever uses it next.
 //
 // Everything a leader does follows from the committed state, and every
 // request it sends is idempotent (lock requests and releases by holder,
