@@ -36,6 +36,8 @@ std::string status_name(proto::CommandStatus status) {
       return "timeout";
     case proto::COMMAND_INTERRUPTED:
       return "interrupted";
+    case proto::COMMAND_FENCED:
+      return "fenced";
     default:
       return "pending";
   }

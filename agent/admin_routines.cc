@@ -136,6 +136,7 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
               spec->lock_strategy == routine::LockStrategy::mesh_default ? mesh_strategy : spec->lock_strategy;
           row.set_lock(std::string(routine::to_string(strategy)));
           for (const auto& device : routine::command_devices(*spec)) row.add_devices(device);
+          for (const auto& resource : spec->uses) row.add_uses(resource);
           for (const auto& command : spec->commands) row.add_commands(describe_command(command, now));
           row.set_min_retrigger_ms(static_cast<uint32_t>(
               std::chrono::duration_cast<std::chrono::milliseconds>(spec->min_retrigger).count()));

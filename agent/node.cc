@@ -160,7 +160,7 @@ Node::Node(const NodeConfig& config, NodeContext context)
   routine_leaders_ = std::make_unique<routine::RoutineLeaders>(
       context_.env, kgroups_->host(), kgroups_->selector(),
       [this](const kgroup::GroupTarget& target) { return kgroups_->current_epoch(target); }, catalog_, *kgroups_,
-      *device_watcher_, *routine_messages_, metrics_, routine_options);
+      *device_watcher_, *routine_messages_, *camera_, metrics_, routine_options);
   routines_ = std::make_unique<RoutineService>(context_.env, *kgroups_, catalog_, metrics_, config_.routines.service,
                                                config_.kgroup.epoch_origin);
   core::log("agent").info("node created id={} name={} boot={}", config_.id.to_string(), config_.name, boot_count_);

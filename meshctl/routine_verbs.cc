@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/node_id.h"
 #include "meshctl/output.h"
 #include "meshctl/verbs.h"
 
@@ -25,7 +26,9 @@ constexpr std::string_view kHelp = R"(    routines
 
     routine ID
         One routine in full: trigger, lock strategy, the devices it locks,
-        its commands in order, leader, and its invocations still running.
+        the mesh-wide resources it takes with Camera (uses), its commands
+        in order, leader, and its invocations still running with the
+        resources they hold (fencing token, node holding the grant).
 
     routine run ID [--wait]
         Runs the routine now, whatever its trigger says. Without --wait,
@@ -36,8 +39,9 @@ constexpr std::string_view kHelp = R"(    routines
     routine history [ID]
         Every remembered invocation (the newest 32 per routine) of ID, or
         of every routine: when it was triggered, how long it waited for
-        its locks, when its commands started and when it ended, and each
-        command's outcome.
+        its locks, when its commands started and when it ended, the
+        resources it held, why it stopped if a lock or resource was lost,
+        and each command's outcome.
 
     routine add --file F [--replace]
         Adds the [[routine]] tables of the catalog file F (the format of
@@ -204,6 +208,8 @@ std::string status_text(proto::CommandStatus status) {
       return "timeout";
     case proto::COMMAND_INTERRUPTED:
       return "interrupted";
+    case proto::COMMAND_FENCED:
+      return "fenced";
     default:
       return "pending";
   }
@@ -280,6 +286,15 @@ void print_invocation(const proto::InvocationMsg& i, const proto::RoutineRow& r)
                            seconds_between(i.triggered_at_us(), i.locked_at_us()),
                            seconds_between(i.locked_at_us(), i.releasing_at_us()),
                            i.ended_at_us() > 0 ? relative(i.ended_at_us()) : "-");
+  if (i.resources_size() > 0) {
+    std::vector<std::string> held;
+    for (const auto& resource : i.resources()) {
+      held.push_back(fmt::format("{} (token {}, at {})", resource.resource(), resource.token(),
+                                 core::NodeId(resource.holder()).to_string()));
+    }
+    std::cout << fmt::format("  resources: {}\n", fmt::join(held, ", "));
+  }
+  if (!i.stop_reason().empty()) std::cout << fmt::format("  stopped: {}\n", i.stop_reason());
   for (int c = 0; c < i.commands_size(); ++c) {
     const auto& command = i.commands(c);
     const std::string what = static_cast<int>(command.index()) < r.commands_size()
@@ -307,6 +322,7 @@ int show_routine(AgentConnection& connection, const CommandLine& line, const std
       {"min retrigger", fmt::format("{} s", format_number(r.min_retrigger_ms() / 1000.0))},
       {"lock", r.lock()},
       {"devices", fmt::format("{}", fmt::join(r.devices(), ", "))},
+      {"uses", r.uses().empty() ? "-" : fmt::format("{}", fmt::join(r.uses(), ", "))},
       {"leader", r.leader().empty() ? "-" : r.leader()},
   };
   for (int c = 0; c < r.commands_size(); ++c) rows.push_back({fmt::format("command {}", c + 1), r.commands(c)});

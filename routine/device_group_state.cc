@@ -118,7 +118,10 @@ void DeviceGroupState::apply_update(std::string_view update) {
       const auto it = commands_.find(decoded->actuating().command_id());
       if (it == commands_.end() || it->second.done() || it->second.actuating) return;
       if (auto refusal = lock_refusal(it->second)) {
-        finish(it->second, proto::COMMAND_REFUSED, std::move(*refusal));
+        // A routine's command whose lock is gone is fenced (its invocation
+        // stops); any other command only met a lock.
+        finish(it->second, it->second.lock_holder.empty() ? proto::COMMAND_REFUSED : proto::COMMAND_FENCED,
+               std::move(*refusal));
         forget_old_commands();
         return;
       }

@@ -841,12 +841,39 @@ void DeviceLeaders::on_subscribe(const core::Message& message, const proto::Devi
   }
 }
 
-void DeviceLeaders::on_lock_renew(const core::Message&, const proto::LockRenew& renew) {
+void DeviceLeaders::on_lock_renew(const core::Message& message, const proto::LockRenew& renew) {
   const core::TimePoint now = env_.now();
+  proto::RoutineBody answer;
   for (const auto& lock : renew.locks()) {
     if (check_device_id(lock.device()) || lock.holder().empty()) continue;
     lock_renewals_[lock.device()][lock.holder()] = now;
+    if (lock.token() != 0 && !holds(lock.device(), lock.holder(), lock.token())) {
+      *answer.mutable_locks_lost()->add_locks() = lock;
+      if (answer.locks_lost().locks_size() >= kDevicesPerAnswer) {
+        messages_.send(message.src, answer);
+        answer.clear_locks_lost();
+      }
+    }
   }
+  if (answer.has_locks_lost() && answer.locks_lost().locks_size() > 0) messages_.send(message.src, answer);
+}
+
+bool DeviceLeaders::holds(const std::string& device, const std::string& holder, uint64_t token) const {
+  // Only the leader of this node's newest instance of the device's group,
+  // with current reads and the device live there, may say a lock is gone:
+  // a lagging replica has not applied the grant yet, and an older or twin
+  // instance keeps a lock table of its own.
+  const std::string target = selector_.device_group(device).to_string();
+  kgroup::GroupReplica* r = host_.latest(target);
+  if (r == nullptr || !r->can_read()) return true;
+  const SessionKey key{target, r->config().epoch, r->config().generation};
+  const auto it = sessions_.find(key);
+  const DeviceGroupState* st = state(key);
+  if (it == sessions_.end() || st == nullptr) return true;
+  const auto watch = it->second->watches.find(device);
+  if (watch == it->second->watches.end() || !watch->second->live) return true;
+  const DeviceLocks::Lock* lock = st->locks().find(device);
+  return lock != nullptr && lock->holder == holder && lock->token == token;
 }
 
 void DeviceLeaders::reclaim_locks(const SessionKey& key) {

@@ -84,7 +84,9 @@ struct DeviceLeaderOptions {
 //    (DeviceLocks). Holders renew their locks to every member; a lock not
 //    renewed within lock_reclaim_after is released by the leader
 //    (reclaimed), and the fencing token keeps the old holder from
-//    actuating afterwards.
+//    actuating afterwards. A renewal of a lock the group no longer holds
+//    for that holder and token is answered (LocksLost), so the holder
+//    stops before its next command instead of learning it from a refusal.
 //  - Handoff: a device that a catalog change moved into a group this node
 //    leads is not polled, actuated or announced until the group holds its
 //    record (DeviceGroupState explains why this is safe). The leader
@@ -166,7 +168,12 @@ class DeviceLeaders {
   const DeviceGroupState* state(const SessionKey& key) const;
 
   void on_subscribe(const core::Message& message, const proto::DeviceSubscribe& subscribe);
+  // Notes the renewal; answers with the locks whose holder or token is no
+  // longer the current one in a group this node leads (LocksLost).
   void on_lock_renew(const core::Message& message, const proto::LockRenew& renew);
+  // False only if this node leads `device`'s group with current reads and
+  // the lock is not (holder, token).
+  bool holds(const std::string& device, const std::string& holder, uint64_t token) const;
   // Releases the locks of this session's devices whose holders stopped renewing.
   void reclaim_locks(const SessionKey& key);
   // Sends the device's committed state to its subscribers.

@@ -13,6 +13,9 @@ struct FaultPoints {
   // Locks: every request is granted at once, taking the lock from its
   // holder, and actuation skips the fencing check (safety).
   bool ignore_locks = false;
+  // Routine leaders take none of the resources a routine names (`uses`):
+  // routines sharing only a resource run at once (safety of resources).
+  bool ignore_uses = false;
   // Device leaders call the driver twice per command (exactly once).
   bool actuate_twice = false;
   // Routine leaders end invocations without releasing their locks

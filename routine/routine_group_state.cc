@@ -41,6 +41,13 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     lock.set_device(device);
     lock.set_token(token);
   }
+  for (const auto& [resource, grant] : invocation.resources) {
+    auto& held = *msg.add_resources();
+    held.set_resource(resource);
+    held.set_token(grant.token);
+    held.set_holder(grant.holder);
+  }
+  msg.set_stop_reason(invocation.stop_reason);
   for (const auto& [index, result] : invocation.commands) {
     auto& command = *msg.add_commands();
     command.set_index(index);
@@ -66,6 +73,8 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
   invocation.outcome = msg.outcome();
   invocation.detail = msg.detail();
   for (const auto& lock : msg.locks()) invocation.locks[lock.device()] = lock.token();
+  for (const auto& held : msg.resources()) invocation.resources[held.resource()] = {held.token(), held.holder()};
+  invocation.stop_reason = msg.stop_reason();
   for (int i = 0; i < msg.commands_size(); ++i) {
     auto& result = invocation.commands[msg.commands(i).index()];
     result.status = msg.commands(i).status();
@@ -151,6 +160,23 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       return;
     case proto::InvocationStep::kLockDropped:
       if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS) invocation.locks.erase(step.lock_dropped());
+      return;
+    case proto::InvocationStep::kResourceHeld:
+      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS && !step.resource_held().resource().empty()) {
+        invocation.resources[step.resource_held().resource()] = {step.resource_held().token(),
+                                                                 step.resource_held().holder()};
+      }
+      return;
+    case proto::InvocationStep::kResourceDropped:
+      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS) invocation.resources.erase(step.resource_dropped());
+      return;
+    case proto::InvocationStep::kStop:
+      if ((invocation.phase == proto::PHASE_ACQUIRING_LOCKS || invocation.phase == proto::PHASE_EXECUTING) &&
+          !step.stop().empty()) {
+        invocation.phase = proto::PHASE_RELEASING_LOCKS;
+        invocation.releasing_at_us = step.at_us();
+        invocation.stop_reason = step.stop();
+      }
       return;
     case proto::InvocationStep::kPhase:
       if (step.phase() == proto::PHASE_EXECUTING && invocation.phase == proto::PHASE_ACQUIRING_LOCKS) {

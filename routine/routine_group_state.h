@@ -30,7 +30,9 @@ namespace mesh::routine {
 //    command actuated twice;
 //  - an invocation ends only after its releases were committed by every
 //    device group it locked: no lock leaked (and a holder gone for good is
-//    reclaimed by the device leader).
+//    reclaimed by the device leader);
+//  - an invocation that lost a lock or resource is stopped (a committed
+//    `stop` with the reason): no later command of it is sent.
 //
 // Steps apply only if they move an invocation forward (a repeated or
 // late step changes nothing), so a deposed leader's stale write is harmless.
@@ -40,6 +42,13 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     proto::CommandStatus status = proto::COMMAND_PENDING;
     std::string detail;
     int64_t done_at_us = 0;
+  };
+  // A resource taken with Camera: its grant lives at one node (`holder`),
+  // so only that node can go on using it (routine/routine_leaders.h).
+  struct ResourceGrant {
+    uint64_t token = 0;
+    uint32_t holder = 0;  // NodeId value
+    bool operator==(const ResourceGrant&) const = default;
   };
   struct Invocation {
     uint64_t seq = 0;
@@ -51,6 +60,8 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     proto::InvocationOutcome outcome = proto::INVOCATION_RUNNING;
     std::string detail;
     std::map<std::string, uint64_t> locks;  // device -> fencing token
+    std::map<std::string, ResourceGrant> resources;  // resource (RoutineSpec::uses) -> its Camera grant
+    std::string stop_reason;  // non-empty: stopped because a lock or resource was lost
     std::map<uint32_t, CommandResult> commands;
     int64_t triggered_at_us = 0;
     int64_t locked_at_us = 0;

@@ -60,8 +60,8 @@ struct RoutineLeaders::Session {
 
 RoutineLeaders::RoutineLeaders(core::Env& env, kgroup::GroupHost& host, const kgroup::GroupSelector& selector,
                                EpochOf epoch_of, const Catalog& catalog, kgroup::GroupClient& client,
-                               DeviceWatcher& watcher, RoutineMessages& messages, core::Metrics& metrics,
-                               RoutineLeaderOptions options)
+                               DeviceWatcher& watcher, RoutineMessages& messages, mutex::Camera& camera,
+                               core::Metrics& metrics, RoutineLeaderOptions options)
     : env_(env),
       host_(host),
       selector_(selector),
@@ -73,10 +73,16 @@ RoutineLeaders::RoutineLeaders(core::Env& env, kgroup::GroupHost& host, const kg
       options_(options),
       scan_timer_(env),
       renew_timer_(env),
+      camera_(camera),
       triggers_(metrics.counter("routine_triggers_total")),
       invocations_ok_(metrics.counter("routine_invocations_total", {{"result", "ok"}})),
       invocations_failed_(metrics.counter("routine_invocations_total", {{"result", "failed"}})),
-      lock_retries_(metrics.counter("routine_lock_retries_total")) {}
+      lock_retries_(metrics.counter("routine_lock_retries_total")) {
+  messages_.on(proto::RoutineBody::kLocksLost,
+               [this, alive = alive_](const core::Message&, const proto::RoutineBody& body) {
+                 if (*alive) on_locks_lost(body.locks_lost());
+               });
+}
 
 RoutineLeaders::~RoutineLeaders() {
   *alive_ = false;
@@ -165,6 +171,7 @@ void RoutineLeaders::scan() {
     if (auto* st = const_cast<RoutineGroupState*>(state(it->first))) st->set_on_apply({});
     it = sessions_.erase(it);
   }
+  sweep_claims(leading);
 }
 
 void RoutineLeaders::sync_watch(const SessionKey& key, Session& s) {
@@ -299,6 +306,23 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
              [this, key, seq](bool committed) { after_step(key, seq, committed); });
         return;
       }
+      const std::string holder = holder_name(routine_id(key), invocation);
+      for (const auto& [resource, grant] : invocation.resources) {
+        if (!holds_here(resource, grant)) {
+          core::log("routine").info(
+              "routine {} invocation {}: resource {} (token {}) was taken by node {}, not held here: taking "
+              "everything again",
+              routine_id(key), seq, resource, grant.token, core::NodeId(grant.holder).to_string());
+          start_over(key, seq, devices);
+          return;
+        }
+      }
+      for (const std::string& resource : resources_of(*spec)) {
+        if (invocation.resources.count(resource) == 0) {
+          take_resource(key, seq, holder, resource, devices);
+          return;
+        }
+      }
       std::vector<std::string> missing;
       for (const auto& device : devices) {
         if (invocation.locks.count(device) == 0) missing.push_back(device);
@@ -319,6 +343,10 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
       if (!definition_holds) {
         step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
              [this, key, seq](bool committed) { after_step(key, seq, committed); });
+        return;
+      }
+      if (const auto reason = lost(routine_id(key), invocation)) {
+        stop(key, seq, *reason);
         return;
       }
       const auto next = static_cast<uint32_t>(invocation.commands.size());
@@ -350,6 +378,11 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
       if (spec == nullptr) {
         end.set_outcome(proto::INVOCATION_ABORTED);
         end.set_detail("the routine was removed from the catalog");
+      } else if (!invocation.stop_reason.empty()) {
+        // Commands may have run only once every lock was held.
+        end.set_outcome(invocation.locked_at_us == 0 ? proto::INVOCATION_ABORTED : proto::INVOCATION_FAILED);
+        end.set_detail(fmt::format("stopped after {} of its {} commands: {}", invocation.commands.size(),
+                                   spec->commands.size(), invocation.stop_reason));
       } else if (!definition_holds && invocation.locked_at_us == 0) {
         end.set_outcome(proto::INVOCATION_ABORTED);
         end.set_detail("the routine's definition changed before it ran");
@@ -660,12 +693,13 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
   const std::string holder = holder_of(key, seq);
   auto awaiting = std::make_shared<size_t>(devices.size());
   auto failed = std::make_shared<bool>(false);
-  auto done = [this, key, seq, end, awaiting, failed, routine]() {
+  auto done = [this, key, seq, end, awaiting, failed, routine, holder]() {
     if (--*awaiting != 0) return;
     if (*failed) {
       idle(key, seq, options_.poll_interval);
       return;
     }
+    release_claims(holder);
     step(
         key, seq, [&end](proto::InvocationStep& s) { *s.mutable_end() = end; },
         [this, key, seq, end, routine](bool committed) {
@@ -696,6 +730,189 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
   }
 }
 
+std::vector<std::string> RoutineLeaders::resources_of(const RoutineSpec& spec) {
+  if (fault_points().ignore_uses) return {};
+  std::vector<std::string> resources = spec.uses;
+  std::sort(resources.begin(), resources.end());
+  resources.erase(std::unique(resources.begin(), resources.end()), resources.end());
+  return resources;
+}
+
+bool RoutineLeaders::holds_here(const std::string& resource, const RoutineGroupState::ResourceGrant& grant) const {
+  if (grant.holder != messages_.self().value()) return false;
+  const auto held = camera_.held(resource);
+  return held && held->fencing_token == grant.token;
+}
+
+void RoutineLeaders::take_resource(const SessionKey& key, uint64_t seq, const std::string& holder,
+                                   const std::string& resource, const std::vector<std::string>& devices) {
+  auto& claims = claims_[holder];
+  const auto found = claims.find(resource);
+  if (found == claims.end()) {
+    claims[resource] = Claim{0, std::nullopt, env_.now()};
+    core::log("routine").debug("routine {} invocation {}: asking Camera for {}", routine_id(key), seq, resource);
+    const mutex::AcquireHandle handle = camera_.acquire(
+        resource, mutex::Camera::kNoTimeout,
+        [this, holder, resource, alive = alive_](const mutex::AcquireResult& result) {
+          if (!*alive) return;
+          const auto owner = claims_.find(holder);
+          if (owner == claims_.end() || owner->second.count(resource) == 0) return;
+          if (!result) {
+            core::log("routine").warn("invocation {}: Camera refused {}: {}", holder, resource,
+                                      mutex::to_string(result.error()));
+            owner->second.erase(resource);
+            return;
+          }
+          owner->second[resource].token = result->fencing_token;
+        });
+    // The callback may have run already (and erased a refused claim).
+    if (auto owner = claims_.find(holder); owner != claims_.end()) {
+      if (auto claim = owner->second.find(resource); claim != owner->second.end()) claim->second.handle = handle;
+    }
+    idle(key, seq, options_.poll_interval);
+    return;
+  }
+  if (!found->second.token) {
+    // Waiting for Camera. A lock request of an earlier leader of this
+    // invocation may still land in a device's queue and be granted
+    // meanwhile, and holding a device while waiting for a resource could
+    // close a wait cycle with the resource's holder: every so often, leave
+    // every device queue (releases of a lock not held or waited for change
+    // nothing).
+    if (env_.now() - found->second.devices_left_at >= options_.request_timeout) {
+      found->second.devices_left_at = env_.now();
+      leave_devices(holder, devices);
+    }
+    idle(key, seq, options_.poll_interval);
+    return;
+  }
+  const uint64_t token = *found->second.token;
+  const uint32_t self = messages_.self().value();
+  step(
+      key, seq,
+      [&resource, token, self](proto::InvocationStep& s) {
+        s.mutable_resource_held()->set_resource(resource);
+        s.mutable_resource_held()->set_token(token);
+        s.mutable_resource_held()->set_holder(self);
+      },
+      [this, key, seq](bool committed) { after_step(key, seq, committed); });
+}
+
+void RoutineLeaders::leave_devices(const std::string& holder, const std::vector<std::string>& devices) {
+  for (const std::string& device : devices) {
+    proto::DeviceUpdate release;
+    release.mutable_unlock()->set_device(device);
+    release.mutable_unlock()->set_holder(holder);
+    write_device(device, release.SerializeAsString(), [](const auto&) {});
+  }
+}
+
+void RoutineLeaders::start_over(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices) {
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  if (invocation == nullptr) return;
+  if (!invocation->resources.empty()) {
+    const std::string dropped = invocation->resources.begin()->first;
+    step(
+        key, seq, [&dropped](proto::InvocationStep& s) { s.set_resource_dropped(dropped); },
+        [this, key, seq, devices](bool committed) {
+          if (!committed) {
+            after_step(key, seq, false);
+            return;
+          }
+          start_over(key, seq, devices);
+        });
+    return;
+  }
+  // Whatever this node asked for under earlier records goes too, so the
+  // resources are taken again in order.
+  release_claims(holder_of(key, seq));
+  // Every device of the routine, not only the recorded locks: a request
+  // still queued would be granted while this invocation waits for its
+  // resources.
+  give_back(key, seq, devices, core::Duration::zero());
+}
+
+void RoutineLeaders::stop(const SessionKey& key, uint64_t seq, const std::string& reason) {
+  core::log("routine").warn("routine {} invocation {} stops: {}", routine_id(key), seq, reason);
+  step(
+      key, seq, [&reason](proto::InvocationStep& s) { s.set_stop(reason); },
+      [this, key, seq](bool committed) { after_step(key, seq, committed); });
+}
+
+std::optional<std::string> RoutineLeaders::lost(const std::string& routine,
+                                                const RoutineGroupState::Invocation& invocation) const {
+  for (const auto& [index, result] : invocation.commands) {
+    if (result.status == proto::COMMAND_FENCED) {
+      return fmt::format("command {} was fenced: {}", index + 1, result.detail);
+    }
+  }
+  for (const auto& [resource, grant] : invocation.resources) {
+    if (!holds_here(resource, grant)) {
+      return fmt::format(
+          "resource {} (token {}) is no longer held: its Camera grant was node {}'s, and another holder may have "
+          "used it since",
+          resource, grant.token, core::NodeId(grant.holder).to_string());
+    }
+  }
+  if (const auto known = lost_locks_.find(holder_name(routine, invocation)); known != lost_locks_.end()) {
+    for (const auto& [device, token] : invocation.locks) {
+      const auto gone = known->second.find(device);
+      if (gone != known->second.end() && gone->second == token) {
+        return fmt::format("the lock on device {} (token {}) was taken back by its device group", device, token);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void RoutineLeaders::release_claims(const std::string& holder) {
+  lost_locks_.erase(holder);
+  unled_claims_since_.erase(holder);
+  const auto it = claims_.find(holder);
+  if (it == claims_.end()) return;
+  for (const auto& [resource, claim] : it->second) {
+    core::log("routine").debug("invocation {}: giving {} back to Camera", holder, resource);
+    camera_.cancel(claim.handle);
+  }
+  claims_.erase(it);
+}
+
+void RoutineLeaders::sweep_claims(const std::set<SessionKey>& leading) {
+  std::set<std::string> led;
+  std::set<std::string> running;  // holder names
+  for (const SessionKey& key : leading) {
+    led.insert(routine_id(key));
+    if (const RoutineGroupState* st = state(key)) {
+      for (const auto& [seq, invocation] : st->invocations()) {
+        if (!invocation.done()) running.insert(holder_name(routine_id(key), invocation));
+      }
+    }
+  }
+  std::erase_if(lost_locks_, [&running](const auto& entry) { return running.count(entry.first) == 0; });
+  std::vector<std::string> finished;
+  for (const auto& [holder, claims] : claims_) {
+    if (led.count(holder.substr(0, holder.find('#'))) != 0) {
+      unled_claims_since_.erase(holder);
+      if (running.count(holder) == 0) finished.push_back(holder);
+      continue;
+    }
+    const auto [since, inserted] = unled_claims_since_.try_emplace(holder, env_.now());
+    if (!inserted && env_.now() - since->second >= options_.request_timeout) finished.push_back(holder);
+  }
+  for (const std::string& holder : finished) release_claims(holder);
+}
+
+void RoutineLeaders::on_locks_lost(const proto::LocksLost& lost) {
+  for (const auto& lock : lost.locks()) {
+    if (lock.holder().empty() || lock.token() == 0) continue;
+    const std::string routine = lock.holder().substr(0, lock.holder().find('#'));
+    const bool led = std::any_of(sessions_.begin(), sessions_.end(),
+                                 [&routine](const auto& entry) { return entry.second->routine == routine; });
+    if (led) lost_locks_[lock.holder()][lock.device()] = lock.token();
+  }
+}
+
 void RoutineLeaders::renew_locks() {
   std::map<core::NodeId, proto::RoutineBody> bodies;
   for (const auto& [key, s] : sessions_) {
@@ -718,6 +935,7 @@ void RoutineLeaders::renew_locks() {
           auto& lock = *bodies[member].mutable_lock_renew()->add_locks();
           lock.set_device(device);
           lock.set_holder(holder_name(s->routine, invocation));
+          lock.set_token(token);
         }
       }
     }

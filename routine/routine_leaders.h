@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -14,6 +15,7 @@
 #include "kgroup/group_client.h"
 #include "kgroup/group_host.h"
 #include "kgroup/group_selector.h"
+#include "mutex/camera.h"
 #include "routine/catalog.h"
 #include "routine/device_watcher.h"
 #include "routine/routine_group_state.h"
@@ -56,19 +58,67 @@ struct RoutineLeaderOptions {
 //    if that change was already acted on or the routine's minimum interval
 //    has not passed, so a new leader re-evaluating what its predecessor saw
 //    does not trigger twice.
-//  - ACQUIRING_LOCKS: the devices of its commands, locked at their device
-//    groups. SLA: one at a time in increasing device id, each queued until
-//    granted (no wait-for cycle: deadlock-free; the holder of the smallest
-//    contended device always progresses). OLA: all at once, each taken only
-//    if free; on any refusal every lock is given back and the routine tries
-//    again after a randomized, growing backoff. Each grant is committed here
-//    (LockHeld, with its fencing token) before the next step.
+//  - ACQUIRING_LOCKS: first the mesh-wide resources the routine names
+//    (`uses`), taken with Camera (mutex/camera.h) one at a time in name
+//    order, each grant committed (ResourceHeld: resource, fencing token,
+//    the node holding it) before the next; then the devices of its
+//    commands, locked at their device groups. SLA: one at a time in
+//    increasing device id, each queued until granted (no wait-for cycle:
+//    deadlock-free; the holder of the smallest contended device always
+//    progresses; resources come first and in one order too, so no cycle
+//    runs through them either). OLA: all at once, each taken only if free;
+//    on any refusal every lock is given back and the routine tries again
+//    after a randomized, growing backoff (its resources kept). Each grant
+//    is committed here (LockHeld, with its fencing token) before the next
+//    step.
 //  - EXECUTING: commands in order, each a CommandAccept at its device group
 //    with id ROUTINE#SEQ#INDEX and the lock's token, then its outcome read
 //    back and committed here. A command's duration keeps the locks that long
-//    before the next command (or the release).
+//    before the next command (or the release). Before each command the
+//    leader checks that it still holds everything: a command fenced by its
+//    device group (COMMAND_FENCED: the lock was reclaimed), a lock a device
+//    leader answered a renewal about as lost (LocksLost), or a resource
+//    whose Camera grant this node does not hold, stops the invocation (a
+//    committed `stop` with the reason): its remaining commands are skipped,
+//    it releases everything and ends failed (aborted if nothing ran).
 //  - RELEASING_LOCKS: every lock given back (each release committed by its
-//    device group), then the invocation's end committed here.
+//    device group), the Camera grants given back, then the invocation's end
+//    committed here.
+//
+// Resources and leadership. A Camera grant belongs to the node that asked,
+// not to the routine group: it cannot be handed to a new leader. So
+//  - who releases it: the node holding it, and nobody else. It releases its
+//    grants when the invocation ends, or when it stopped leading the routine
+//    (no session of it here) for `request_timeout`: by then any command it
+//    sent has been committed at its device group or given up, so the next
+//    holder of the resource cannot be overtaken by a late command of this
+//    one. A holder that crashes releases nothing: Camera's failure handling
+//    stops waiting for it and raises the fencing marks past any token it
+//    may have held (`failed_holder_token_gap`).
+//  - whether a new leader re-acquires: it treats a committed grant as its
+//    own only if this node's Camera holds that resource now with that very
+//    token (tokens are never reused, across restarts too, so this also
+//    tells apart an earlier life of this node; a node that goes on leading
+//    the routine in a new session keeps its grants). In ACQUIRING_LOCKS
+//    nothing has run yet: it drops every committed grant and device lock
+//    (`resource_dropped`, `lock_dropped`), releases every device of the
+//    routine, and acquires again from the first resource. Releasing also
+//    takes it out of device queues a predecessor's SLA request put it in,
+//    and while Camera has not granted a resource it leaves them again every
+//    `request_timeout` (such a request may land late): an invocation
+//    holding a device while it waits for a resource could close a wait
+//    cycle with the resource's holder. In EXECUTING
+//    a gap in holding may have let another invocation use the resource
+//    between two of this invocation's commands: continuing would break its
+//    isolation, so the invocation is stopped (above).
+//  - what the token guards: Camera tokens grow from holder to holder, and
+//    the committed token names the one grant under which this invocation's
+//    commands ran; a leader sends a command only while its Camera still
+//    holds that grant, so a late or new leader cannot run commands under a
+//    grant another holder has since superseded. The token does not travel
+//    to the devices (a device group fences with its own lock's token);
+//    `meshctl routine show` shows it, so an operator or a resource's own
+//    controller can compare it with the token of whoever uses it next.
 //
 // Everything a leader does follows from the committed state, and every
 // request it sends is idempotent (lock requests and releases by holder,
@@ -81,7 +131,8 @@ class RoutineLeaders {
 
   RoutineLeaders(core::Env& env, kgroup::GroupHost& host, const kgroup::GroupSelector& selector, EpochOf epoch_of,
                  const Catalog& catalog, kgroup::GroupClient& client, DeviceWatcher& watcher,
-                 RoutineMessages& messages, core::Metrics& metrics, RoutineLeaderOptions options);
+                 RoutineMessages& messages, mutex::Camera& camera, core::Metrics& metrics,
+                 RoutineLeaderOptions options);
   RoutineLeaders(const RoutineLeaders&) = delete;
   RoutineLeaders& operator=(const RoutineLeaders&) = delete;
   ~RoutineLeaders();
@@ -107,6 +158,28 @@ class RoutineLeaders {
   void execute(const SessionKey& key, uint64_t seq, uint32_t index, const RoutineCommand& command);
   void poll_command(const SessionKey& key, uint64_t seq, uint32_t index, core::TimePoint deadline);
   void release(const SessionKey& key, uint64_t seq, std::vector<std::string> devices, proto::InvocationEnd end);
+  // Takes `resource` with Camera (once per invocation and node) and commits
+  // the grant when it comes.
+  void take_resource(const SessionKey& key, uint64_t seq, const std::string& holder, const std::string& resource,
+                     const std::vector<std::string>& devices);
+  // Drops every committed resource and device lock of an invocation still
+  // acquiring, and leaves the queues of `devices`, to take them again in
+  // order.
+  void start_over(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
+  // Releases `holder`'s locks on `devices` and leaves their queues.
+  void leave_devices(const std::string& holder, const std::vector<std::string>& devices);
+  // Commits `stop` with the reason: the invocation releases and ends.
+  void stop(const SessionKey& key, uint64_t seq, const std::string& reason);
+  // Why an executing invocation may not send another command, if it may not.
+  std::optional<std::string> lost(const std::string& routine, const RoutineGroupState::Invocation& invocation) const;
+  // Whether this node's Camera holds `resource` under the committed grant.
+  bool holds_here(const std::string& resource, const RoutineGroupState::ResourceGrant& grant) const;
+  // The resources a routine takes, in the order it takes them.
+  static std::vector<std::string> resources_of(const RoutineSpec& spec);
+  void release_claims(const std::string& holder);
+  // Releases the grants of invocations this node no longer drives.
+  void sweep_claims(const std::set<SessionKey>& leading);
+  void on_locks_lost(const proto::LocksLost& lost);
   void renew_locks();
   // A write or read at the group of `device`, remembering the leader that
   // answered (lock renewals go there too).
@@ -146,6 +219,19 @@ class RoutineLeaders {
   core::ScopedTimer renew_timer_;
   std::map<SessionKey, std::unique_ptr<Session>> sessions_;
   std::map<std::string, core::NodeId> device_group_leaders_;  // device group target -> last leader heard
+  mutex::Camera& camera_;
+  // This node's Camera requests, by invocation (holder_name) and resource;
+  // node-local like the grants, so they outlive a session that ends while
+  // the node goes on leading the routine in the next one.
+  struct Claim {
+    mutex::AcquireHandle handle = 0;
+    std::optional<uint64_t> token;  // granted
+    core::TimePoint devices_left_at{};  // last leave_devices() while waiting
+  };
+  std::map<std::string, std::map<std::string, Claim>> claims_;
+  std::map<std::string, core::TimePoint> unled_claims_since_;  // holder -> since no session here drives it
+  // Locks device leaders answered a renewal about as lost: holder -> device -> token.
+  std::map<std::string, std::map<std::string, uint64_t>> lost_locks_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   core::Counter& triggers_;

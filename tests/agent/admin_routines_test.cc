@@ -27,7 +27,7 @@ using testing::test_config;
 constexpr std::string_view kRoutines =
     "[[routine]]\nid = \"night_hall\"\ntrigger = \"hall_motion.motion == on\"\nwindow = \"22:00-06:00\"\n"
     "[[routine.command]]\ndevice = \"hall\"\nset = { power = \"on\", brightness = 30 }\nduration_s = 300\n"
-    "[[routine]]\nid = \"all_off\"\ntrigger = \"manual\"\n"
+    "[[routine]]\nid = \"all_off\"\ntrigger = \"manual\"\nuses = [\"pump\"]\n"
     "[[routine.command]]\ndevice = \"hall\"\nset = { power = \"off\" }\n";
 
 routine::DeviceSpec spec(const std::string& id, routine::DeviceKind kind) {
@@ -158,6 +158,11 @@ TEST_F(AdminRoutinesTest, RunListAndHistory) {
   EXPECT_EQ(invocation.phase(), proto::PHASE_DONE);
   EXPECT_EQ(invocation.outcome(), proto::INVOCATION_OK) << invocation.detail();
   EXPECT_TRUE(invocation.manual());
+  // Its resource was taken with Camera, and the grant recorded.
+  ASSERT_EQ(invocation.resources_size(), 1);
+  EXPECT_EQ(invocation.resources(0).resource(), "pump");
+  EXPECT_GT(invocation.resources(0).token(), 0u);
+  EXPECT_TRUE(invocation.resources(0).holder() == ip(1).value() || invocation.resources(0).holder() == ip(2).value());
   EXPECT_EQ(std::get<bool>(hall_.state().at("power")), false);
   ASSERT_EQ(hall_.actuations().size(), 1u);
   EXPECT_EQ(hall_.actuations()[0].command_id, routine::command_id("all_off", routine::from_proto(invocation), 0));
@@ -170,6 +175,8 @@ TEST_F(AdminRoutinesTest, RunListAndHistory) {
   const proto::RoutineRow& all_off = response->routines().routines(0);
   EXPECT_EQ(all_off.id(), "all_off");
   EXPECT_EQ(all_off.lock(), "sla");
+  ASSERT_EQ(all_off.uses_size(), 1);
+  EXPECT_EQ(all_off.uses(0), "pump");
   EXPECT_EQ(all_off.commands(0), "hall power=off");
   EXPECT_TRUE(all_off.error().empty()) << all_off.error();
   ASSERT_EQ(all_off.invocations_size(), 1);
@@ -199,7 +206,7 @@ TEST_F(AdminRoutinesTest, MistakesAndConflictsSayWhatIsWrong) {
   ASSERT_TRUE(response && response->has_routine_add());
   env_.advance(seconds(5));
   const std::string changed =
-      "[[routine]]\nid = \"all_off\"\ntrigger = \"manual\"\n"
+      "[[routine]]\nid = \"all_off\"\ntrigger = \"manual\"\nuses = [\"pump\"]\n"
       "[[routine.command]]\ndevice = \"hall\"\nset = { brightness = 0 }\n";
   response = ask(2, add(changed), seconds(3));
   ASSERT_TRUE(response && response->has_routine_add());

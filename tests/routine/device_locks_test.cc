@@ -136,12 +136,12 @@ TEST_F(LockedDeviceGroup, LateHolderIsFencedAfterItsLockPassedOn) {
   lock("s#1");
   lock("r#1", true);  // reclaimed or released: s#1 now holds it with token 2
   const auto& late = command("late", "r#1", 1);
-  EXPECT_EQ(late.outcome.status(), proto::COMMAND_REFUSED);
+  EXPECT_EQ(late.outcome.status(), proto::COMMAND_FENCED);
   EXPECT_NE(late.outcome.detail().find("no longer held"), std::string::npos) << late.outcome.detail();
   // Same holder name, stale token: refused too.
   lock("s#1", true);
   lock("r#1");
-  EXPECT_EQ(command("stale", "r#1", 1).outcome.status(), proto::COMMAND_REFUSED);
+  EXPECT_EQ(command("stale", "r#1", 1).outcome.status(), proto::COMMAND_FENCED);
   EXPECT_TRUE(command("fresh", "r#1", 3).actuating);
 }
 

@@ -42,6 +42,24 @@ class RoutineGroup : public ::testing::Test {
     held.set_token(token);
     apply(update);
   }
+  void resource_held(uint64_t seq, const std::string& resource, uint64_t token, uint32_t holder) {
+    proto::RoutineUpdate update;
+    auto& held = *step(seq, update).mutable_resource_held();
+    held.set_resource(resource);
+    held.set_token(token);
+    held.set_holder(holder);
+    apply(update);
+  }
+  void resource_dropped(uint64_t seq, const std::string& resource) {
+    proto::RoutineUpdate update;
+    step(seq, update).set_resource_dropped(resource);
+    apply(update);
+  }
+  void stop(uint64_t seq, const std::string& reason) {
+    proto::RoutineUpdate update;
+    step(seq, update).set_stop(reason);
+    apply(update);
+  }
   void command(uint64_t seq, uint32_t index, proto::CommandStatus status) {
     proto::RoutineUpdate update;
     auto& c = *step(seq, update).mutable_command();
@@ -151,6 +169,49 @@ TEST_F(RoutineGroup, ReadAnswerFitsOneDatagramKeepingRunningAndNewestInvocations
   for (int i = 2; i < reply.invocations_size(); ++i) {
     EXPECT_EQ(reply.invocations(i).seq(), reply.invocations(i - 1).seq() + 1);
   }
+}
+
+TEST_F(RoutineGroup, ResourceGrantsAreRecordedWhileAcquiringAndTravelInSnapshots) {
+  trigger(100, "", 0, "req-1");
+  resource_held(1, "pump", 7, 0x0a000001);
+  resource_held(1, "boiler", 3, 0x0a000001);
+  resource_dropped(1, "boiler");  // given back to be taken again in order
+  resource_held(1, "boiler", 9, 0x0a000002);
+  lock_held(1, "lamp", 4);
+  phase(1, proto::PHASE_EXECUTING);
+  resource_held(1, "pump", 99, 0x0a000003);  // executing: no grant changes any more
+  resource_dropped(1, "pump");
+  const auto& resources = state_.invocation(1)->resources;
+  ASSERT_EQ(resources.size(), 2u);
+  EXPECT_EQ(resources.at("pump"), (RoutineGroupState::ResourceGrant{7, 0x0a000001}));
+  EXPECT_EQ(resources.at("boiler"), (RoutineGroupState::ResourceGrant{9, 0x0a000002}));
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.invocation(1)->resources, resources);
+  EXPECT_EQ(to_proto(*state_.invocation(1)).resources_size(), 2);
+}
+
+TEST_F(RoutineGroup, StopEndsExecutionWithItsReason) {
+  trigger(100, "", 0, "req-1");
+  lock_held(1, "lamp", 4);
+  phase(1, proto::PHASE_EXECUTING);
+  command(1, 0, proto::COMMAND_FENCED);
+  stop(1, "");  // a stop names why: ignored
+  EXPECT_EQ(state_.invocation(1)->phase, proto::PHASE_EXECUTING);
+  stop(1, "command 1 was fenced");
+  EXPECT_EQ(state_.invocation(1)->phase, proto::PHASE_RELEASING_LOCKS);
+  EXPECT_EQ(state_.invocation(1)->stop_reason, "command 1 was fenced");
+  command(1, 1, proto::COMMAND_OK);  // no command is recorded after the stop
+  EXPECT_EQ(state_.invocation(1)->commands.size(), 1u);
+  stop(1, "later");  // releasing already: the first reason stays
+  EXPECT_EQ(state_.invocation(1)->stop_reason, "command 1 was fenced");
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.invocation(1)->stop_reason, "command 1 was fenced");
+  end(1, proto::INVOCATION_FAILED);
+  EXPECT_TRUE(state_.invocation(1)->done());
+  stop(1, "after the end");
+  EXPECT_EQ(state_.invocation(1)->stop_reason, "command 1 was fenced");
 }
 
 TEST(RoutineNames, HolderAndCommandIdsNameTheInvocation) {

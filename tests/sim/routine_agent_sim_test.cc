@@ -4,7 +4,9 @@
 // small device clusters so a routine's devices sit in several groups) and
 // 4-6 routines over overlapping device sets, a few with durations, one
 // triggered by a motion sensor the test toggles, the others run by hand
-// (RoutineService::run from random agents) in a stream. Mid-stream a random
+// (RoutineService::run from random agents) in a stream. About half the
+// routines also name a mesh-wide resource (`uses`: "pump" or "boiler"),
+// taken with Camera. Mid-stream a random
 // node is killed (kill -9) and restarted later; some plans lose packets or
 // kill a second node.
 //
@@ -12,7 +14,8 @@
 // never a leader's belief:
 //  - safety: no two invocations of routines whose device sets intersect
 //    actuated their devices interleaved (the span from an invocation's
-//    first to its last actuation contains no actuation of a conflicting one);
+//    first to its last actuation contains no actuation of a conflicting one),
+//    and likewise for routines that share a resource (`uses`), devices or not;
 //  - exactly once: no command id (ROUTINE#SEQ#INDEX) actuated twice, and
 //    every command an ended invocation recorded ok was actuated once;
 //  - liveness, once the stream stops: every committed invocation ends, and
@@ -157,10 +160,13 @@ Outcome run(const Plan& plan, uint64_t seed) {
       const std::string id = fmt::format("d{}", rng.below(actuators));
       if (std::find(devices.begin(), devices.end(), id) == devices.end()) devices.push_back(id);
     }
+    std::vector<std::string> uses;
+    if (rng.below(2) == 0) uses.push_back(rng.below(2) == 0 ? "pump" : "boiler");
     // Commands in a random order: SLA must still lock in id order.
     const bool sensor_routine = r == 0;
     world.routines.push_back(make_routine(fmt::format("r{}", r), sensor_routine ? "motion.motion == on" : "manual",
                                           devices, rng, rng.below(2) == 1));
+    world.routines.back().uses = uses;
   }
 
   MeshSim::Options options;
@@ -245,7 +251,11 @@ Outcome run(const Plan& plan, uint64_t seed) {
 
   // The devices of each routine, and the actuations of each invocation.
   std::map<std::string, std::set<std::string>> devices_of;
-  for (const auto& spec : world.routines) devices_of[spec.id] = routine::command_devices(spec);
+  std::map<std::string, std::set<std::string>> resources_of;
+  for (const auto& spec : world.routines) {
+    devices_of[spec.id] = routine::command_devices(spec);
+    resources_of[spec.id] = {spec.uses.begin(), spec.uses.end()};
+  }
   struct Span {
     core::TimePoint first = core::TimePoint::max();
     core::TimePoint last = core::TimePoint::min();
@@ -266,22 +276,28 @@ Outcome run(const Plan& plan, uint64_t seed) {
   for (const auto& [id, count] : actuated) {
     if (count > 1) out.violations.push_back(fmt::format("command {} actuated {} times", id, count));
   }
-  // Safety: conflicting invocations never interleave on the devices.
+  // Safety: invocations that share a device or a resource never
+  // interleave their actuations.
   for (auto a = spans.begin(); a != spans.end(); ++a) {
     for (auto b = std::next(a); b != spans.end(); ++b) {
       const std::string ra = a->first.substr(0, a->first.find('#'));
       const std::string rb = b->first.substr(0, b->first.find('#'));
       const auto& da = devices_of[ra];
       const auto& db = devices_of[rb];
-      const bool conflict = std::any_of(da.begin(), da.end(), [&db](const auto& d) { return db.count(d) != 0; });
-      if (!conflict) continue;
+      const auto& ua = resources_of[ra];
+      const auto& ub = resources_of[rb];
+      const bool device_conflict =
+          std::any_of(da.begin(), da.end(), [&db](const auto& d) { return db.count(d) != 0; });
+      const auto shared = std::find_if(ua.begin(), ua.end(), [&ub](const auto& u) { return ub.count(u) != 0; });
+      if (!device_conflict && shared == ua.end()) continue;
       const bool disjoint = a->second.last < b->second.first || b->second.last < a->second.first;
       if (!disjoint) {
         out.violations.push_back(fmt::format(
-            "invocations {} [{:.3f} s, {:.3f} s] and {} [{:.3f} s, {:.3f} s] share a device and overlapped",
+            "invocations {} [{:.3f} s, {:.3f} s] and {} [{:.3f} s, {:.3f} s] {} and overlapped",
             a->first, core::to_seconds(a->second.first.time_since_epoch()),
             core::to_seconds(a->second.last.time_since_epoch()), b->first,
-            core::to_seconds(b->second.first.time_since_epoch()), core::to_seconds(b->second.last.time_since_epoch())));
+            core::to_seconds(b->second.first.time_since_epoch()), core::to_seconds(b->second.last.time_since_epoch()),
+            device_conflict ? std::string("share a device") : "share only resource " + *shared));
       }
     }
   }
@@ -432,7 +448,8 @@ struct DeliberateBug {
 
 TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
   const DeliberateBug bugs[] = {
-      {"locks granted to every request, no fencing", &routine::FaultPoints::ignore_locks, "overlapped"},
+      {"locks granted to every request, no fencing", &routine::FaultPoints::ignore_locks, "share a device"},
+      {"resources (uses) not taken", &routine::FaultPoints::ignore_uses, "share only resource"},
       {"every command actuated twice", &routine::FaultPoints::actuate_twice, "actuated 2 times"},
       {"invocations end without releasing their locks", &routine::FaultPoints::skip_release, "still locked"},
       {"replicas stamp triggers differently", &routine::FaultPoints::nondeterministic_trigger, "differs"},
