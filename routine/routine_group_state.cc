@@ -239,8 +239,10 @@ core::Expected<std::string, std::string> RoutineGroupState::read(std::string_vie
   proto::RoutineQueryReply reply;
   switch (decoded->kind_case()) {
     case proto::RoutineQuery::kAll: {
-      // Running invocations first, then finished ones newest first, while
-      // they fit; the answer lists those kept oldest first.
+      // Running invocations first, then finished ones newest first until
+      // one does not fit: what is left out is always the oldest finished
+      // ones, so a reader knows every invocation newer than the first it
+      // sees. The answer lists those kept oldest first.
       std::vector<const Invocation*> order;
       for (const auto& [seq, invocation] : invocations_) {
         if (!invocation.done()) order.push_back(&invocation);
@@ -251,12 +253,18 @@ core::Expected<std::string, std::string> RoutineGroupState::read(std::string_vie
       std::map<uint64_t, proto::InvocationMsg> kept;
       size_t bytes = 0;
       uint32_t omitted = 0;
+      bool finished_full = false;
       for (const Invocation* invocation : order) {
+        if (finished_full && invocation->done()) {
+          ++omitted;
+          continue;
+        }
         proto::InvocationMsg msg = to_proto(*invocation);
         // Field tag and length prefix of the repeated entry.
         const size_t size = msg.ByteSizeLong() + 3;
         if (bytes + size > kMaxAnswerBytes) {
           ++omitted;
+          finished_full = finished_full || invocation->done();
           continue;
         }
         bytes += size;

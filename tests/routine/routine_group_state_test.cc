@@ -171,6 +171,31 @@ TEST_F(RoutineGroup, ReadAnswerFitsOneDatagramKeepingRunningAndNewestInvocations
   }
 }
 
+// Seen on the routine testbed: a failed invocation with a long reason did
+// not fit, older small ones did, and the reader took the gap for a lost
+// invocation. Only the oldest finished ones are ever left out.
+TEST_F(RoutineGroup, ReadAnswerLeavesOutOnlyTheOldestFinishedInvocations) {
+  for (uint64_t seq = 1; seq <= 6; ++seq) {
+    trigger(static_cast<int64_t>(seq), "", 0, "run-" + std::to_string(seq));
+    lock_held(seq, "lamp", 100 + seq);
+    phase(seq, proto::PHASE_EXECUTING);
+    if (seq == 3) stop(seq, std::string(RoutineGroupState::kMaxAnswerBytes, 'x'));
+    command(seq, 0, proto::COMMAND_OK);
+    phase(seq, proto::PHASE_RELEASING_LOCKS);
+    end(seq, seq == 3 ? proto::INVOCATION_FAILED : proto::INVOCATION_OK);
+  }
+  proto::RoutineQuery query;
+  query.set_all(true);
+  const auto answer = state_.read(query.SerializeAsString());
+  ASSERT_TRUE(answer);
+  proto::RoutineQueryReply reply;
+  ASSERT_TRUE(reply.ParseFromString(*answer));
+  ASSERT_EQ(reply.invocations_size(), 3);
+  EXPECT_EQ(reply.invocations(0).seq(), 4u);
+  EXPECT_EQ(reply.invocations(2).seq(), 6u);
+  EXPECT_EQ(reply.omitted(), 3u);
+}
+
 TEST_F(RoutineGroup, ResourceGrantsAreRecordedWhileAcquiringAndTravelInSnapshots) {
   trigger(100, "", 0, "req-1");
   resource_held(1, "pump", 7, 0x0a000001);
