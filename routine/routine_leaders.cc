@@ -335,7 +335,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
       if (strategy_of(*spec) == LockStrategy::ola) {
         acquire_ola(key, seq, missing);
       } else {
-        acquire_sla(key, seq, missing.front());  // devices are in increasing id order
+        acquire_sla(key, seq, missing);
       }
       return;
     }
@@ -419,15 +419,30 @@ std::string RoutineLeaders::holder_of(const SessionKey& key, uint64_t seq) const
   return holder_name(routine_id(key), invocation == nullptr ? unknown : *invocation);
 }
 
-void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std::string& device) {
+void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std::vector<std::string>& missing) {
   const std::string holder = holder_of(key, seq);
+  const std::string& device = missing.front();
+  const std::optional<size_t> held_before = recorded_locks(key, seq);
+  // Deadlock freedom rests on holding locks only in increasing id order. A
+  // lock after `device` can still be granted to this invocation by a
+  // request sent before (by an earlier leader, or before it started over)
+  // and queued: holding it while waiting here could close a wait cycle.
+  // Every so often, leave those queues (releasing what is neither held nor
+  // waited for changes nothing; none of them is recorded as held).
+  if (missing.size() > 1) {
+    auto [left, first] = left_ahead_at_.try_emplace(holder, env_.now());
+    if (!first && env_.now() - left->second >= options_.request_timeout) {
+      left->second = env_.now();
+      leave_devices(holder, std::vector<std::string>(missing.begin() + 1, missing.end()));
+    }
+  }
   const kgroup::GroupTarget target = selector_.device_group(device);
   proto::DeviceUpdate request;
   request.mutable_lock()->set_device(device);
   request.mutable_lock()->set_holder(holder);
   request.mutable_lock()->set_wait(true);
   write_device(device, request.SerializeAsString(),
-                   [this, key, seq, device, holder, target, alive = alive_](const auto& written) {
+                   [this, key, seq, device, holder, target, held_before, alive = alive_](const auto& written) {
                      if (!*alive) return;
                      if (!written) {
                        core::log("routine").debug("lock request {} on {}: {}", holder, device, written.error());
@@ -439,13 +454,24 @@ void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std:
                      query.mutable_lock()->set_holder(holder);
                      read_device(
                          device, query.SerializeAsString(),
-                         [this, key, seq, device, holder, alive](const auto& read) {
+                         [this, key, seq, device, holder, held_before, alive](const auto& read) {
                            if (!*alive) return;
                            const auto reply =
                                read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
                            if (!reply || reply->lock().state() != proto::LOCK_HELD) {
                              // Waiting in the queue (or the request was lost
                              // with a leader: asking again is harmless).
+                             if (!read) {
+                               core::log("routine").debug("lock status {} on {}: {}", holder, device, read.error());
+                             }
+                             idle(key, seq, options_.poll_interval);
+                             return;
+                           }
+                           if (recorded_locks(key, seq) != held_before) {
+                             // The invocation moved on meanwhile (it started
+                             // over, or this answers an earlier attempt):
+                             // recording this lock now could put it out of
+                             // order. The next drive asks again.
                              idle(key, seq, options_.poll_interval);
                              return;
                            }
@@ -459,6 +485,13 @@ void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std:
                                [this, key, seq](bool committed) { after_step(key, seq, committed); });
                          });
                    });
+}
+
+std::optional<size_t> RoutineLeaders::recorded_locks(const SessionKey& key, uint64_t seq) const {
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  if (invocation == nullptr || invocation->phase != proto::PHASE_ACQUIRING_LOCKS) return std::nullopt;
+  return invocation->locks.size();
 }
 
 void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std::vector<std::string>& missing) {
@@ -890,6 +923,7 @@ void RoutineLeaders::sweep_claims(const std::set<SessionKey>& leading) {
     }
   }
   std::erase_if(lost_locks_, [&running](const auto& entry) { return running.count(entry.first) == 0; });
+  std::erase_if(left_ahead_at_, [&running](const auto& entry) { return running.count(entry.first) == 0; });
   std::vector<std::string> finished;
   for (const auto& [holder, claims] : claims_) {
     if (led.count(holder.substr(0, holder.find('#'))) != 0) {

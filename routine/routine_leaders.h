@@ -152,7 +152,11 @@ class RoutineLeaders {
   void on_device_change(const SessionKey& key, const std::string& device, const DeviceWatcher::Seen& seen);
   void drive(const SessionKey& key);
   void drive_invocation(const SessionKey& key, const RoutineGroupState::Invocation& invocation);
-  void acquire_sla(const SessionKey& key, uint64_t seq, const std::string& device);
+  // `missing`: the devices not locked yet, in increasing id order; the
+  // first is asked for.
+  void acquire_sla(const SessionKey& key, uint64_t seq, const std::vector<std::string>& missing);
+  // Locks recorded by an invocation still acquiring them, or nothing.
+  std::optional<size_t> recorded_locks(const SessionKey& key, uint64_t seq) const;
   void acquire_ola(const SessionKey& key, uint64_t seq, const std::vector<std::string>& missing);
   void give_back(const SessionKey& key, uint64_t seq, std::vector<std::string> devices, core::Duration then_wait);
   void execute(const SessionKey& key, uint64_t seq, uint32_t index, const RoutineCommand& command);
@@ -232,6 +236,10 @@ class RoutineLeaders {
   std::map<std::string, core::TimePoint> unled_claims_since_;  // holder -> since no session here drives it
   // Locks device leaders answered a renewal about as lost: holder -> device -> token.
   std::map<std::string, std::map<std::string, uint64_t>> lost_locks_;
+  // SLA: holder -> when it last left the queues of the devices after the
+  // one it waits for (a request of an earlier leader of the invocation,
+  // or one sent before it started over, may be granted there out of order).
+  std::map<std::string, core::TimePoint> left_ahead_at_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   core::Counter& triggers_;
