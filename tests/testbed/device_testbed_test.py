@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import building  # noqa: E402
 import testbed_test  # noqa: E402
 from building import actuations, meshctl  # noqa: E402
-from testbed_test import SKIP, Testbed, log, wait_for_members  # noqa: E402
+from testbed_test import SKIP, Testbed, log, log_agent_tails, wait_for_members  # noqa: E402
 
 NAMES = [f"n{i}" for i in range(7)]
 EDGES = [(i, (i + 1) % 7) for i in range(7)] + [(0, 3), (1, 5), (2, 6)]
@@ -187,12 +187,7 @@ def main():
             raise AssertionError(f"the watch saw {changes} changes for {len(acked)} acknowledged commands")
     except (AssertionError, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as e:
         log(f"FAIL: {e}")
-        for name in NAMES:
-            path = os.path.join(directory, name, "agent.log")
-            if os.path.exists(path):
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    lines = [l for l in f.readlines() if "routine" in l][-8:]
-                log(f"last routine lines of {path}:\n" + "".join(lines))
+        log_agent_tails(directory, NAMES, "routine", 8)
         return 1
     finally:
         for process in (watch, emulator):

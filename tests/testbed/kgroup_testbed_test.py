@@ -32,7 +32,7 @@ import time
 # No __pycache__ in the source tree.
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testbed_test import SKIP, Testbed, log, testbed_arguments, wait_for_members  # noqa: E402
+from testbed_test import SKIP, Testbed, log, log_agent_tails, testbed_arguments, wait_for_members  # noqa: E402
 
 TARGET = "device:lamp"
 NAMES = [f"n{i}" for i in range(7)]
@@ -208,12 +208,7 @@ def main():
         check_logs(tb, survivors, [acked, background.acked], 30)
     except (AssertionError, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as e:
         log(f"FAIL: {e}")
-        for name in NAMES:
-            path = os.path.join(directory, name, "agent.log")
-            if os.path.exists(path):
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    lines = [l for l in f.readlines() if "kgroup" in l][-10:]
-                log(f"last kgroup lines of {path}:\n" + "".join(lines))
+        log_agent_tails(directory, NAMES, "kgroup", 10)
         return 1
     finally:
         tb.run("down", check=False)

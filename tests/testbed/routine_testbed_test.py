@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import building  # noqa: E402
 import testbed_test  # noqa: E402
 from building import Command, Device, Routine, meshctl, meshctl_json  # noqa: E402
-from testbed_test import SKIP, Testbed, log, wait_for_members  # noqa: E402
+from testbed_test import SKIP, Testbed, log, log_agent_tails, wait_for_members  # noqa: E402
 
 NAMES = [f"n{i}" for i in range(9)]
 EDGES = [(i, (i + 1) % 9) for i in range(9)] + [(0, 4), (2, 6), (3, 7), (1, 5), (8, 4)]
@@ -392,12 +392,7 @@ def main():
             raise AssertionError(f"too little ran to judge: routines that actuated {sorted(fired)}")
     except (AssertionError, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as e:
         log(f"FAIL: {e}")
-        for name in NAMES:
-            path = os.path.join(directory, name, "agent.log")
-            if os.path.exists(path):
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    lines = [line for line in f.readlines() if "routine" in line][-8:]
-                log(f"last routine lines of {path}:\n" + "".join(lines))
+        log_agent_tails(directory, NAMES, "routine", 8)
         keep_evidence(directory, emu_log, base + ".failed")
         return 1
     finally:

@@ -44,6 +44,16 @@ def log(msg):
     print(f"[testbed_test] {msg}", flush=True)
 
 
+def log_agent_tails(directory, names, layer, count):
+    """On a failure: the last `count` lines of each agent's log that mention `layer`."""
+    for name in names:
+        path = os.path.join(directory, name, "agent.log")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = [line for line in f.readlines() if layer in line][-count:]
+            log(f"last {layer} lines of {path}:\n" + "".join(lines))
+
+
 def netns_unavailable():
     """Why network namespaces cannot be used here, or None if they can."""
     if os.geteuid() != 0:
