@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "sim/running_node.h"
 
 namespace mesh::sim {
 namespace {
@@ -98,6 +99,7 @@ MeshSim::~MeshSim() {
 
 void MeshSim::boot(size_t index) {
   Slot& slot = slots_[index];
+  const RunningNodeScope running(static_cast<int32_t>(index));
   ++slot.incarnation;
   slot.env = std::make_unique<SimEnv>(simulator_, seed_, static_cast<uint32_t>(index), slot.incarnation);
   agent::NodeConfig config;
@@ -212,6 +214,7 @@ void MeshSim::ping_once() {
     return;
   }
   ++pings_.sent;
+  const RunningNodeScope running(static_cast<int32_t>(from));
   source->ping(id_of(to), core::Duration::zero(), [this](const agent::EchoService::Result& result) {
     switch (result.status) {
       case core::RequestStatus::ok:

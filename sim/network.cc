@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "sim/running_node.h"
+
 namespace mesh::sim {
 
 NetworkStats& NetworkStats::operator+=(const NetworkStats& o) {
@@ -212,6 +214,7 @@ void Network::deliver(size_t from, size_t to, size_t link, Channel channel, cons
   stats.bytes_delivered += datagram.size();
   // Copy: the receiver may replace itself (a node restarting) while running.
   const core::Link::Receiver run = handler;
+  const RunningNodeScope running(static_cast<int32_t>(to));
   run(nodes_[from].id, core::ByteSpan(datagram.data(), datagram.size()));
 }
 

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "sim/running_node.h"
+
 namespace mesh::sim {
 namespace {
 
@@ -17,7 +19,7 @@ uint64_t splitmix(uint64_t x) {
 uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b) { return splitmix(splitmix(splitmix(seed) ^ a) ^ b); }
 
 SimEnv::SimEnv(Simulator& simulator, uint64_t seed, uint32_t node_index, uint32_t incarnation)
-    : simulator_(simulator), rng_(mix_seed(seed, node_index, incarnation)) {}
+    : simulator_(simulator), node_index_(static_cast<int32_t>(node_index)), rng_(mix_seed(seed, node_index, incarnation)) {}
 
 SimEnv::~SimEnv() { cancel_all(); }
 
@@ -30,6 +32,7 @@ core::TimerId SimEnv::schedule_one_shot(core::Duration delay, Callback callback)
   const core::TimerId id = next_id_++;
   const core::TimerId event = simulator_.after(delay, [this, id, callback = std::move(callback)] {
     pending_.erase(id);
+    const RunningNodeScope running(node_index_);
     callback();
   });
   pending_.emplace(id, event);

@@ -36,6 +36,7 @@ class SimEnv final : public core::Env {
 
  private:
   Simulator& simulator_;
+  int32_t node_index_;
   core::Rng rng_;
   // Our ids (what callers see) -> the Simulator's event ids.
   std::unordered_map<core::TimerId, core::TimerId> pending_;
