@@ -1167,6 +1167,13 @@ const std::vector<SectionSpec>& Parser::sections() {
                        "probes in a row that nobody answers (no ack, no helper's nack) before the member is "
                        "suspected; 1 is classic SWIM",
                        [](C& c, int64_t v) { c.node.membership.silent_probes_to_suspect = static_cast<uint32_t>(v); }),
+           integer_key("silence_radius_hops", 0, 255,
+                       "hops beyond which an unanswered probe neither suspects the member nor raises local "
+                       "health; 0 counts every probe",
+                       [](C& c, int64_t v) { c.node.membership.silence_radius_hops = static_cast<uint32_t>(v); }),
+           integer_key("far_nacks_to_suspect", 1, 16,
+                       "helpers' nacks needed to suspect a member beyond silence_radius_hops",
+                       [](C& c, int64_t v) { c.node.membership.far_nacks_to_suspect = static_cast<uint32_t>(v); }),
            integer_key("push_pull_scale_threshold", 0, 100000,
                        "above this many members the full-list exchange interval grows with log2 N "
                        "(memberlist's pushPullScale); 0 keeps it fixed",

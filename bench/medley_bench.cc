@@ -163,7 +163,10 @@ void BM_MedleyVsSwim(benchmark::State& state) {
     const auto topo = topology(kind, n, seed);
     const size_t crashes = std::max<size_t>(1, static_cast<size_t>(n) / 25);
     medley = run(topo, seed, medley_options(3.0, 8), 0.05, crashes, seconds(90), seconds(150));
-    swim = run(topo, seed, medley_options(0.0, 8), 0.05, crashes, seconds(90), seconds(150));
+    // Plain SWIM knows nothing of hops: every silent probe counts.
+    mesh::membership::MedleyOptions swim_options = medley_options(0.0, 8);
+    swim_options.silence_radius_hops = 0;
+    swim = run(topo, seed, swim_options, 0.05, crashes, seconds(90), seconds(150));
     ++seed;
   }
   state.counters["detect_p50_medley"] = q(medley.detection, 0.5);

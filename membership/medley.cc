@@ -305,15 +305,26 @@ void Medley::finish_probe() {
     silent_probes_.erase(probe.target);
     return;
   }
+  // Unknown distance counts as near: silence keeps its weight when routing
+  // has nothing to say (a node cut off from everyone has no routes).
+  const std::optional<uint32_t> hops = distances_.hops_to(probe.target);
+  const bool far = options_.silence_radius_hops > 0 && hops && *hops > options_.silence_radius_hops;
   // Lifeguard: a nack from a helper ("no ack from the target") shows we can
   // still hear; silence from every helper suggests the fault is ours. Unlike
   // memberlist we count at most one per probe: over several lossy hops a
-  // missed nack is common and says little about this node.
-  health_.apply(probe.helpers > 0 && probe.nacks > 0 ? 0 : 1);
+  // missed nack is common and says little about this node. Far silence is
+  // expected and says nothing about this node either.
+  if (!far) health_.apply(probe.helpers > 0 && probe.nacks > 0 ? 0 : 1);
   const MemberEntry* e = table_.find(probe.target);
   if (e == nullptr || !is_live(e->member.state)) {
     silent_probes_.erase(probe.target);
     return;
+  }
+  if (far) {
+    silent_probes_.erase(probe.target);
+    const size_t nacks_needed =
+        std::max<size_t>(1, std::min<size_t>(options_.far_nacks_to_suspect, probe.helpers));
+    if (probe.helpers == 0 || probe.nacks < nacks_needed) return;
   }
   // Silence from the target and from every helper is weak evidence over a
   // multi-hop path: at 5 % loss per hop a 12-hop round trip fails half the
@@ -333,7 +344,6 @@ void Medley::finish_probe() {
   // (Lifeguard), which shortens the suspicion everywhere it spreads.
   if (e->member.state == MemberState::alive) {
     suspicions_.add();
-    const auto hops = distances_.hops_to(probe.target);
     metrics_.counter("membership_suspicions_by_hops_total", {{"hops", hops ? std::to_string(*hops) : "unknown"}}).add();
   }
   declare(probe.target, MemberState::suspect);

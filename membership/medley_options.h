@@ -29,7 +29,8 @@ enum class ProbeOrder {
 // log2(N) scaling. Beyond both: a member is suspected after 3 probes in a
 // row that nobody answered: over lossy multi-hop paths single silent probes
 // of far members caused most false suspicions and most membership traffic
-// (medley_bench BM_TrafficBreakdown prints where the bytes go).
+// (medley_bench BM_TrafficBreakdown prints where the bytes go), and beyond
+// silence_radius_hops silence counts for nothing at all.
 struct MedleyOptions {
   // Who this node is, as it tells the others.
   std::string name;
@@ -53,6 +54,18 @@ struct MedleyOptions {
   // alive member is suspected; 1 = classic SWIM. A nack-confirmed failure
   // suspects at once.
   uint32_t silent_probes_to_suspect = 3;
+  // Silence is evidence only near. A probe's round trip over h hops at 5 %
+  // loss per hop fails 1 - 0.95^(2h) of the time: 46 % at 6 hops, 95 % at 30,
+  // so on a mesh of large diameter nearly every probe of a far member goes
+  // unanswered and, counted like a near one, feeds a storm of false
+  // suspicions whose refutations then crowd the piggy-back slots. Beyond
+  // this many hops a probe nobody answered neither counts toward suspecting
+  // the member nor toward this node's local health; suspecting a far member
+  // takes nacks from far_nacks_to_suspect helpers (they sit near it). A
+  // crashed member is still found at once by its near neighbours, which
+  // probe it most (hops^-alpha). 0: no radius (every probe counts).
+  uint32_t silence_radius_hops = 6;
+  uint32_t far_nacks_to_suspect = 2;
 
   // Suspicion (Lifeguard): starts at max = suspicion_max_mult * min and
   // shrinks toward min = suspicion_mult * max(1, log10 N) * probe_period as

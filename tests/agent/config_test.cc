@@ -704,6 +704,8 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "membership.reconnect_interval_ms",
                           "membership.failed_retention_s",
                           "membership.silent_probes_to_suspect",
+                          "membership.silence_radius_hops",
+                          "membership.far_nacks_to_suspect",
                           "membership.push_pull_scale_threshold",
                           "membership.push_pull_fast_rounds",
                           "kgroup.genesis_settle_ms",
@@ -740,7 +742,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 97u);
+  EXPECT_EQ(keys.size(), 99u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next

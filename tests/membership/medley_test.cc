@@ -4,6 +4,8 @@
 // and a list larger than one datagram is pulled in chunks.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "core/log.h"
 #include "proto/wire.pb.h"
 #include "tests/membership/medley_world.h"
@@ -160,6 +162,41 @@ TEST(Medley, SilentProbesSuspectOnlyAfterSeveralInARow) {
         EXPECT_LE(probes, 1u) << "seed=" << seed;
       } else {
         EXPECT_GE(probes, needed - 1) << "seed=" << seed;
+      }
+    }
+  }
+}
+
+// Beyond silence_radius_hops an unanswered probe counts for nothing. On a
+// lossy line without helpers (so every unanswered probe is silent) node 0
+// suspects near members and never far ones, which with the radius off (0)
+// it suspects too: membership_suspicions_by_hops_total counts only the
+// suspicions this node raised itself.
+TEST(Medley, SilenceBeyondTheRadiusSuspectsNobody) {
+  constexpr uint32_t kRadius = 3;
+  for (uint32_t radius : {kRadius, 0u}) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      WorldOptions options;
+      options.hop_loss = 0.3;
+      options.medley.silence_radius_hops = radius;
+      options.medley.indirect_checks = 0;
+      options.medley.alpha = 0;  // uniform targets: far members are probed as often as near ones
+      MedleyWorld world(sim::line(10), seed, options);
+      for (size_t i = 0; i < world.size(); ++i) world.boot(i);
+      world.run_for(seconds(120));
+      uint64_t near = 0;
+      uint64_t far = 0;
+      for (const auto& row : world.metrics(0)->counters()) {
+        if (row.name != "membership_suspicions_by_hops_total") continue;
+        for (const auto& [key, hops] : row.labels) {
+          if (key == "hops") (hops != "unknown" && std::stoul(hops) > kRadius ? far : near) += row.value;
+        }
+      }
+      EXPECT_GT(near, 0u) << "seed=" << seed << " radius=" << radius;
+      if (radius == 0) {
+        EXPECT_GT(far, 0u) << "seed=" << seed << " radius=0";
+      } else {
+        EXPECT_EQ(far, 0u) << "seed=" << seed << " radius=" << radius;
       }
     }
   }
