@@ -1104,6 +1104,14 @@ const std::vector<SectionSpec>& Parser::sections() {
            boolean_key("install_kernel_routes",
                        "whether OLSR's routes are written into the kernel's routing table, for plain IP",
                        [](C& c, bool v) { c.kernel_routes.install = v; }),
+           boolean_key("routing_only",
+                       "whether this node runs OLSR only, as a plain router that relays IP but no agent messages "
+                       "(for mixed-mesh tests and relays that should stay plain)",
+                       [](C& c, bool v) { c.node.routing_only = v; }),
+           boolean_key("mixed_mesh",
+                       "whether this agent announces itself through OLSR and sends end to end across nodes that "
+                       "run OLSR but no agent (needs install_kernel_routes on every node of the path)",
+                       [](C& c, bool v) { c.node.mixed_mesh = v; }),
            integer_key("kernel_route_protocol", 5, 255,
                        "the routing protocol number marking the agent's kernel routes; 0 to 4 belong to the "
                        "kernel and the administrator, 158 is the default",

@@ -312,6 +312,21 @@ std::vector<MeshInterface> mesh_interfaces(const std::vector<std::string>& names
   return interfaces;
 }
 
+// The agent link of a routing-only node: it binds no port, so agent
+// datagrams addressed to this node are refused by its kernel, and it sends
+// nothing, so the node relays agent traffic no more than a plain olsrd.
+class NoAgentLink final : public core::Link {
+ public:
+  explicit NoAgentLink(core::Ipv4Address address) : address_(address) {}
+  core::Ipv4Address local_address() const override { return address_; }
+  void broadcast(core::ByteSpan) override {}
+  void send(core::Ipv4Address, core::ByteSpan) override {}
+  void set_receiver(Receiver) override {}
+
+ private:
+  core::Ipv4Address address_;
+};
+
 // Keeps the agent's routes in the kernel's table equal to OLSR's table: on
 // every change, and again every TC interval, so routes the kernel dropped
 // (an interface went down and up) come back. Destroying it withdraws them.
@@ -434,7 +449,11 @@ int run(const std::string& path) {
   std::unique_ptr<AdminService> service;
   std::unique_ptr<AdminServer> admin;
   try {
-    link = make_link(io, config, node_config, config.link.agent_port);
+    if (node_config.routing_only) {
+      link = std::make_unique<NoAgentLink>(node_config.id);
+    } else {
+      link = make_link(io, config, node_config, config.link.agent_port);
+    }
     olsr_link = make_link(io, config, node_config, config.link.olsr_port);
     add_interface_aliases(*olsr_link, node_config);
     storage = std::make_unique<FileStorage>(config.data_dir);

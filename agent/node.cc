@@ -1,5 +1,6 @@
 #include "agent/node.h"
 
+#include <algorithm>
 #include <charconv>
 #include <stdexcept>
 
@@ -75,14 +76,29 @@ Node::Node(const NodeConfig& config, NodeContext context)
   routing::olsr::OlsrOptions olsr_options = config_.routing;
   olsr_options.main_address = config_.id;
   olsr_ = std::make_unique<routing::olsr::OlsrProtocol>(context_.env, context_.olsr_link, metrics_, olsr_options);
-  olsr_->set_routes_changed([this] {
+  routing::AgentDirectory::Options presence;
+  presence.mesh_key = config_.mesh_key.bytes();
+  presence.first_counter = boot_count_ << kBootCounterShift;
+  presence.interval = olsr_options.tc_interval;
+  presence.hold = olsr_options.top_hold;
+  agents_ = std::make_unique<routing::AgentDirectory>(context_.env, *olsr_, metrics_, std::move(presence));
+  olsr_->set_routes_changed([this, symmetric = size_t{0}]() mutable {
     // A neighbour turning symmetric (or lost) always changes the one-hop
     // routes, so this is where Medley learns whom to join through.
-    if (medley_ && medley_->running()) medley_->set_contacts(symmetric_neighbours());
+    if (medley_ && medley_->running()) medley_->set_contacts(medley_contacts());
+    // A new neighbour processes flooded messages from us only now that the
+    // link is symmetric: announce again rather than wait a whole interval.
+    const size_t now_symmetric = symmetric_neighbours().size();
+    if (now_symmetric > symmetric) agents_->announce();
+    symmetric = now_symmetric;
     const std::vector<routing::olsr::Route> routes = olsr_->routes();
     for (const auto& listener : routes_listeners_) listener(routes);
   });
-  transport_ = std::make_unique<routing::OlsrTransport>(context_.env, *link_, *olsr_, metrics_, config_.transport);
+  agents_->set_agent_joined([this](core::NodeId) {
+    if (medley_ && medley_->running()) medley_->set_contacts(medley_contacts());
+  });
+  transport_ = std::make_unique<routing::OlsrTransport>(context_.env, *link_, *olsr_, metrics_, config_.transport,
+                                                        config_.mixed_mesh ? agents_.get() : nullptr);
   messenger_ = std::make_unique<core::Messenger>(context_.env, *transport_, metrics_, config_.messaging);
   echo_ = std::make_unique<EchoService>(context_.env, *messenger_, [this](core::NodeId destination) -> std::string {
     if (destination == config_.id || olsr_->route_to(destination)) return {};
@@ -174,14 +190,20 @@ Node::~Node() {
 void Node::start() {
   started_at_ = context_.env.now();
   olsr_->start();
-  medley_->start(symmetric_neighbours());
+  if (config_.routing_only) {
+    core::log("agent").info("routing only: OLSR runs, agent messages are neither sent nor relayed id={}",
+                            config_.id.to_string());
+    return;
+  }
+  if (config_.mixed_mesh) agents_->start();
+  medley_->start(medley_contacts());
   device_leaders_->start();
   devices_->start();
   routine_leaders_->start();
 }
 
 void Node::leave() {
-  if (medley_->has_left()) return;
+  if (config_.routing_only || medley_->has_left()) return;
   core::log("agent").info("node leaving the membership id={}", config_.id.to_string());
   medley_->leave();
 }
@@ -192,6 +214,15 @@ std::vector<core::NodeId> Node::symmetric_neighbours() const {
     if (neighbour.status == routing::olsr::LinkStatus::symmetric) ids.push_back(neighbour.main);
   }
   return ids;
+}
+
+std::vector<core::NodeId> Node::medley_contacts() const {
+  std::vector<core::NodeId> contacts = symmetric_neighbours();
+  if (!config_.mixed_mesh) return contacts;
+  for (core::NodeId agent : agents_->agents_beyond_plain_routers()) {
+    if (std::find(contacts.begin(), contacts.end(), agent) == contacts.end()) contacts.push_back(agent);
+  }
+  return contacts;
 }
 
 core::Duration Node::uptime() const { return context_.env.now() - started_at_; }
@@ -206,10 +237,14 @@ std::vector<Node::LayerLine> Node::status() const {
   }
   lines.push_back(
       {"routing", fmt::format("olsr: {} symmetric neighbours, {} MPRs, {} MPR selectors, {} routes, {} "
-                              "topology entries, {} forwarded, {} dropped",
+                              "topology entries, {} forwarded, {} dropped; {} other agents known, {} beyond plain "
+                              "routers, {} sent end to end{}",
                               symmetric, olsr_->mprs().size(), olsr_->mpr_selectors().size(), olsr_->routes().size(),
                               olsr_->topology().size(), metrics_.total("transport_forwarded_total"),
-                              metrics_.total("transport_dropped_total"))});
+                              metrics_.total("transport_dropped_total"), agents_->agents().size(),
+                              agents_->agents_beyond_plain_routers().size(),
+                              metrics_.total("transport_routed_sent_total"),
+                              config_.routing_only ? "; routing only" : "")});
   lines.push_back({"messenger",
                    fmt::format("{} pending requests, {} retransmits, {} timeouts", messenger_->pending_requests(),
                                metrics_.total("request_retransmits_total"), metrics_.total("request_timeouts_total"))});

@@ -20,6 +20,7 @@
 #include "core/storage.h"
 #include "membership/medley.h"
 #include "membership/olsr_hop_distances.h"
+#include "routing/agent_directory.h"
 #include "mutex/camera.h"
 #include "routing/olsr_protocol.h"
 #include "routing/olsr_transport.h"
@@ -58,8 +59,10 @@ class Node {
   Node& operator=(const Node&) = delete;
   ~Node();
 
-  // Starts OLSR (HELLO, TC, MID, HNA emissions) and Medley, which joins
-  // through the symmetric one-hop neighbours as OLSR finds them. Call once.
+  // Starts OLSR (HELLO, TC, MID, HNA emissions), with mixed_mesh the
+  // agent-presence announcements, and Medley, which joins through the
+  // symmetric one-hop neighbours (and with mixed_mesh the agents beyond plain
+  // routers) as OLSR finds them; with routing_only, OLSR alone. Call once.
   void start();
   // Graceful shutdown, first half: Medley announces `left` (the node keeps
   // answering pings with that record). Keep the Env running about a second
@@ -78,6 +81,7 @@ class Node {
   core::Messenger& messenger() { return *messenger_; }
   const routing::OlsrTransport& transport() const { return *transport_; }
   const routing::olsr::OlsrProtocol& olsr() const { return *olsr_; }
+  const routing::AgentDirectory& agents() const { return *agents_; }
   membership::MemberView& members() { return *medley_; }
   const membership::MemberView& members() const { return *medley_; }
   membership::Medley& medley() { return *medley_; }
@@ -120,8 +124,12 @@ class Node {
   void ping(core::NodeId destination, core::Duration timeout, EchoService::Callback callback);
 
  private:
-  // OLSR's symmetric one-hop neighbours (main addresses): Medley's contacts.
+  // OLSR's symmetric one-hop neighbours (main addresses).
   std::vector<core::NodeId> symmetric_neighbours() const;
+  // Medley's contacts: the symmetric neighbours, and with mixed_mesh the
+  // agents whose route starts at a plain router (in an all-agent mesh,
+  // none), which a join through neighbours alone would never reach.
+  std::vector<core::NodeId> medley_contacts() const;
 
   NodeConfig config_;
   NodeContext context_;
@@ -131,6 +139,7 @@ class Node {
   std::unique_ptr<core::PacketAuth> auth_;
   std::unique_ptr<core::AuthenticatedLink> link_;
   std::unique_ptr<routing::olsr::OlsrProtocol> olsr_;
+  std::unique_ptr<routing::AgentDirectory> agents_;
   std::unique_ptr<routing::OlsrTransport> transport_;
   std::unique_ptr<core::Messenger> messenger_;
   std::unique_ptr<EchoService> echo_;

@@ -52,6 +52,16 @@ struct NodeConfig {
   unsigned replay_window = 256;  // per-sender counters remembered below the highest
   // OLSR (RFC 3626); the Node sets main_address to `id`.
   routing::olsr::OlsrOptions routing;
+  // Routing only (routing.routing_only): OLSR runs, nothing of the agent
+  // does; the node relays IP for the mesh like a plain olsrd, neither
+  // announces itself as an agent nor sends, receives or relays agent
+  // messages. Mixed-mesh testing, and relays that should stay plain.
+  bool routing_only = false;
+  // Mixed mesh (routing.mixed_mesh): announce this node as an agent through
+  // OLSR and send end to end where a route's next hop is no agent
+  // (routing/agent_directory.h, routing/olsr_transport.h). Off, the node
+  // takes every node for an agent, as before, and floods nothing extra.
+  bool mixed_mesh = false;
   routing::OlsrTransport::Options transport;
   core::Messenger::Options messaging;
   // Medley; the Node sets name and location from the fields above.

@@ -20,6 +20,12 @@ void AuthenticatedLink::send(Ipv4Address neighbour, ByteSpan datagram) {
   raw_.send(it == raw_address_of_.end() ? neighbour : it->second, sealed);
 }
 
+bool AuthenticatedLink::send_routed(Ipv4Address destination, ByteSpan datagram) {
+  // The NodeId is the main address, which the kernel has a host route for;
+  // the raw address last heard from may be an interface it has none for.
+  return raw_.send_routed(destination, auth_.seal(datagram));
+}
+
 void AuthenticatedLink::set_receiver(Receiver receiver) { receiver_ = std::move(receiver); }
 
 size_t AuthenticatedLink::max_datagram_size() const {

@@ -22,6 +22,7 @@ class AuthenticatedLink final : public Link {
   Ipv4Address local_address() const override { return self_; }
   void broadcast(ByteSpan datagram) override;
   void send(Ipv4Address neighbour, ByteSpan datagram) override;
+  bool send_routed(Ipv4Address destination, ByteSpan datagram) override;
   void set_receiver(Receiver receiver) override;
   size_t max_datagram_size() const override;
 

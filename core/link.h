@@ -26,6 +26,15 @@ class Link {
   virtual void broadcast(ByteSpan datagram) = 0;
   // To one neighbour, by the address it sends from.
   virtual void send(Ipv4Address neighbour, ByteSpan datagram) = 0;
+  // To any node of the mesh, several hops away, over the IP routes of this
+  // host's kernel (which OLSR keeps filled): the path around nodes that relay
+  // IP but not agent traffic. False when this link has no such path (the
+  // simulator's links, the loopback testbed); then nothing was sent.
+  virtual bool send_routed(Ipv4Address destination, ByteSpan datagram) {
+    (void)destination;
+    (void)datagram;
+    return false;
+  }
   // The one receiver of incoming datagrams; replaces any earlier one.
   virtual void set_receiver(Receiver receiver) = 0;
   // Largest datagram this link carries.

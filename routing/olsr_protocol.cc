@@ -177,6 +177,8 @@ void OlsrProtocol::receive(core::Ipv4Address from, core::ByteSpan datagram) {
               process_mid(message, body);
             } else if constexpr (std::is_same_v<Body, Hna>) {
               process_hna(message, body);
+            } else if constexpr (std::is_same_v<Body, OpaqueBody>) {
+              if (extension_listener_) extension_listener_(message, body);
             }
           },
           message.body);
@@ -633,6 +635,12 @@ void OlsrProtocol::send_hna() {
   if (options_.hna_networks.empty()) return;
   Message m = new_message(MessageType::hna, options_.hna_hold, 255);
   m.body = Hna{options_.hna_networks};
+  enqueue(std::move(m), true);
+}
+
+void OlsrProtocol::originate(uint8_t type, std::vector<uint8_t> body, core::Duration validity) {
+  Message m = new_message(static_cast<MessageType>(type), validity, 255);
+  m.body = OpaqueBody{std::move(body)};
   enqueue(std::move(m), true);
 }
 

@@ -119,6 +119,20 @@ class OlsrProtocol {
   // this object made by the owner, only from link or timer events).
   void set_routes_changed(std::function<void()> callback) { routes_changed_ = std::move(callback); }
 
+  // Extension messages (§3.4: a type this protocol does not process is still
+  // forwarded by the default forwarding algorithm, here and in other OLSR
+  // daemons). originate() floods one from this node with ttl 255; the
+  // listener sees every one received the first time (not duplicates, not our
+  // own), from link events only, and must call only const methods.
+  void originate(uint8_t type, std::vector<uint8_t> body, core::Duration validity);
+  using ExtensionListener = std::function<void(const Message& message, const OpaqueBody& body)>;
+  void set_extension_listener(ExtensionListener listener) { extension_listener_ = std::move(listener); }
+
+  // The main address of the node owning interface `address` (MID), or
+  // `address` itself when no other is known: routes name next hops by
+  // interface address.
+  core::NodeId main_of(core::Ipv4Address address) const;
+
  private:
   struct LinkTuple {
     core::NodeId neighbour_main;
@@ -167,7 +181,6 @@ class OlsrProtocol {
   void purge_duplicates();
 
   bool is_symmetric_link(core::Ipv4Address iface) const;
-  core::NodeId main_of(core::Ipv4Address address) const;
   bool is_own_address(core::Ipv4Address address) const;
 
   Message new_message(MessageType type, core::Duration validity, uint8_t ttl);
@@ -212,6 +225,7 @@ class OlsrProtocol {
   bool routes_dirty_ = false;           // route calculation inputs
   std::vector<Route> routes_;
   std::function<void()> routes_changed_;
+  ExtensionListener extension_listener_;
 
   std::vector<Message> outbox_;
   core::ScopedTimer hello_timer_;

@@ -33,15 +33,17 @@ void count(core::Metrics& metrics, std::string_view scope, const core::Message& 
 }  // namespace
 
 OlsrTransport::OlsrTransport(core::Env& env, core::Link& link, const olsr::OlsrProtocol& olsr, core::Metrics& metrics,
-                             Options options)
+                             Options options, const AgentDirectory* agents)
     : env_(env),
       link_(link),
       olsr_(olsr),
       metrics_(metrics),
+      agents_(agents),
       options_(options),
       local_timer_(env),
       forwarded_(metrics.counter("transport_forwarded_total")),
       flood_retransmitted_(metrics.counter("transport_flood_retransmitted_total")),
+      routed_sent_(metrics.counter("transport_routed_sent_total")),
       delivered_hops_(metrics.histogram("transport_delivered_hops")) {
   link_.set_receiver([this](core::Ipv4Address from, core::ByteSpan datagram) { receive(from, datagram); });
 }
@@ -64,7 +66,31 @@ core::SendStatus OlsrTransport::send(core::Message message) {
   }
   const std::optional<olsr::Route> route = olsr_.route_to(message.dst);
   if (!route) return core::SendStatus::no_route;
-  return transmit(message, route->next_hop);
+  return route_message(std::move(message), *route);
+}
+
+core::SendStatus OlsrTransport::route_message(core::Message message, const olsr::Route& route) {
+  if (agents_ != nullptr && !agents_->next_hop_is_agent(route) && agents_->is_agent(message.dst)) {
+    if (auto status = transmit_routed(message, message.dst, route.hops)) return *status;
+  }
+  return transmit(message, route.next_hop);
+}
+
+std::optional<core::SendStatus> OlsrTransport::transmit_routed(core::Message message, core::NodeId to,
+                                                               uint32_t route_hops) {
+  // A flood's source counted its one end-to-end send with the broadcast.
+  const bool at_source = message.hops == 0 && message.dst != core::kEveryNode;
+  message.ttl = 1;
+  // The receiver adds the last one.
+  message.hops += route_hops > 0 ? route_hops - 1 : 0;
+  const std::string bytes = encode_envelope(message);
+  if (bytes.size() > link_.max_datagram_size()) return core::SendStatus::too_large;
+  const core::ByteSpan datagram(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!link_.send_routed(to, datagram)) return std::nullopt;
+  routed_sent_.add();
+  if (at_source) count(metrics_, "e2e", message, "sent", bytes.size());
+  count(metrics_, "hop", message, "sent", bytes.size());
+  return core::SendStatus::sent;
 }
 
 core::SendStatus OlsrTransport::flood(core::Message message) {
@@ -74,6 +100,7 @@ core::SendStatus OlsrTransport::flood(core::Message message) {
   if (message.ttl == 0) message.ttl = options_.default_ttl;
   const core::SendStatus status = transmit(message, std::nullopt);
   if (status != core::SendStatus::sent) return status;
+  copy_flood_beyond_plain_routers(message);
   // Our own flood heard back from a neighbour's retransmission is a duplicate.
   bool inserted = false;
   remember(FloodKey{message.src, message.msg_id}, inserted).retransmitted = true;
@@ -137,7 +164,7 @@ void OlsrTransport::forward(core::Message message) {
     return;
   }
   --message.ttl;
-  if (transmit(message, route->next_hop) != core::SendStatus::sent) {
+  if (route_message(message, *route) != core::SendStatus::sent) {
     drop("too_large", &message);
     return;
   }
@@ -156,7 +183,20 @@ void OlsrTransport::on_flood(core::NodeId from, core::Message message, size_t by
   if (entry.retransmitted || message.ttl <= 1 || !olsr_.is_mpr_selector(from)) return;
   entry.retransmitted = true;
   --message.ttl;
-  if (transmit(message, std::nullopt) == core::SendStatus::sent) flood_retransmitted_.add();
+  if (transmit(message, std::nullopt) != core::SendStatus::sent) return;
+  flood_retransmitted_.add();
+  copy_flood_beyond_plain_routers(message);
+}
+
+void OlsrTransport::copy_flood_beyond_plain_routers(const core::Message& message) {
+  if (agents_ == nullptr) return;
+  for (core::NodeId agent : agents_->agents_beyond_plain_routers()) {
+    if (agent == message.src) continue;
+    const std::optional<olsr::Route> route = olsr_.route_to(agent);
+    if (!route) continue;
+    // False only on a link without routed sends, where every other copy fails too.
+    if (!transmit_routed(message, agent, route->hops)) return;
+  }
 }
 
 OlsrTransport::FloodEntry& OlsrTransport::remember(const FloodKey& key, bool& inserted) {

@@ -10,6 +10,7 @@
 #include "core/link.h"
 #include "core/metrics.h"
 #include "core/transport.h"
+#include "routing/agent_directory.h"
 #include "routing/olsr_protocol.h"
 
 namespace mesh::routing {
@@ -24,6 +25,33 @@ namespace mesh::routing {
 // every node delivers a flooded Envelope once, remembered by (src, msg_id) for
 // the duplicate hold time, and retransmits it once, only if it came from a
 // neighbour that chose this node as its MPR. Receivers see dst == kEveryNode.
+//
+// Mixed meshes (given an AgentDirectory): hop-by-hop delivery needs an agent
+// at every hop, so where the next hop of a route is not an agent (it runs
+// only an OLSR daemon) the message leaves end to end instead: one datagram
+// to the destination's address over the kernel's IP routes
+// (Link::send_routed), sealed by the authenticated link like any other. It
+// goes with ttl 1, so the receiver delivers it when it is the destination
+// and never forwards it (a misrouted one is dropped as ttl_expired), and
+// with the route's hop count added to its hops, so hop statistics stay in
+// radio hops. The choice is made at every agent on the way: the source when
+// its own next hop is plain, or the last agent before a plain router. Only
+// a destination known to be an agent goes end to end; anything else (and
+// every message on a link without routed sends, such as the simulator's,
+// whose meshes are all agents) keeps the hop-by-hop path.
+//
+// Floods: MPR flooding stops at a plain router, which does not relay agent
+// messages. So every agent that puts a flood on the air (its source, and
+// each MPR retransmitting it) also sends one end-to-end copy, with ttl 1, to
+// each agent whose route from it starts at a plain router. Copies are
+// delivered once, like any flooded message, and never retransmitted. What
+// this misses: an agent whose route from every transmitter starts at an
+// agent that is not on the MPR flood's path, while the flood's own path to
+// it runs through plain routers only. Camera's RELEASE is the one flood; a
+// node that misses one keeps the releaser's entry in its recently-OKed set
+// until the releaser's next request replaces it, so later requesters ask the
+// releaser once more: a cost in messages, since Camera's fencing argument
+// also holds through the recently-OKed set alone.
 //
 // Hop-by-hop traffic is counted with scope "hop" (every datagram sent or
 // received on the link, forwarded ones included), end-to-end traffic with
@@ -40,9 +68,11 @@ class OlsrTransport final : public core::Transport {
   };
 
   // `link` must name peers by NodeId, i.e. be a core::AuthenticatedLink.
-  // `olsr` supplies routes and MPR selectors; it must outlive the transport.
+  // `olsr` supplies routes and MPR selectors, `agents` (optional: without it
+  // every node is taken for an agent) which nodes run an agent; both must
+  // outlive the transport.
   OlsrTransport(core::Env& env, core::Link& link, const olsr::OlsrProtocol& olsr, core::Metrics& metrics,
-                Options options);
+                Options options, const AgentDirectory* agents = nullptr);
   // Detaches from the link, which may outlive the transport.
   ~OlsrTransport() override;
   OlsrTransport(const OlsrTransport&) = delete;
@@ -75,6 +105,14 @@ class OlsrTransport final : public core::Transport {
   // from the route, not its main address: on a node with several interfaces
   // only the address on the shared link is reachable from here.
   core::SendStatus transmit(const core::Message& message, std::optional<core::Ipv4Address> next_hop);
+  // Along `route` to message.dst: end to end when its next hop is not an
+  // agent and the destination is, else hop by hop.
+  core::SendStatus route_message(core::Message message, const olsr::Route& route);
+  // End to end to `to` over the kernel's routes, `route_hops` away; nullopt
+  // when the link has no routed sends (nothing was sent then).
+  std::optional<core::SendStatus> transmit_routed(core::Message message, core::NodeId to, uint32_t route_hops);
+  // The end-to-end copies of a flood this node just put on the air.
+  void copy_flood_beyond_plain_routers(const core::Message& message);
   // The entry for `key`, inserted fresh if absent or expired; `inserted` says which.
   FloodEntry& remember(const FloodKey& key, bool& inserted);
   void forget_expired();
@@ -86,6 +124,7 @@ class OlsrTransport final : public core::Transport {
   core::Link& link_;
   const olsr::OlsrProtocol& olsr_;
   core::Metrics& metrics_;
+  const AgentDirectory* agents_;
   Options options_;
   Receiver receiver_;
   std::map<FloodKey, FloodEntry> floods_;
@@ -95,6 +134,7 @@ class OlsrTransport final : public core::Transport {
   core::ScopedTimer local_timer_;
   core::Counter& forwarded_;
   core::Counter& flood_retransmitted_;
+  core::Counter& routed_sent_;
   core::Histogram& delivered_hops_;
 };
 

@@ -100,6 +100,11 @@ void UdpInterfaceLink::send(core::Ipv4Address neighbour, core::ByteSpan datagram
   socket_->send_to(neighbour, port_, datagram);
 }
 
+bool UdpInterfaceLink::send_routed(core::Ipv4Address destination, core::ByteSpan datagram) {
+  socket_->send_to(destination, port_, datagram);
+  return true;
+}
+
 bool UdpInterfaceLink::is_own_address(core::Ipv4Address address) const {
   for (const InterfaceAddress& entry : interfaces_) {
     if (entry.address == address) return true;

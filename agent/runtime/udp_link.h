@@ -40,6 +40,9 @@ class UdpInterfaceLink final : public core::Link {
   core::Ipv4Address local_address() const override { return interfaces_.front().address; }
   void broadcast(core::ByteSpan datagram) override;
   void send(core::Ipv4Address neighbour, core::ByteSpan datagram) override;
+  // One socket serves both: the kernel routes a unicast to its destination
+  // whether it is a neighbour or not.
+  bool send_routed(core::Ipv4Address destination, core::ByteSpan datagram) override;
   void set_receiver(Receiver receiver) override { receiver_ = std::move(receiver); }
   size_t max_datagram_size() const override { return kMaxDatagramSize; }
 

@@ -438,6 +438,15 @@ TEST_F(ConfigTest, KernelRouteKeys) {
   EXPECT_EQ(config.kernel_routes.protocol, 158);
 }
 
+TEST_F(ConfigTest, RoutingOnlyAndMixedMeshKeys) {
+  EXPECT_FALSE(parse(kMinimal).node.mixed_mesh);
+  EXPECT_TRUE(parse(kMinimal + "[routing]\nmixed_mesh = true\n").node.mixed_mesh);
+  expect_error(kMinimal + "[routing]\nmixed_mesh = 1\n", 6, "routing.mixed_mesh");
+  EXPECT_FALSE(parse(kMinimal).node.routing_only);
+  EXPECT_TRUE(parse(kMinimal + "[routing]\nrouting_only = true\n").node.routing_only);
+  expect_error(kMinimal + "[routing]\nrouting_only = \"yes\"\n", 6, "routing.routing_only");
+}
+
 TEST_F(ConfigTest, KernelRouteKeysAreValidated) {
   auto message =
       expect_error(kMinimal + "[routing]\ninstall_kernel_routes = \"yes\"\n", 6, "routing.install_kernel_routes");
@@ -683,6 +692,8 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "routing.max_jitter_ms",
                           "routing.hna_networks",
                           "routing.install_kernel_routes",
+                          "routing.routing_only",
+                          "routing.mixed_mesh",
                           "routing.kernel_route_protocol",
                           "transport.default_ttl",
                           "transport.flood_hold_ms",
@@ -778,6 +789,8 @@ TEST_F(ConfigTest, ExampleFileParsesAndDocumentsEveryKey) {
   EXPECT_EQ(config.node.routing.max_jitter, defaults.node.routing.max_jitter);
   EXPECT_EQ(config.node.routing.hna_networks, defaults.node.routing.hna_networks);
   EXPECT_EQ(config.kernel_routes.install, defaults.kernel_routes.install);
+  EXPECT_EQ(config.node.routing_only, defaults.node.routing_only);
+  EXPECT_EQ(config.node.mixed_mesh, defaults.node.mixed_mesh);
   EXPECT_EQ(config.kernel_routes.protocol, defaults.kernel_routes.protocol);
   EXPECT_EQ(config.node.messaging.retry.first_timeout, defaults.node.messaging.retry.first_timeout);
   EXPECT_EQ(config.node.messaging.retry.backoff, defaults.node.messaging.retry.backoff);

@@ -27,7 +27,17 @@ class FakeLink final : public Link {
     last_destination_ = neighbour;
     if (peer_) peer_->deliver(address_, datagram);
   }
+  // Routes IP only once told to, as the real link always does.
+  bool send_routed(Ipv4Address destination, ByteSpan datagram) override {
+    if (!routes_ip) return false;
+    last_sent_.assign(datagram.begin(), datagram.end());
+    last_destination_ = destination;
+    if (peer_) peer_->deliver(address_, datagram);
+    return true;
+  }
   void set_receiver(Receiver receiver) override { receiver_ = std::move(receiver); }
+
+  bool routes_ip = false;
 
   void deliver(Ipv4Address from, ByteSpan datagram) {
     if (receiver_) receiver_(from, datagram);
@@ -109,6 +119,30 @@ TEST_F(AuthenticatedLinkTest, RepliesGoToRawAddressLastHeard) {
 
   alice_.send(kBob, span_of("direct"));
   EXPECT_EQ(*alice_raw_.last_destination(), kBob);
+}
+
+TEST_F(AuthenticatedLinkTest, RoutedSendsAreSealedAndGoToTheNodeIdItself) {
+  EXPECT_FALSE(alice_.send_routed(kBob, span_of("no ip routes"))) << "a raw link without routed sends";
+  EXPECT_TRUE(at_bob_.empty());
+
+  alice_raw_.routes_ip = true;
+  bob_raw_.routes_ip = true;
+  alice_.broadcast(span_of("from a second interface"));  // Bob hears Alice from kAliceRaw
+  // The kernel has a host route to the main address, not necessarily to the
+  // interface last heard from.
+  ASSERT_TRUE(bob_.send_routed(kAlice, span_of("across a plain router")));
+  EXPECT_EQ(*bob_raw_.last_destination(), kAlice);
+  EXPECT_EQ(bob_raw_.last_sent().size(), 21 + PacketAuth::kOverhead);
+  ASSERT_EQ(at_alice_.size(), 1u);
+  EXPECT_EQ(at_alice_[0].from, kBob);
+  EXPECT_EQ(at_alice_[0].text, "across a plain router");
+
+  // A tampered routed datagram is refused like any other.
+  auto tampered = bob_raw_.last_sent();
+  tampered.back() ^= 0x01;
+  alice_raw_.deliver(kBob, tampered);
+  EXPECT_EQ(at_alice_.size(), 1u);
+  EXPECT_EQ(alice_metrics_.total("auth_dropped_total"), 1u);
 }
 
 TEST_F(AuthenticatedLinkTest, TamperedDatagramDroppedAndCounted) {

@@ -28,6 +28,9 @@ class FakeLink final : public core::Link {
   core::Ipv4Address local_address() const override { return address_; }
   void broadcast(core::ByteSpan datagram) override;
   void send(core::Ipv4Address neighbour, core::ByteSpan datagram) override;
+  // Models the kernel's IP routes when `routes_ip` is set: reaches any link
+  // connected by some path of up edges, whatever runs on the nodes between.
+  bool send_routed(core::Ipv4Address destination, core::ByteSpan datagram) override;
   void set_receiver(Receiver receiver) override { receiver_ = std::move(receiver); }
   size_t max_datagram_size() const override { return max_datagram_; }
 
@@ -36,6 +39,8 @@ class FakeLink final : public core::Link {
     if (receiver_) receiver_(from, core::ByteSpan(bytes));
   }
 
+  bool routes_ip = false;
+  size_t datagrams_routed = 0;
   size_t datagrams_sent = 0;
   std::vector<std::vector<uint8_t>> sent;  // every datagram this end sent
 
@@ -68,6 +73,27 @@ class FakeNetwork {
     return out;
   }
 
+  // Breadth first over the up edges.
+  bool reachable(core::Ipv4Address from, core::Ipv4Address to) const {
+    std::set<core::Ipv4Address> seen{from};
+    std::vector<core::Ipv4Address> frontier{from};
+    while (!frontier.empty()) {
+      const core::Ipv4Address at = frontier.back();
+      frontier.pop_back();
+      if (at == to) return true;
+      for (core::Ipv4Address next : neighbours_of(at)) {
+        if (seen.insert(next).second) frontier.push_back(next);
+      }
+    }
+    return false;
+  }
+
+  void transmit_routed(core::Ipv4Address from, core::Ipv4Address to, core::ByteSpan datagram) {
+    if (!links_.contains(to) || !reachable(from, to)) return;
+    std::vector<uint8_t> copy(datagram.begin(), datagram.end());
+    env_.start_timer(delay_, [this, from, to, copy = std::move(copy)]() mutable { links_.at(to)->inject(from, std::move(copy)); });
+  }
+
   void transmit(core::Ipv4Address from, core::Ipv4Address to, core::ByteSpan datagram) {
     if (!connected(from, to)) return;
     std::vector<uint8_t> copy(datagram.begin(), datagram.end());
@@ -98,6 +124,14 @@ inline void FakeLink::send(core::Ipv4Address neighbour, core::ByteSpan datagram)
   ++datagrams_sent;
   sent.emplace_back(datagram.begin(), datagram.end());
   network_.transmit(address_, neighbour, datagram);
+}
+
+inline bool FakeLink::send_routed(core::Ipv4Address destination, core::ByteSpan datagram) {
+  if (!routes_ip) return false;
+  ++datagrams_routed;
+  sent.emplace_back(datagram.begin(), datagram.end());
+  network_.transmit_routed(address_, destination, datagram);
+  return true;
 }
 
 }  // namespace mesh::routing::testing
