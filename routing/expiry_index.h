@@ -43,7 +43,6 @@ class ExpiryIndex {
     return key;
   }
   size_t size() const { return by_time_.size(); }
-  void clear() { by_time_.clear(); }
 
  private:
   std::set<std::pair<core::TimePoint, Key>> by_time_;
