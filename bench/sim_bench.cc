@@ -2,9 +2,21 @@
 // Nodes (beacons, authenticated datagrams, pings), against a bare TimerQueue
 // scheduling and running empty callbacks in the same run; the ratio is the
 // cost of simulating the protocol stack per event.
+//
+// BM_MeshSimScaling runs the issue-17 scenario (random topology, 2 % loss,
+// a ping per second) at 100 and 250 nodes, and 500 and 1000 with
+// SIM_BENCH_LARGE=1: microseconds per event (flat in N when no hot path
+// grows with the mesh) and heap bytes per simulated node.
 #include <benchmark/benchmark.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <cstdint>
+#include <cstdlib>
+#include <ctime>
+#include <string>
 
 #include "core/log.h"
 #include "core/timer_queue.h"
@@ -45,6 +57,64 @@ void BM_MeshSim100Nodes(benchmark::State& state) {
 }
 BENCHMARK(BM_MeshSim100Nodes)->Unit(benchmark::kMillisecond);
 
+// Bytes the allocator has handed out and not taken back; 0 where the C
+// library cannot tell.
+double heap_in_use() {
+#if defined(__GLIBC__)
+  return static_cast<double>(mallinfo2().uordblks);
+#else
+  return 0;
+#endif
+}
+
+// Processor time of this process: on a shared machine, wall time mostly
+// measures the neighbours.
+double cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// Virtual seconds per scaling run: SIM_BENCH_DURATION_S, else 30.
+double scaling_duration_s() {
+  const char* env = std::getenv("SIM_BENCH_DURATION_S");
+  return env != nullptr ? std::stod(env) : 30.0;
+}
+
+void BM_MeshSimScaling(benchmark::State& state) {
+  mesh::core::log_to_null();
+  mesh::sim::Scenario scenario;
+  scenario.source = "bench-random-" + std::to_string(state.range(0));
+  scenario.topology.kind = "random";
+  scenario.topology.nodes = static_cast<int>(state.range(0));
+  scenario.link.loss = 0.02;
+  scenario.run.duration_s = scaling_duration_s();
+  scenario.workload.ping_interval_ms = 1000;
+  uint64_t events = 0;
+  double heap_bytes = 0;
+  double seconds = 0;
+  for (auto _ : state) {
+    const double heap_before = heap_in_use();
+    const double start = cpu_seconds();
+    mesh::sim::MeshSim sim(scenario, 1);
+    sim.run();
+    seconds += cpu_seconds() - start;
+    events += sim.simulator().events_processed();
+    // Measured while the simulation is still alive: what its nodes hold.
+    heap_bytes = heap_in_use() - heap_before;
+  }
+  state.counters["events_per_run"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kAvgIterations);
+  state.counters["us_per_event"] = seconds * 1e6 / static_cast<double>(events);
+  state.counters["heap_bytes_per_node"] = heap_bytes / static_cast<double>(state.range(0));
+}
+
+void scaling_args(benchmark::internal::Benchmark* b) {
+  b->Arg(100)->Arg(250);
+  if (std::getenv("SIM_BENCH_LARGE") != nullptr) b->Arg(500)->Arg(1000);
+}
+BENCHMARK(BM_MeshSimScaling)->Apply(scaling_args)->Unit(benchmark::kSecond)->Iterations(1);
+
 // The floor: schedule and run N empty callbacks at spread-out deadlines.
 void BM_TimerQueueBaseline(benchmark::State& state) {
   const auto n = static_cast<uint64_t>(state.range(0));
@@ -58,6 +128,9 @@ void BM_TimerQueueBaseline(benchmark::State& state) {
     benchmark::DoNotOptimize(ran);
   }
   state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  // Per CPU second, as us_per_event of the scaling runs.
+  state.counters["us_per_event"] =
+      benchmark::Counter(static_cast<double>(events) * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_TimerQueueBaseline)->Arg(40000)->Unit(benchmark::kMillisecond);
 

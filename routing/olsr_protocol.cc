@@ -31,6 +31,8 @@ std::string_view type_name(uint8_t type) {
 
 double seconds_between(core::TimePoint later, core::TimePoint now) { return core::to_seconds(later - now); }
 
+uint64_t duplicate_key(core::NodeId originator, uint16_t seq) { return uint64_t{originator.value()} << 16 | seq; }
+
 // Neither the ttl nor the hop count of a retransmission may wrap (§3.4.1 keeps
 // their sum constant, so a sum above 255 can only come from a broken sender).
 constexpr unsigned kMaxTtlPlusHops = 255;
@@ -161,7 +163,7 @@ void OlsrProtocol::receive(core::Ipv4Address from, core::ByteSpan datagram) {
       count_drop("not_symmetric");
       continue;
     }
-    const auto key = std::pair{message.originator, message.seq};
+    const uint64_t key = duplicate_key(message.originator, message.seq);
     auto dup = duplicates_.find(key);
     if (dup != duplicates_.end() && !alive(dup->second.time, now)) {
       duplicates_.erase(dup);
@@ -183,6 +185,7 @@ void OlsrProtocol::receive(core::Ipv4Address from, core::ByteSpan datagram) {
           },
           message.body);
       dup = duplicates_.emplace(key, DuplicateTuple{now + options_.dup_hold, false}).first;
+      duplicate_expiry_.emplace_back(dup->second.time, key);
     }
     consider_forwarding(from, message, dup->second);
   }
@@ -277,6 +280,7 @@ void OlsrProtocol::process_tc(const Message& message, const Tc& tc) {
   for (auto it = topology_.lower_bound({message.originator, core::NodeId()});
        it != topology_.end() && it->first.first == message.originator;) {
     if (it->second.ansn != tc.ansn) {
+      topology_expiry_.remove(it->first, it->second.time);
       it = topology_.erase(it);
       routes_dirty_ = true;
     } else {
@@ -286,9 +290,14 @@ void OlsrProtocol::process_tc(const Message& message, const Tc& tc) {
   // Step 4.
   const core::TimePoint until = now + decode_vtime(message.vtime);
   for (core::NodeId dest : tc.advertised) {
-    auto [it, added] = topology_.insert_or_assign({message.originator, dest}, TopologyTuple{tc.ansn, until});
-    (void)it;
-    if (added) routes_dirty_ = true;
+    auto [it, added] = topology_.try_emplace({message.originator, dest}, TopologyTuple{tc.ansn, until});
+    if (added) {
+      topology_expiry_.add(it->first, until);
+      routes_dirty_ = true;
+    } else {
+      topology_expiry_.move(it->first, it->second.time, until);
+      it->second = TopologyTuple{tc.ansn, until};
+    }
   }
 }
 
@@ -297,7 +306,12 @@ void OlsrProtocol::process_mid(const Message& message, const Mid& mid) {
   for (core::Ipv4Address iface : mid.interfaces) {
     if (iface == message.originator) continue;
     auto [it, added] = mid_.try_emplace(iface, MidTuple{message.originator, until});
-    if (!added && it->second.main != message.originator) added = true;
+    if (added) {
+      mid_expiry_.add(iface, until);
+    } else {
+      mid_expiry_.move(iface, it->second.time, until);
+      if (it->second.main != message.originator) added = true;
+    }
     it->second = MidTuple{message.originator, until};
     if (added) routes_dirty_ = neighbourhood_changed_ = true;
   }
@@ -329,6 +343,7 @@ void OlsrProtocol::consider_forwarding(core::Ipv4Address from, const Message& me
   }
   duplicate.retransmitted = true;
   duplicate.time = now + options_.dup_hold;
+  duplicate_expiry_.emplace_back(duplicate.time, duplicate_key(message.originator, message.seq));
   Message copy = message;
   --copy.ttl;
   ++copy.hop_count;
@@ -359,14 +374,16 @@ void OlsrProtocol::refresh() {
 
   // §8.1: a neighbour exists while a link to it does, and is symmetric while
   // one of those links is.
-  std::map<core::NodeId, bool> symmetric_of;
-  for (const auto& [iface, link] : links_) {
-    bool& symmetric = symmetric_of[link.neighbour_main];
-    symmetric = symmetric || link.was_symmetric;
-  }
+  link_symmetry_.clear();
+  for (const auto& [iface, link] : links_) link_symmetry_.emplace_back(link.neighbour_main, link.was_symmetric);
+  // Symmetric links first within each neighbour, so the first entry of a
+  // neighbour says whether any of its links is symmetric.
+  std::sort(link_symmetry_.begin(), link_symmetry_.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
+  auto found = link_symmetry_.begin();
   for (auto it = neighbours_.begin(); it != neighbours_.end();) {
-    auto found = symmetric_of.find(it->first);
-    if (found == symmetric_of.end()) {
+    while (found != link_symmetry_.end() && found->first < it->first) ++found;
+    if (found == link_symmetry_.end() || found->first != it->first) {
       log()->info("olsr neighbour gone node={}", it->first.to_string());
       it = neighbours_.erase(it);
       continue;
@@ -401,22 +418,8 @@ void OlsrProtocol::refresh() {
       ++it;
     }
   }
-  for (auto it = topology_.begin(); it != topology_.end();) {
-    if (!alive(it->second.time, now)) {
-      it = topology_.erase(it);
-      routes_dirty_ = true;
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = mid_.begin(); it != mid_.end();) {
-    if (!alive(it->second.time, now)) {
-      it = mid_.erase(it);
-      routes_dirty_ = neighbourhood_changed_ = true;
-    } else {
-      ++it;
-    }
-  }
+  expire_topology(now);
+  expire_mid(now);
   std::erase_if(hna_, [&](const auto& entry) { return !alive(entry.second, now); });
 
   if (neighbourhood_changed_) {
@@ -433,6 +436,7 @@ void OlsrProtocol::refresh() {
   }
   if (routes_dirty_) {
     routes_dirty_ = false;
+    ++topology_version_;
     recompute_routes();
   }
   schedule_expiry();
@@ -514,8 +518,8 @@ void OlsrProtocol::schedule_expiry() {
   }
   for (const auto& [key, time] : two_hop_) consider(time);
   for (const auto& [main, time] : mpr_selectors_) consider(time);
-  for (const auto& [key, tuple] : topology_) consider(tuple.time);
-  for (const auto& [iface, tuple] : mid_) consider(tuple.time);
+  if (auto earliest = topology_expiry_.earliest()) consider(*earliest);
+  if (auto earliest = mid_expiry_.earliest()) consider(*earliest);
   for (const auto& [key, time] : hna_) consider(time);
   if (!next) {
     expiry_timer_.cancel();
@@ -526,7 +530,25 @@ void OlsrProtocol::schedule_expiry() {
 
 void OlsrProtocol::purge_duplicates() {
   const core::TimePoint now = env_.now();
-  std::erase_if(duplicates_, [&](const auto& entry) { return !alive(entry.second.time, now); });
+  while (!duplicate_expiry_.empty() && !alive(duplicate_expiry_.front().first, now)) {
+    auto dup = duplicates_.find(duplicate_expiry_.front().second);
+    if (dup != duplicates_.end() && !alive(dup->second.time, now)) duplicates_.erase(dup);
+    duplicate_expiry_.pop_front();
+  }
+}
+
+void OlsrProtocol::expire_topology(core::TimePoint now) {
+  while (auto key = topology_expiry_.pop_expired(now)) {
+    topology_.erase(*key);
+    routes_dirty_ = true;
+  }
+}
+
+void OlsrProtocol::expire_mid(core::TimePoint now) {
+  while (auto iface = mid_expiry_.pop_expired(now)) {
+    mid_.erase(*iface);
+    routes_dirty_ = neighbourhood_changed_ = true;
+  }
 }
 
 bool OlsrProtocol::is_symmetric_link(core::Ipv4Address iface) const {

@@ -1,11 +1,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "core/link.h"
 #include "core/metrics.h"
 #include "core/node_id.h"
+#include "routing/expiry_index.h"
 #include "routing/olsr_packet.h"
 #include "routing/route_calculation.h"
 
@@ -114,6 +117,10 @@ class OlsrProtocol {
   bool is_mpr_selector(core::NodeId main) const;
   // Strict and non-strict two-hop neighbours, as (via, two_hop) main addresses.
   std::vector<std::pair<core::NodeId, core::NodeId>> two_hop() const;
+  // Moves on whenever the links this node knows of (symmetric neighbours,
+  // two-hop and topology sets, MID aliases) may have changed, so a view
+  // derived from them (hop distances) is rebuilt only when it could differ.
+  uint64_t topology_version() const { return topology_version_; }
 
   // Called after the routing table changed (never from inside a call into
   // this object made by the owner, only from link or timer events).
@@ -179,6 +186,8 @@ class OlsrProtocol {
   void recompute_routes();
   void schedule_expiry();
   void purge_duplicates();
+  void expire_topology(core::TimePoint now);
+  void expire_mid(core::TimePoint now);
 
   bool is_symmetric_link(core::Ipv4Address iface) const;
   bool is_own_address(core::Ipv4Address address) const;
@@ -216,13 +225,23 @@ class OlsrProtocol {
   std::map<core::NodeId, core::TimePoint> mpr_selectors_;
   std::optional<core::TimePoint> selectors_emptied_at_;  // for §9.3's empty TCs
   std::map<std::pair<core::NodeId, core::NodeId>, TopologyTuple> topology_;  // (last, dest)
-  std::map<std::pair<core::NodeId, uint16_t>, DuplicateTuple> duplicates_;
+  ExpiryIndex<std::pair<core::NodeId, core::NodeId>> topology_expiry_;
+  // Keyed by duplicate_key(originator, seq). Looked up for every message
+  // received and never iterated, so hashed; duplicate_expiry_ purges it in
+  // time order (every tuple lives DUP_HOLD from its last update, so appending
+  // keeps it sorted; an entry whose tuple was renewed since is skipped).
+  std::unordered_map<uint64_t, DuplicateTuple> duplicates_;
+  std::deque<std::pair<core::TimePoint, uint64_t>> duplicate_expiry_;
   std::map<core::Ipv4Address, MidTuple> mid_;  // interface -> main address
+  ExpiryIndex<core::Ipv4Address> mid_expiry_;
   std::map<HnaKey, core::TimePoint> hna_;
 
   bool neighbourhood_changed_ = false;  // MPR inputs
   bool selectors_changed_ = false;      // ANSN
   bool routes_dirty_ = false;           // route calculation inputs
+  uint64_t topology_version_ = 0;
+  // Scratch for refresh(), kept to spare an allocation per packet.
+  std::vector<std::pair<core::NodeId, bool>> link_symmetry_;
   std::vector<Route> routes_;
   std::function<void()> routes_changed_;
   ExtensionListener extension_listener_;

@@ -30,23 +30,31 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
   }
 
   // Breadth first over the topology set: destinations at h + 1 hops come
-  // from last hops already known at h hops.
-  std::map<core::NodeId, std::vector<core::NodeId>> advertised_by;
-  for (const auto& e : input.topology) advertised_by[e.last].push_back(e.dest);
-  for (auto& [last, dests] : advertised_by) std::sort(dests.begin(), dests.end());
-  for (uint32_t h = 2;; ++h) {
-    std::vector<Route> added;
-    for (const auto& [last, dests] : advertised_by) {
-      auto from = table.find(last);
-      if (from == table.end() || from->second.hops != h) continue;
-      for (auto dest : dests) {
-        if (dest == input.self || table.count(dest)) continue;
-        if (std::any_of(added.begin(), added.end(), [&](const Route& r) { return r.destination == dest; })) continue;
-        added.push_back(Route{dest, from->second.next_hop, h + 1});
+  // from last hops already known at h hops, taken in increasing address
+  // order (and their destinations too) so the lowest last hop wins a tie.
+  // The edges sorted by (last, dest) serve as each last hop's list.
+  std::vector<std::pair<core::NodeId, core::NodeId>> edges;
+  edges.reserve(input.topology.size());
+  for (const auto& e : input.topology) edges.emplace_back(e.last, e.dest);
+  std::sort(edges.begin(), edges.end());
+  std::vector<core::NodeId> frontier;
+  for (const auto& [dest, route] : table) {
+    if (route.hops == 2) frontier.push_back(dest);
+  }
+  std::vector<core::NodeId> reached;
+  for (uint32_t h = 2; !frontier.empty(); ++h) {
+    reached.clear();
+    for (core::NodeId last : frontier) {
+      const core::Ipv4Address next_hop = table.at(last).next_hop;
+      for (auto e = std::lower_bound(edges.begin(), edges.end(), std::pair{last, core::NodeId()});
+           e != edges.end() && e->first == last; ++e) {
+        const core::NodeId dest = e->second;
+        if (dest == input.self) continue;
+        if (table.try_emplace(dest, Route{dest, next_hop, h + 1}).second) reached.push_back(dest);
       }
     }
-    if (added.empty()) break;
-    for (const auto& r : added) table.emplace(r.destination, r);
+    std::sort(reached.begin(), reached.end());
+    frontier.swap(reached);
   }
 
   for (const auto& [main, aliases] : input.aliases) {

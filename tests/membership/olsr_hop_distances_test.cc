@@ -87,6 +87,31 @@ TEST(OlsrHopDistances, GridMatchesBfs) {
   expect_matches_bfs(mesh, "grid");
 }
 
+// One long-lived OlsrHopDistances, as the agent holds: a cut link must show
+// in hops_between() once OLSR has noticed it and a refresh has passed, and a
+// mesh that holds still must not make OLSR report topology changes (which
+// would rebuild the graph every refresh).
+TEST(OlsrHopDistances, FollowsTopologyChanges) {
+  OlsrMesh mesh(5);
+  for (size_t i = 0; i < 5; ++i) mesh.net.connect(addr(i), addr((i + 1) % 5));
+  for (auto& n : mesh.nodes) n->start();
+  mesh.env.advance(std::chrono::seconds(40));
+  const routing::olsr::OlsrProtocol& olsr = *mesh.nodes[2];
+  OlsrHopDistances distances(mesh.env, olsr);
+  EXPECT_EQ(distances.hops_between(addr(0), addr(4)), 1u);
+  EXPECT_EQ(distances.hops_between(addr(4), addr(1)), 2u);
+
+  const uint64_t settled = olsr.topology_version();
+  mesh.env.advance(std::chrono::seconds(30));
+  EXPECT_EQ(olsr.topology_version(), settled) << "a static mesh reported topology changes";
+
+  mesh.net.disconnect(addr(0), addr(4));
+  mesh.env.advance(std::chrono::seconds(40));
+  EXPECT_NE(olsr.topology_version(), settled);
+  EXPECT_EQ(distances.hops_between(addr(0), addr(4)), 4u);
+  EXPECT_EQ(distances.hops_between(addr(4), addr(1)), 3u);
+}
+
 TEST(OlsrHopDistances, UnknownNodeHasNoDistance) {
   OlsrMesh mesh(2);
   mesh.net.connect(addr(0), addr(1));
