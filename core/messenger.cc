@@ -65,6 +65,7 @@ struct Messenger::Outgoing {
   TimePoint last_sent{};
   uint32_t attempts = 0;
   Duration next_wait{};  // un-jittered wait before the next retransmission
+  Duration last_wait{};  // jittered wait armed after the latest transmission
   ScopedTimer retransmit_timer;
   ScopedTimer deadline_timer;
 };
@@ -77,6 +78,7 @@ Messenger::Messenger(Env& env, Transport& transport, Metrics& metrics, Options o
       // still holds in its dedupe table, or it would get stale answers.
       next_msg_id_(env.rng().next_u64()),
       sweep_timer_(env),
+      rtt_(options.rtt),
       alive_(std::make_shared<bool>(true)),
       requests_total_(metrics.counter("requests_total")),
       retransmits_total_(metrics.counter("request_retransmits_total")),
@@ -86,7 +88,10 @@ Messenger::Messenger(Env& env, Transport& transport, Metrics& metrics, Options o
       dropped_no_handler_(metrics.counter("messenger_dropped_total", {{"reason", "no_handler"}})),
       dropped_unknown_answer_(metrics.counter("messenger_dropped_total", {{"reason", "unknown_answer"}})),
       dropped_bad_kind_(metrics.counter("messenger_dropped_total", {{"reason", "bad_kind"}})),
-      rtt_ms_(metrics.histogram("request_rtt_ms")) {
+      rtt_ms_(metrics.histogram("request_rtt_ms")),
+      first_wait_rto_ms_(metrics.histogram("request_first_wait_ms", {{"source", "rto"}})),
+      first_wait_initial_ms_(metrics.histogram("request_first_wait_ms", {{"source", "initial"}})),
+      first_wait_fixed_ms_(metrics.histogram("request_first_wait_ms", {{"source", "fixed"}})) {
   transport_.set_receiver([this](const Message& message) { receive(message); });
 }
 
@@ -142,7 +147,7 @@ uint64_t Messenger::request(NodeId dst, uint32_t body_type, std::string body, Re
                                              retry.value_or(options_.retry));
   Outgoing& out = *outgoing;
   out.started = env_.now();
-  out.next_wait = out.policy.first_timeout;
+  out.next_wait = first_wait(dst, out.policy);
   outgoing_.emplace(msg_id, std::move(outgoing));
   requests_total_.add();
 
@@ -165,6 +170,20 @@ uint64_t Messenger::request(NodeId dst, uint32_t body_type, std::string body, Re
   return msg_id;
 }
 
+Duration Messenger::first_wait(NodeId dst, const RetryPolicy& policy) {
+  if (!policy.adaptive) {
+    first_wait_fixed_ms_.record(to_millis(policy.first_timeout));
+    return policy.first_timeout;
+  }
+  if (const auto rto = rtt_.rto(dst, env_.now())) {
+    const Duration wait = std::min(*rto, policy.max_interval);
+    first_wait_rto_ms_.record(to_millis(wait));
+    return wait;
+  }
+  first_wait_initial_ms_.record(to_millis(policy.first_timeout));
+  return policy.first_timeout;
+}
+
 Duration Messenger::jittered(Duration wait, double jitter) {
   const double j = std::clamp(jitter, 0.0, 1.0);
   const double factor = 1.0 + j * (2.0 * env_.rng().unit() - 1.0);
@@ -179,11 +198,16 @@ void Messenger::transmit(uint64_t msg_id) {
   Outgoing& out = *it->second;
   ++out.attempts;
   out.last_sent = env_.now();
-  if (out.attempts > 1) retransmits_total_.add();
+  if (out.attempts > 1) {
+    retransmits_total_.add();
+    // Whatever the policy, an expired wait is evidence about the path.
+    rtt_.on_timeout(out.message.dst, out.last_wait);
+  }
 
   // Schedule the next attempt before sending: a transport that delivers
   // synchronously may finish (and destroy) this request inside send().
   const Duration wait = jittered(out.next_wait, out.policy.jitter);
+  out.last_wait = wait;
   const auto grown = static_cast<double>(out.next_wait.count()) * out.policy.backoff;
   const auto cap = static_cast<double>(out.policy.max_interval.count());
   out.next_wait = Duration(static_cast<Duration::rep>(std::llround(std::min(grown, cap))));
@@ -352,6 +376,8 @@ void Messenger::on_answer(const Message& message) {
     return;
   }
   const Outgoing& out = *it->second;
+  // A rejection is an answer too: its round trip measures the path alike.
+  rtt_.on_answer(message.src, env_.now() - out.last_sent, out.attempts, env_.now());
   RequestResult result;
   result.response = message;
   result.elapsed = env_.now() - out.started;

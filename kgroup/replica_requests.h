@@ -11,9 +11,11 @@
 
 namespace mesh::kgroup {
 
-// One attempt, given up after `timeout` (appends: the next heartbeat retries).
-core::RetryPolicy single_attempt(core::Duration timeout);
-// Retransmissions with backoff until `deadline`.
+// Retransmissions with backoff until `deadline`: the first after the
+// destination's measured RTO (core::RttEstimator), or after deadline / 4
+// while its round trip is unmeasured. Appends use it with append_timeout, so
+// an append lost on one of its hops is sent again about one round trip
+// later instead of waiting for the next heartbeat.
 core::RetryPolicy retrying(core::Duration deadline);
 // The reference naming one group on the wire.
 proto::KgroupRef make_ref(const GroupTarget& target, uint64_t epoch, uint32_t generation);
