@@ -66,6 +66,9 @@ struct Messenger::Outgoing {
   uint32_t attempts = 0;
   Duration next_wait{};  // un-jittered wait before the next retransmission
   Duration last_wait{};  // jittered wait armed after the latest transmission
+  // The first wait is the destination's RTO: jitter only lengthens waits,
+  // since one below the RTO would retransmit before a timely answer.
+  bool measured = false;
   ScopedTimer retransmit_timer;
   ScopedTimer deadline_timer;
 };
@@ -147,7 +150,7 @@ uint64_t Messenger::request(NodeId dst, uint32_t body_type, std::string body, Re
                                              retry.value_or(options_.retry));
   Outgoing& out = *outgoing;
   out.started = env_.now();
-  out.next_wait = first_wait(dst, out.policy);
+  choose_first_wait(out);
   outgoing_.emplace(msg_id, std::move(outgoing));
   requests_total_.add();
 
@@ -170,23 +173,26 @@ uint64_t Messenger::request(NodeId dst, uint32_t body_type, std::string body, Re
   return msg_id;
 }
 
-Duration Messenger::first_wait(NodeId dst, const RetryPolicy& policy) {
+void Messenger::choose_first_wait(Outgoing& out) {
+  const RetryPolicy& policy = out.policy;
+  out.next_wait = policy.first_timeout;
   if (!policy.adaptive) {
-    first_wait_fixed_ms_.record(to_millis(policy.first_timeout));
-    return policy.first_timeout;
+    first_wait_fixed_ms_.record(to_millis(out.next_wait));
+    return;
   }
-  if (const auto rto = rtt_.rto(dst, env_.now())) {
-    const Duration wait = std::min(*rto, policy.max_interval);
-    first_wait_rto_ms_.record(to_millis(wait));
-    return wait;
+  if (const auto rto = rtt_.rto(out.message.dst, env_.now())) {
+    out.next_wait = std::min(*rto, policy.max_interval);
+    out.measured = true;
+    first_wait_rto_ms_.record(to_millis(out.next_wait));
+    return;
   }
-  first_wait_initial_ms_.record(to_millis(policy.first_timeout));
-  return policy.first_timeout;
+  first_wait_initial_ms_.record(to_millis(out.next_wait));
 }
 
-Duration Messenger::jittered(Duration wait, double jitter) {
+Duration Messenger::jittered(Duration wait, double jitter, bool lengthen_only) {
   const double j = std::clamp(jitter, 0.0, 1.0);
-  const double factor = 1.0 + j * (2.0 * env_.rng().unit() - 1.0);
+  const double spread = lengthen_only ? env_.rng().unit() : 2.0 * env_.rng().unit() - 1.0;
+  const double factor = 1.0 + j * spread;
   const auto micros = static_cast<Duration::rep>(std::llround(static_cast<double>(wait.count()) * factor));
   // Never zero: a zero wait would retransmit in a loop at one instant.
   return std::max(Duration(micros), Duration(1));
@@ -206,7 +212,7 @@ void Messenger::transmit(uint64_t msg_id) {
 
   // Schedule the next attempt before sending: a transport that delivers
   // synchronously may finish (and destroy) this request inside send().
-  const Duration wait = jittered(out.next_wait, out.policy.jitter);
+  const Duration wait = jittered(out.next_wait, out.policy.jitter, out.measured);
   out.last_wait = wait;
   const auto grown = static_cast<double>(out.next_wait.count()) * out.policy.backoff;
   const auto cap = static_cast<double>(out.policy.max_interval.count());

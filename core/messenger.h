@@ -28,11 +28,16 @@ namespace mesh::core {
 // dedupe_hold bound below, do not. Callers (decided per caller):
 //   Medley sync, echo, agent k-group client writes and group creation:
 //     default policy (adaptive), deadlines of their own where they need one;
-//   Camera: CameraOptions::retry, adaptive by default; camera_bench sets
-//     adaptive = false for the paper's fixed-T model (camera.md §4.3);
+//   Camera: CameraOptions::retry, adaptive by default; camera_bench runs
+//     the paper's fixed-T model (camera.md §4.3) with adaptive = false
+//     beside the adaptive default;
 //   k-group replicas: appends (within append_timeout), claims, Bully and
 //     migration requests all adaptive (kgroup/replica_requests.h).
 // adaptive = false is for models and tests that need a fixed schedule.
+// A handler that holds its answer (a Camera OK deferred while the lock is
+// held, a client write answered at commit) makes that round trip a sample
+// too: the peer's SRTT and RTTVAR grow, so its RTO errs long (fewer
+// retransmissions, slower recovery of a loss), never short.
 struct RetryPolicy {
   // Wait before the first retransmission; with `adaptive`, only until the
   // destination's round trip has been measured.
@@ -40,7 +45,9 @@ struct RetryPolicy {
   bool adaptive = true;
   double backoff = 2.0;                                     // each wait is the previous one times this
   Duration max_interval = std::chrono::seconds(2);          // cap on one wait
-  double jitter = 0.2;                                      // each wait drawn in [w(1-j), w(1+j)]
+  // Each wait drawn in [w(1-j), w(1+j)]; in [w, w(1+j)] when the first was
+  // a measured RTO, which a shorter wait would undercut.
+  double jitter = 0.2;
   Duration deadline = std::chrono::seconds(10);             // give up this long after the request
 };
 
@@ -147,9 +154,10 @@ class Messenger {
   void remember(const Message& request, const std::shared_ptr<Answered>& entry);
   void forget_expired();
   void arm_sweep();
-  Duration jittered(Duration wait, double jitter);
+  // wait * [1 - jitter, 1 + jitter], or [1, 1 + jitter] if lengthen_only.
+  Duration jittered(Duration wait, double jitter, bool lengthen_only);
   // The un-jittered wait before a request's first retransmission.
-  Duration first_wait(NodeId dst, const RetryPolicy& policy);
+  void choose_first_wait(Outgoing& out);
 
   Env& env_;
   Transport& transport_;
