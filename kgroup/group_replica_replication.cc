@@ -66,7 +66,7 @@ void GroupReplica::send_append(core::NodeId member) {
       // Retransmissions are safe for the lease: a follower renews it when it
       // first handles the append, never before `sent`, which is what the
       // leader counts from (acked_sent).
-      retrying(options_.append_timeout));
+      append_attempt(options_.append_timeout));
 }
 
 void GroupReplica::on_append_result(core::NodeId member, uint64_t term, core::TimePoint sent,

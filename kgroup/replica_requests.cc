@@ -4,6 +4,14 @@
 
 namespace mesh::kgroup {
 
+core::RetryPolicy append_attempt(core::Duration timeout) {
+  core::RetryPolicy policy;
+  policy.first_timeout = timeout;
+  policy.deadline = timeout;
+  policy.jitter = 0.0;
+  return policy;
+}
+
 core::RetryPolicy retrying(core::Duration deadline) {
   core::RetryPolicy policy;
   policy.first_timeout = std::max(deadline / 4, core::Duration(std::chrono::milliseconds(1)));
