@@ -1221,7 +1221,7 @@ const std::vector<SectionSpec>& Parser::sections() {
            millis_key("lease_margin_ms", 0, kMaxIntervalMs,
                       "milliseconds a leader stops trusting its lease early, for clock drift; below lease_ms",
                       [](C& c, D v) { c.node.kgroup.replica.lease_margin = v; }),
-           millis_key("append_timeout_ms", 1, kMaxIntervalMs, "milliseconds one append waits for its answer",
+           millis_key("append_timeout_ms", 1, kMaxIntervalMs, "milliseconds one append and its retransmissions may take",
                       [](C& c, D v) { c.node.kgroup.replica.append_timeout = v; }),
            millis_key("answer_timeout_ms", 1, kMaxIntervalMs,
                       "Bully: milliseconds to wait for higher-priority members to answer",

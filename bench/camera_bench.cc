@@ -3,7 +3,14 @@
 // per hop unless the name says otherwise. Each benchmark runs whole
 // simulations and reports ratios as counters:
 //   LoneRequester     messages per entry / 2(N-1) (paper: 1) and client delay
-//                     in RTTs to the farthest member (paper: 1 RTT);
+//                     in RTTs to the farthest member (paper: 1 RTT), with
+//                     retransmissions after the paper's fixed T (rto:0) or
+//                     after each member's measured RTO (rto:1, the
+//                     messenger's default); the requester makes
+//                     kWarmEntries entries first, so its messenger has
+//                     measured the members, then kMeasuredEntries whose mean
+//                     is reported (the first, cold entry is reported as
+//                     first_entry_client_delay_rtts);
 //   SyncDelay         release-to-grant delay of a waiting requester in RTTs
 //                     between the two (paper: 0.5 RTT);
 //   Concurrent        c requesters at once, each holding for one time unit:
@@ -12,6 +19,7 @@
 // --benchmark_format=csv gives the CSV (bench/camera_plot.py draws it); the
 // wall time columns are the cost of simulating, not a property of Camera.
 #include <algorithm>
+#include <cstddef>
 #include <numeric>
 #include <vector>
 
@@ -29,7 +37,12 @@ using std::chrono::seconds;
 constexpr auto kHopDelay = milliseconds(5);
 constexpr auto kCriticalSection = milliseconds(100);
 
-WorldOptions options(size_t n, double loss) {
+constexpr size_t kWarmEntries = 8;
+constexpr size_t kMeasuredEntries = 8;
+
+enum class Rto { fixed, adaptive };
+
+WorldOptions options(size_t n, double loss, Rto rto = Rto::fixed) {
   core::log_to_null();
   WorldOptions o;
   o.nodes = n;
@@ -39,8 +52,11 @@ WorldOptions options(size_t n, double loss) {
   // A fixed retransmission timeout T, as camera.md §4.3 models drops (T =
   // 250 ms, twice the round trip of the longest paths here): with the
   // messenger's default doubling backoff the slowest of 255 OKs at 5 % loss
-  // per hop dominates every wait (client delay about 140 RTTs).
+  // per hop dominates every wait (client delay about 140 RTTs). Adaptive:
+  // the same schedule, but every wait is the member's measured RTO (T until
+  // measured, and never more than T).
   o.messenger.retry.first_timeout = milliseconds(250);
+  o.messenger.retry.adaptive = rto == Rto::adaptive;
   o.messenger.retry.backoff = 1.0;
   o.messenger.retry.max_interval = milliseconds(250);
   o.camera.retry = o.messenger.retry;
@@ -66,8 +82,9 @@ double rtt_to_farthest_ms(CameraWorld& world, size_t from) {
 // Google Benchmark's CSV has one header for all rows: every benchmark sets
 // every counter, the ones it does not measure to 0.
 void set_counters(benchmark::State& state, double client_delay, double sync_delay, double normalized_wait,
-                  double msgs_ratio, double e2e_ratio) {
+                  double msgs_ratio, double e2e_ratio, double first_entry_delay = 0) {
   state.counters["client_delay_rtts"] = client_delay;
+  state.counters["first_entry_client_delay_rtts"] = first_entry_delay;
   state.counters["sync_delay_rtts"] = sync_delay;
   state.counters["normalized_wait_cs_units"] = normalized_wait;
   state.counters["msgs_per_entry_over_2(N-1)"] = msgs_ratio;
@@ -91,30 +108,40 @@ uint64_t camera_messages(CameraWorld& world) {
 void LoneRequester(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   const double loss = static_cast<double>(state.range(1)) / 100.0;
+  const Rto rto = state.range(2) != 0 ? Rto::adaptive : Rto::fixed;
   double delay_rtts = 0;
+  double first_rtts = 0;
   double msgs_ratio = 0;
   double e2e_ratio = 0;
   int runs = 0;
   for (auto _ : state) {
-    CameraWorld world(static_cast<uint64_t>(runs) + 1, options(n, loss));
+    CameraWorld world(static_cast<uint64_t>(runs) + 1, options(n, loss, rto));
     full_lists(world);
     const size_t who = static_cast<size_t>(world.simulator().rng().below(n));
     const uint64_t sent_before = world.routing().stats().sent;
-    CameraWorld::Section s{who, "pump", kCriticalSection, Camera::kNoTimeout};
-    world.run_section(s);
-    world.simulator().run_until(core::TimePoint(seconds(120)));
-    if (world.waits_ms().size() != 1) {
+    // One entry at a time, each long after the previous one's release.
+    constexpr size_t kEntries = kWarmEntries + kMeasuredEntries;
+    for (size_t e = 0; e < kEntries; ++e) {
+      world.run_section({who, "pump", kCriticalSection, Camera::kNoTimeout});
+      world.simulator().run_until(world.now() + seconds(60));
+    }
+    if (world.waits_ms().size() != kEntries) {
       state.SkipWithError("lone request not granted");
       return;
     }
-    delay_rtts += world.waits_ms()[0] / rtt_to_farthest_ms(world, who);
+    const double rtt_ms = rtt_to_farthest_ms(world, who);
+    const auto& waits = world.waits_ms();
+    delay_rtts += std::accumulate(waits.begin() + static_cast<std::ptrdiff_t>(kWarmEntries), waits.end(), 0.0) /
+                  static_cast<double>(kMeasuredEntries) / rtt_ms;
+    first_rtts += world.waits_ms().front() / rtt_ms;
     // Request/OK messages of the protocol, and every end-to-end message
-    // (retransmissions and the flooded RELEASE included).
-    msgs_ratio += static_cast<double>(camera_messages(world)) / (2.0 * static_cast<double>(n - 1));
-    e2e_ratio += static_cast<double>(world.routing().stats().sent - sent_before) / (2.0 * static_cast<double>(n - 1));
+    // (retransmissions and the flooded RELEASE included), per entry.
+    const double per_entry = static_cast<double>(kEntries) * 2.0 * static_cast<double>(n - 1);
+    msgs_ratio += static_cast<double>(camera_messages(world)) / per_entry;
+    e2e_ratio += static_cast<double>(world.routing().stats().sent - sent_before) / per_entry;
     ++runs;
   }
-  set_counters(state, delay_rtts / runs, 0, 0, msgs_ratio / runs, e2e_ratio / runs);
+  set_counters(state, delay_rtts / runs, 0, 0, msgs_ratio / runs, e2e_ratio / runs, first_rtts / runs);
 }
 
 void SyncDelay(benchmark::State& state) {
@@ -175,11 +202,13 @@ void Concurrent(benchmark::State& state) {
 }
 
 BENCHMARK(LoneRequester)
-    ->ArgNames({"N", "loss_pct"})
-    ->Args({16, 0})
-    ->Args({64, 0})
-    ->Args({256, 0})
-    ->Args({256, 5})
+    ->ArgNames({"N", "loss_pct", "rto"})
+    ->Args({16, 0, 0})
+    ->Args({64, 0, 0})
+    ->Args({256, 0, 0})
+    ->Args({256, 5, 0})
+    ->Args({256, 0, 1})
+    ->Args({256, 5, 1})
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(SyncDelay)

@@ -28,6 +28,7 @@
 //               inherited state (steps 1-4; epoch changes only)
 // Counters give the median, mean and P90 (as the paper's Table 4) in ms,
 // with sample counts and the fraction of started operations that finished.
+// BM_KgroupDelayUnderLoss repeats k = 5 with 5 % loss per hop beside 0 %.
 // KGROUP_BENCH_SEEDS sets the seeds per point (default 5).
 #include <algorithm>
 #include <cstdint>
@@ -68,7 +69,7 @@ struct Samples {
 
 double ms(Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-void run(size_t k, int churn_pct, uint64_t seed, Samples& samples) {
+void run(size_t k, int churn_pct, double hop_loss, uint64_t seed, Samples& samples) {
   const mesh::sim::Topology topology = mesh::sim::grid_for(kDevices);
   mesh::core::Rng rng(mesh::sim::mix_seed(seed, 0xde1a));
   mesh::kgroup::LshParams lsh;
@@ -93,6 +94,7 @@ void run(size_t k, int churn_pct, uint64_t seed, Samples& samples) {
   options.k = k;
   options.hop_delay = milliseconds(1);
   options.hop_jitter = Duration::zero();
+  options.hop_loss = hop_loss;
   options.epoch_length = std::chrono::seconds(3);
   options.select = lsh_members;
   KgroupWorld world(seed, options);
@@ -252,7 +254,7 @@ void BM_KgroupDelayVsK(benchmark::State& state) {
   const auto k = static_cast<size_t>(state.range(0));
   Samples samples;
   for (auto _ : state) {
-    for (uint64_t seed = 1; seed <= seeds(); ++seed) run(k, 0, seed, samples);
+    for (uint64_t seed = 1; seed <= seeds(); ++seed) run(k, 0, 0.0, seed, samples);
   }
   state.counters["k"] = static_cast<double>(k);
   state.counters["churn_pct"] = 0;
@@ -265,13 +267,30 @@ void BM_KgroupDelayUnderChurn(benchmark::State& state) {
   const auto churn = static_cast<int>(state.range(0));
   Samples samples;
   for (auto _ : state) {
-    for (uint64_t seed = 1; seed <= seeds(); ++seed) run(5, churn, seed, samples);
+    for (uint64_t seed = 1; seed <= seeds(); ++seed) run(5, churn, 0.0, seed, samples);
   }
   state.counters["k"] = 5;
   state.counters["churn_pct"] = churn;
   report(state, samples);
 }
 BENCHMARK(BM_KgroupDelayUnderChurn)->DenseRange(0, 60, 10)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Loss per hop (k = 5, no churn beyond the leader crashes): 0 % is the
+// loss-free baseline of the same run. Every request of the group (appends,
+// claims, Bully rounds) crosses several hops, each dropping it independently.
+void BM_KgroupDelayUnderLoss(benchmark::State& state) {
+  mesh::core::set_log_level("error", "kgroup");
+  const auto loss_pct = static_cast<int>(state.range(0));
+  Samples samples;
+  for (auto _ : state) {
+    for (uint64_t seed = 1; seed <= seeds(); ++seed) run(5, 0, loss_pct / 100.0, seed, samples);
+  }
+  state.counters["k"] = 5;
+  state.counters["churn_pct"] = 0;
+  state.counters["loss_pct"] = loss_pct;
+  report(state, samples);
+}
+BENCHMARK(BM_KgroupDelayUnderLoss)->ArgName("loss_pct")->Arg(0)->Arg(5)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -65,6 +65,10 @@ struct Messenger::Outgoing {
   TimePoint last_sent{};
   uint32_t attempts = 0;
   Duration next_wait{};  // un-jittered wait before the next retransmission
+  Duration last_wait{};  // jittered wait armed after the latest transmission
+  // The first wait is the destination's RTO: jitter only lengthens waits,
+  // since one below the RTO would retransmit before a timely answer.
+  bool measured = false;
   ScopedTimer retransmit_timer;
   ScopedTimer deadline_timer;
 };
@@ -77,6 +81,7 @@ Messenger::Messenger(Env& env, Transport& transport, Metrics& metrics, Options o
       // still holds in its dedupe table, or it would get stale answers.
       next_msg_id_(env.rng().next_u64()),
       sweep_timer_(env),
+      rtt_(options.rtt),
       alive_(std::make_shared<bool>(true)),
       requests_total_(metrics.counter("requests_total")),
       retransmits_total_(metrics.counter("request_retransmits_total")),
@@ -86,7 +91,10 @@ Messenger::Messenger(Env& env, Transport& transport, Metrics& metrics, Options o
       dropped_no_handler_(metrics.counter("messenger_dropped_total", {{"reason", "no_handler"}})),
       dropped_unknown_answer_(metrics.counter("messenger_dropped_total", {{"reason", "unknown_answer"}})),
       dropped_bad_kind_(metrics.counter("messenger_dropped_total", {{"reason", "bad_kind"}})),
-      rtt_ms_(metrics.histogram("request_rtt_ms")) {
+      rtt_ms_(metrics.histogram("request_rtt_ms")),
+      first_wait_rto_ms_(metrics.histogram("request_first_wait_ms", {{"source", "rto"}})),
+      first_wait_initial_ms_(metrics.histogram("request_first_wait_ms", {{"source", "initial"}})),
+      first_wait_fixed_ms_(metrics.histogram("request_first_wait_ms", {{"source", "fixed"}})) {
   transport_.set_receiver([this](const Message& message) { receive(message); });
 }
 
@@ -142,7 +150,7 @@ uint64_t Messenger::request(NodeId dst, uint32_t body_type, std::string body, Re
                                              retry.value_or(options_.retry));
   Outgoing& out = *outgoing;
   out.started = env_.now();
-  out.next_wait = out.policy.first_timeout;
+  choose_first_wait(out);
   outgoing_.emplace(msg_id, std::move(outgoing));
   requests_total_.add();
 
@@ -165,9 +173,26 @@ uint64_t Messenger::request(NodeId dst, uint32_t body_type, std::string body, Re
   return msg_id;
 }
 
-Duration Messenger::jittered(Duration wait, double jitter) {
+void Messenger::choose_first_wait(Outgoing& out) {
+  const RetryPolicy& policy = out.policy;
+  out.next_wait = policy.first_timeout;
+  if (!policy.adaptive) {
+    first_wait_fixed_ms_.record(to_millis(out.next_wait));
+    return;
+  }
+  if (const auto rto = rtt_.rto(out.message.dst, env_.now())) {
+    out.next_wait = std::min(*rto, policy.max_interval);
+    out.measured = true;
+    first_wait_rto_ms_.record(to_millis(out.next_wait));
+    return;
+  }
+  first_wait_initial_ms_.record(to_millis(out.next_wait));
+}
+
+Duration Messenger::jittered(Duration wait, double jitter, bool lengthen_only) {
   const double j = std::clamp(jitter, 0.0, 1.0);
-  const double factor = 1.0 + j * (2.0 * env_.rng().unit() - 1.0);
+  const double spread = lengthen_only ? env_.rng().unit() : 2.0 * env_.rng().unit() - 1.0;
+  const double factor = 1.0 + j * spread;
   const auto micros = static_cast<Duration::rep>(std::llround(static_cast<double>(wait.count()) * factor));
   // Never zero: a zero wait would retransmit in a loop at one instant.
   return std::max(Duration(micros), Duration(1));
@@ -179,11 +204,16 @@ void Messenger::transmit(uint64_t msg_id) {
   Outgoing& out = *it->second;
   ++out.attempts;
   out.last_sent = env_.now();
-  if (out.attempts > 1) retransmits_total_.add();
+  if (out.attempts > 1) {
+    retransmits_total_.add();
+    // Whatever the policy, an expired wait is evidence about the path.
+    rtt_.on_timeout(out.message.dst, out.last_wait);
+  }
 
   // Schedule the next attempt before sending: a transport that delivers
   // synchronously may finish (and destroy) this request inside send().
-  const Duration wait = jittered(out.next_wait, out.policy.jitter);
+  const Duration wait = jittered(out.next_wait, out.policy.jitter, out.measured);
+  out.last_wait = wait;
   const auto grown = static_cast<double>(out.next_wait.count()) * out.policy.backoff;
   const auto cap = static_cast<double>(out.policy.max_interval.count());
   out.next_wait = Duration(static_cast<Duration::rep>(std::llround(std::min(grown, cap))));
@@ -352,6 +382,8 @@ void Messenger::on_answer(const Message& message) {
     return;
   }
   const Outgoing& out = *it->second;
+  // A rejection is an answer too: its round trip measures the path alike.
+  rtt_.on_answer(message.src, env_.now() - out.last_sent, out.attempts, env_.now());
   RequestResult result;
   result.response = message;
   result.elapsed = env_.now() - out.started;

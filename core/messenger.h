@@ -10,6 +10,7 @@
 
 #include "core/env.h"
 #include "core/metrics.h"
+#include "core/rtt_estimator.h"
 #include "core/transport.h"
 
 namespace mesh::core {
@@ -17,11 +18,36 @@ namespace mesh::core {
 // When to retransmit a request and when to give up. Every attempt reuses the
 // request's msg_id, so the receiver can tell a retransmission from a new
 // request.
+//
+// The first wait is adaptive unless a caller says otherwise: the Messenger
+// measures each destination's round trips and uses its RTO (RttEstimator,
+// RFC 6298) in place of first_timeout once it has a sample, so a request to
+// a near peer is retransmitted after about one round trip, not after a
+// fixed 250 ms. Later waits grow from the first by `backoff` as before.
+// Only the retransmission times move: the deadline, and so the receiver's
+// dedupe_hold bound below, do not. Callers (decided per caller):
+//   Medley sync, echo, agent k-group client writes and group creation:
+//     default policy (adaptive), deadlines of their own where they need one;
+//   Camera: CameraOptions::retry, adaptive by default; camera_bench runs
+//     the paper's fixed-T model (camera.md §4.3) with adaptive = false
+//     beside the adaptive default;
+//   k-group replicas: appends (within append_timeout), claims, Bully and
+//     migration requests all adaptive (kgroup/replica_requests.h).
+// adaptive = false is for models and tests that need a fixed schedule.
+// A handler that holds its answer (a Camera OK deferred while the lock is
+// held, a client write answered at commit) makes that round trip a sample
+// too: the peer's SRTT and RTTVAR grow, so its RTO errs long (fewer
+// retransmissions, slower recovery of a loss), never short.
 struct RetryPolicy {
-  Duration first_timeout = std::chrono::milliseconds(250);  // wait before the first retransmission
+  // Wait before the first retransmission; with `adaptive`, only until the
+  // destination's round trip has been measured.
+  Duration first_timeout = std::chrono::milliseconds(250);
+  bool adaptive = true;
   double backoff = 2.0;                                     // each wait is the previous one times this
   Duration max_interval = std::chrono::seconds(2);          // cap on one wait
-  double jitter = 0.2;                                      // each wait drawn in [w(1-j), w(1+j)]
+  // Each wait drawn in [w(1-j), w(1+j)]; in [w, w(1+j)] when the first was
+  // a measured RTO, which a shorter wait would undercut.
+  double jitter = 0.2;
   Duration deadline = std::chrono::seconds(10);             // give up this long after the request
 };
 
@@ -63,7 +89,8 @@ class Responder {
 
 // A node's single entry point for agent messages above the transport:
 // fire-and-forget datagrams dispatched by body type, and reliable
-// request/response with retransmission (exponential backoff with jitter),
+// request/response with retransmission (exponential backoff with jitter,
+// from a first wait adapted to each destination's measured round trip),
 // receiver-side deduplication so a handler runs once per request (a
 // duplicate of an answered request gets the cached answer again; one of a
 // pending request is dropped), and a result for every caller: ok, timeout or
@@ -76,6 +103,8 @@ class Messenger {
 
   struct Options {
     RetryPolicy retry;
+    // Per-destination RTOs for adaptive first waits.
+    RttEstimator::Options rtt;
     // How long an answered request is remembered for deduplication; must
     // exceed every sender's deadline, or a late retransmission runs the
     // handler twice.
@@ -107,6 +136,7 @@ class Messenger {
   void serve(uint32_t body_type, RequestHandler handler);
 
   size_t pending_requests() const { return outgoing_.size(); }
+  const RttEstimator& rtt_estimator() const { return rtt_; }
 
  private:
   friend class Responder;
@@ -124,7 +154,10 @@ class Messenger {
   void remember(const Message& request, const std::shared_ptr<Answered>& entry);
   void forget_expired();
   void arm_sweep();
-  Duration jittered(Duration wait, double jitter);
+  // wait * [1 - jitter, 1 + jitter], or [1, 1 + jitter] if lengthen_only.
+  Duration jittered(Duration wait, double jitter, bool lengthen_only);
+  // The un-jittered wait before a request's first retransmission.
+  void choose_first_wait(Outgoing& out);
 
   Env& env_;
   Transport& transport_;
@@ -144,6 +177,7 @@ class Messenger {
   // order, which is the eviction order when the table is full.
   std::multimap<TimePoint, SeenKey> seen_expiry_;
   ScopedTimer sweep_timer_;
+  RttEstimator rtt_;
   // Shared with every Responder: false once the Messenger is gone.
   std::shared_ptr<bool> alive_;
 
@@ -156,6 +190,11 @@ class Messenger {
   Counter& dropped_unknown_answer_;
   Counter& dropped_bad_kind_;
   Histogram& rtt_ms_;
+  // First waits chosen, by where they came from: a measured RTO, the
+  // policy's first_timeout for lack of a sample, or a fixed policy.
+  Histogram& first_wait_rto_ms_;
+  Histogram& first_wait_initial_ms_;
+  Histogram& first_wait_fixed_ms_;
 };
 
 }  // namespace mesh::core

@@ -33,7 +33,8 @@ struct ReplicaOptions {
   core::Duration lease = std::chrono::milliseconds(600);
   // The leader stops trusting its quorum lease this much early (clock drift).
   core::Duration lease_margin = std::chrono::milliseconds(50);
-  // One append attempt; the next heartbeat retries.
+  // One append and its retransmissions give up after this; the next
+  // heartbeat sends a new one.
   core::Duration append_timeout = std::chrono::milliseconds(150);
   // Bully: how long to wait for higher-priority members to answer.
   core::Duration answer_timeout = std::chrono::milliseconds(300);

@@ -63,7 +63,10 @@ void GroupReplica::send_append(core::NodeId member) {
   leader_requests_.request(
       member, encode_body(body),
       [this, member, term, sent](const core::RequestResult& result) { on_append_result(member, term, sent, result); },
-      single_attempt(options_.append_timeout));
+      // Retransmissions are safe for the lease: a follower renews it when it
+      // first handles the append, never before `sent`, which is what the
+      // leader counts from (acked_sent).
+      append_attempt(options_.append_timeout));
 }
 
 void GroupReplica::on_append_result(core::NodeId member, uint64_t term, core::TimePoint sent,

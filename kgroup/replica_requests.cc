@@ -4,7 +4,7 @@
 
 namespace mesh::kgroup {
 
-core::RetryPolicy single_attempt(core::Duration timeout) {
+core::RetryPolicy append_attempt(core::Duration timeout) {
   core::RetryPolicy policy;
   policy.first_timeout = timeout;
   policy.deadline = timeout;

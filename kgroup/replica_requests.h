@@ -11,9 +11,15 @@
 
 namespace mesh::kgroup {
 
-// One attempt, given up after `timeout` (appends: the next heartbeat retries).
-core::RetryPolicy single_attempt(core::Duration timeout);
-// Retransmissions with backoff until `deadline`.
+// An append, given up after `timeout` (then the next heartbeat sends a new
+// one). To a follower whose round trip is measured (core::RttEstimator) it is
+// retransmitted after the RTO, doubling, so an append lost on one of its
+// hops is sent again about one round trip later; to an unmeasured one it is
+// sent once.
+core::RetryPolicy append_attempt(core::Duration timeout);
+// Retransmissions with backoff until `deadline`: the first after the
+// destination's measured RTO, or after deadline / 4 while its round trip is
+// unmeasured.
 core::RetryPolicy retrying(core::Duration deadline);
 // The reference naming one group on the wire.
 proto::KgroupRef make_ref(const GroupTarget& target, uint64_t epoch, uint32_t generation);

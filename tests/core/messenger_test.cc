@@ -243,6 +243,89 @@ TEST(Messenger, RetransmissionAfterLostRequestDeliversOnce) {
   for (const Message& m : p.net.sent) EXPECT_EQ(m.msg_id, id);
 }
 
+// Answers `n` requests from A to B on the 20 ms round trip of Pair's network.
+void measure_round_trips(Pair& p, int n) {
+  for (int i = 0; i < n; ++i) {
+    p.a->request(kB, kEcho, "warm", [](const RequestResult& r) { EXPECT_EQ(r.status, RequestStatus::ok); });
+    p.env.advance(milliseconds(100));
+  }
+}
+
+TEST(Messenger, MeasuredPeerIsRetransmittedAtItsRtoNotTheInitialTimeout) {
+  Pair p;
+  p.serve_echo(*p.b);
+  measure_round_trips(p, 8);
+  const auto state = p.a->rtt_estimator().state(kB);
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->srtt, milliseconds(20));
+  // RTTVAR = 10 ms * (3/4)^7: RTO = 20 + 4 RTTVAR, about 25 ms.
+  EXPECT_GT(state->rto, milliseconds(20));
+  EXPECT_LT(state->rto, milliseconds(30));
+
+  bool dropped = false;
+  p.net.drop_if = [&](const Message& m) { return m.kind == MessageKind::request && !std::exchange(dropped, true); };
+  std::vector<RequestResult> results;
+  p.a->request(kB, kEcho, "x", [&](const RequestResult& r) { results.push_back(r); });
+  p.env.advance(seconds(1));
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, RequestStatus::ok);
+  EXPECT_EQ(results[0].attempts, 2u);
+  // Retransmitted after RTO + [0, 20 %] jitter (never before the RTO),
+  // answered a round trip later.
+  const double rto_ms = to_millis(state->rto);
+  EXPECT_GE(to_millis(results[0].elapsed), rto_ms + 20.0 - 0.001);
+  EXPECT_LE(to_millis(results[0].elapsed), 1.2 * rto_ms + 20.0 + 0.001);
+  EXPECT_EQ(p.metrics_a.histogram("request_first_wait_ms", {{"source", "initial"}}).count(), 1u);
+  EXPECT_EQ(p.metrics_a.histogram("request_first_wait_ms", {{"source", "rto"}}).count(), 8u);
+}
+
+TEST(Messenger, FixedPolicyIgnoresTheMeasuredRto) {
+  Pair p;
+  p.serve_echo(*p.b);
+  measure_round_trips(p, 8);
+  bool dropped = false;
+  p.net.drop_if = [&](const Message& m) { return m.kind == MessageKind::request && !std::exchange(dropped, true); };
+  RetryPolicy fixed;
+  fixed.adaptive = false;
+  std::vector<RequestResult> results;
+  p.a->request(kB, kEcho, "x", [&](const RequestResult& r) { results.push_back(r); }, fixed);
+  p.env.advance(seconds(1));
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].attempts, 2u);
+  EXPECT_GE(results[0].elapsed, milliseconds(200 + 20));
+  EXPECT_LE(results[0].elapsed, milliseconds(300 + 20));
+  EXPECT_EQ(p.metrics_a.histogram("request_first_wait_ms", {{"source", "fixed"}}).count(), 1u);
+}
+
+TEST(Messenger, AnswerAfterRetransmissionIsNoRttSampleAndBacksOff) {
+  Pair p;
+  p.serve_echo(*p.b);
+  measure_round_trips(p, 1);
+  const auto before = p.a->rtt_estimator().state(kB);
+  ASSERT_TRUE(before.has_value());
+  EXPECT_EQ(before->rto, milliseconds(60));  // 20 + 4 * 10
+  // The answer to the first transmission is lost: the one that arrives
+  // answers the retransmission, yet could be mistaken for the first's.
+  bool dropped = false;
+  p.net.drop_if = [&](const Message& m) { return m.kind == MessageKind::response && !std::exchange(dropped, true); };
+  std::vector<RequestResult> results;
+  p.a->request(kB, kEcho, "x", [&](const RequestResult& r) { results.push_back(r); });
+  p.env.advance(seconds(1));
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].attempts, 2u);
+  const auto after = p.a->rtt_estimator().state(kB);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->srtt, before->srtt);
+  EXPECT_EQ(after->rttvar, before->rttvar);
+  // The expired wait (60 ms + [0, 20 %]) is doubled for the next request.
+  EXPECT_GE(after->rto, milliseconds(120));
+  EXPECT_LE(after->rto, milliseconds(144));
+  // A request answered at its first transmission ends the backoff.
+  measure_round_trips(p, 1);
+  EXPECT_EQ(p.a->rtt_estimator().state(kB)->backoff, Duration::zero());
+  EXPECT_LT(p.a->rtt_estimator().state(kB)->rto, milliseconds(60));
+}
+
 TEST(Messenger, DuplicateAfterAnswerGetsCachedAnswer) {
   Pair p;
   p.serve_echo(*p.b);
