@@ -38,7 +38,6 @@
 #include "bench/charged_devices.h"
 #include "core/log.h"
 #include "core/rng.h"
-#include "routine/emulated_device.h"
 #include "sim/mesh_sim.h"
 #include "sim/running_node.h"
 #include "sim/scenario.h"
@@ -166,29 +165,12 @@ struct NodeLoad {
 };
 
 NodeLoad run_with_devices(const mesh::sim::Scenario& scenario, uint64_t seed, size_t device_count) {
-  using mesh::routine::Attributes;
-  using mesh::routine::DeviceKind;
-  using mesh::routine::DeviceSpec;
   mesh::sim::MeshSim probe(scenario, seed);  // only for the topology
   const auto& topology = probe.topology();
   const auto nodes = static_cast<size_t>(topology.size());
   mesh::bench::ChargedDevices world(topology);
   mesh::core::Rng rng(seed * 31 + 7);
-  std::vector<DeviceSpec> catalog;
-  for (size_t d = 0; d < device_count; ++d) {
-    DeviceSpec spec;
-    spec.id = "d" + std::to_string(d);
-    spec.kind = d % 4 == 0 ? DeviceKind::motion_sensor : DeviceKind::plug;
-    const size_t at = rng.below(nodes);
-    spec.location = topology.positions[at];
-    spec.location[0] += 0.5;
-    spec.driver = "emulated://" + spec.id;
-    catalog.push_back(spec);
-    world.access_node.push_back(at);
-    Attributes initial =
-        spec.kind == DeviceKind::motion_sensor ? Attributes{{"motion", false}} : Attributes{{"power", false}};
-    world.devices.push_back(std::make_unique<mesh::routine::EmulatedDevice>(spec, initial));
-  }
+  const std::vector<mesh::routine::DeviceSpec> catalog = mesh::bench::place_devices(world, topology, device_count, rng);
   std::vector<std::unique_ptr<mesh::bench::ChargedFactory>> factories;
   mesh::sim::MeshSim::Options options;
   options.configure = [&](mesh::agent::NodeConfig& config) {

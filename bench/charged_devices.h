@@ -6,7 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/env.h"
+#include "core/rng.h"
 #include "routine/device_driver.h"
 #include "routine/emulated_device.h"
 #include "sim/topology.h"
@@ -57,6 +60,30 @@ struct ChargedDevices {
     }
   }
 };
+
+// `count` emulated devices at random access nodes (drawn from `rng`), every
+// fourth a motion sensor and the rest plugs, each half a unit from its node;
+// added to `world`, and their catalog returned (ids d0000, d0001, ...).
+inline std::vector<routine::DeviceSpec> place_devices(ChargedDevices& world, const sim::Topology& topology,
+                                                      size_t count, core::Rng& rng) {
+  std::vector<routine::DeviceSpec> catalog;
+  for (size_t d = 0; d < count; ++d) {
+    routine::DeviceSpec spec;
+    spec.id = fmt::format("d{:04}", d);
+    spec.kind = d % 4 == 0 ? routine::DeviceKind::motion_sensor : routine::DeviceKind::plug;
+    const size_t at = rng.below(static_cast<uint64_t>(topology.size()));
+    spec.location = topology.positions[at];
+    spec.location[0] += 0.5;
+    spec.driver = "emulated://" + spec.id;
+    catalog.push_back(spec);
+    world.access_node.push_back(at);
+    routine::Attributes initial = spec.kind == routine::DeviceKind::motion_sensor
+                                      ? routine::Attributes{{"motion", false}}
+                                      : routine::Attributes{{"power", false}};
+    world.devices.push_back(std::make_unique<routine::EmulatedDevice>(spec, initial));
+  }
+  return catalog;
+}
 
 // The emulated driver, plus the device I/O's hop traffic charged along its path.
 class ChargedDriver : public routine::DeviceDriver {

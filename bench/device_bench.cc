@@ -81,10 +81,8 @@ using mesh::bench::ChargedDevices;
 using mesh::bench::ChargedFactory;
 using mesh::bench::quantile;
 using mesh::core::TimePoint;
-using mesh::routine::Attributes;
 using mesh::routine::DeviceKind;
 using mesh::routine::DeviceSpec;
-using mesh::routine::EmulatedDevice;
 using std::chrono::seconds;
 
 constexpr int kLinkDelayMs = 2;
@@ -187,21 +185,7 @@ void run_point(benchmark::State& state, bool watchers) {
     mesh::sim::MeshSim probe(scenario, seed);  // only for the topology
     const auto& topology = probe.topology();
     ChargedDevices world(topology);
-    std::vector<DeviceSpec> catalog;
-    for (size_t d = 0; d < device_count; ++d) {
-      DeviceSpec spec;
-      spec.id = fmt::format("d{:04}", d);
-      spec.kind = d % 4 == 0 ? DeviceKind::motion_sensor : DeviceKind::plug;
-      const size_t at = rng.below(nodes);
-      spec.location = topology.positions[at];
-      spec.location[0] += 0.5;
-      spec.driver = "emulated://" + spec.id;
-      catalog.push_back(spec);
-      world.access_node.push_back(at);
-      Attributes initial =
-          spec.kind == DeviceKind::motion_sensor ? Attributes{{"motion", false}} : Attributes{{"power", false}};
-      world.devices.push_back(std::make_unique<EmulatedDevice>(spec, initial));
-    }
+    const std::vector<DeviceSpec> catalog = mesh::bench::place_devices(world, topology, device_count, rng);
 
     std::vector<std::unique_ptr<ChargedFactory>> factories;
     mesh::sim::MeshSim::Options options;
