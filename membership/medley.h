@@ -30,7 +30,9 @@ namespace mesh::membership {
 // helpers near the target to ping it; without any ack by the end of the
 // period it suspects the target if a helper reported it silent (a nack), or
 // after a few such probes in a row if nobody answered at all (over many
-// lossy hops that is mostly path loss). A suspect that does not refute (by raising
+// lossy hops that is mostly path loss); beyond silence_radius_hops silence
+// counts for nothing and only helpers' nacks suspect a far member, which its
+// near neighbours probe far more often anyway. A suspect that does not refute (by raising
 // its incarnation) within the suspicion timeout is declared failed. Updates
 // travel piggy-backed on pings and acks. Lifeguard's local health, dynamic
 // suspicion timeouts and buddy refutation keep a struggling node from
