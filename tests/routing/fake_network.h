@@ -7,16 +7,34 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "core/env.h"
 #include "core/link.h"
+#include "core/metrics.h"
+#include "routing/olsr_protocol.h"
 #include "tests/support/manual_env.h"
 
 namespace mesh::routing::testing {
 
 using test_support::ManualEnv;
+
+// OLSR options of a test node whose main address is `id`.
+inline olsr::OlsrOptions olsr_options_for(core::NodeId id) {
+  olsr::OlsrOptions options;
+  options.main_address = id;
+  return options;
+}
+
+// One counter series ("name{k=v,...}"), 0 if the node never counted it.
+inline uint64_t counter_value(const core::Metrics& metrics, const std::string& series) {
+  for (const auto& row : metrics.counters()) {
+    if (row.series == series) return row.value;
+  }
+  return 0;
+}
 
 class FakeNetwork;
 

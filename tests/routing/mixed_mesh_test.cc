@@ -35,7 +35,7 @@ enum class Role { agent, plain };
 struct Node {
   Node(ManualEnv& env, FakeNetwork& olsr_net, FakeNetwork& agent_net, core::NodeId id, Role role,
        std::vector<uint8_t> key)
-      : olsr(env, olsr_net.add(id), metrics, olsr_options(id)),
+      : olsr(env, olsr_net.add(id), metrics, testing::olsr_options_for(id)),
         directory(env, olsr, metrics, AgentDirectory::Options{std::move(key), 100, seconds(5), seconds(15)}),
         agent_link(agent_net.add(id)),
         transport(env, agent_link, olsr, metrics, OlsrTransport::Options{}, &directory) {
@@ -49,17 +49,7 @@ struct Node {
       agent_link.set_receiver([](core::Ipv4Address, core::ByteSpan) {});
     }
   }
-  static olsr::OlsrOptions olsr_options(core::NodeId id) {
-    olsr::OlsrOptions options;
-    options.main_address = id;
-    return options;
-  }
-  uint64_t counter(const std::string& series) const {
-    for (const auto& row : metrics.counters()) {
-      if (row.series == series) return row.value;
-    }
-    return 0;
-  }
+  uint64_t counter(const std::string& series) const { return testing::counter_value(metrics, series); }
 
   core::Metrics metrics;
   olsr::OlsrProtocol olsr;

@@ -28,23 +28,13 @@ core::NodeId ip(uint8_t last) { return core::NodeId::from_octets(10, 0, 0, last)
 // standing in for the AuthenticatedLink of a real node.
 struct Node {
   Node(ManualEnv& env, FakeNetwork& olsr_net, FakeNetwork& agent_net, core::NodeId id)
-      : olsr(env, olsr_net.add(id), metrics, olsr_options(id)),
+      : olsr(env, olsr_net.add(id), metrics, testing::olsr_options_for(id)),
         agent_link(agent_net.add(id)),
         transport(env, agent_link, olsr, metrics, OlsrTransport::Options{}) {
     transport.set_receiver([this](const core::Message& m) { received.push_back(m); });
     olsr.start();
   }
-  static olsr::OlsrOptions olsr_options(core::NodeId id) {
-    olsr::OlsrOptions options;
-    options.main_address = id;
-    return options;
-  }
-  uint64_t counter(const std::string& series) const {
-    for (const auto& row : metrics.counters()) {
-      if (row.series == series) return row.value;
-    }
-    return 0;
-  }
+  uint64_t counter(const std::string& series) const { return testing::counter_value(metrics, series); }
 
   core::Metrics metrics;
   olsr::OlsrProtocol olsr;
