@@ -13,7 +13,9 @@
 
 #include "core/env.h"
 #include "core/link.h"
+#include "core/message.h"
 #include "core/metrics.h"
+#include "proto/wire.pb.h"
 #include "routing/olsr_protocol.h"
 #include "tests/support/manual_env.h"
 
@@ -26,6 +28,17 @@ inline olsr::OlsrOptions olsr_options_for(core::NodeId id) {
   olsr::OlsrOptions options;
   options.main_address = id;
   return options;
+}
+
+// An echo datagram to `dst` (ttl 0: the transport's default).
+inline core::Message echo_datagram(core::NodeId dst, uint64_t msg_id, uint32_t ttl = 0) {
+  core::Message m;
+  m.dst = dst;
+  m.kind = core::MessageKind::datagram;
+  m.msg_id = msg_id;
+  m.body_type = proto::Envelope::kEchoFieldNumber;
+  m.ttl = ttl;
+  return m;
 }
 
 // One counter series ("name{k=v,...}"), 0 if the node never counted it.

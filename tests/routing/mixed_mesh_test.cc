@@ -10,7 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include "proto/wire.pb.h"
 #include "routing/agent_directory.h"
 #include "routing/agent_presence.h"
 #include "routing/envelope_codec.h"
@@ -25,7 +24,6 @@ using std::chrono::seconds;
 using testing::FakeNetwork;
 using testing::ManualEnv;
 
-constexpr uint32_t kEcho = proto::Envelope::kEchoFieldNumber;
 const std::vector<uint8_t> kMeshKey(32, 0x42);
 
 core::NodeId ip(uint8_t last) { return core::NodeId::from_octets(10, 0, 0, last); }
@@ -80,13 +78,8 @@ class MixedMeshTest : public ::testing::Test {
   }
   Node& node(uint8_t last) { return *nodes_.at(last); }
 
-  static core::Message echo(core::NodeId dst, uint64_t msg_id) {
-    core::Message m;
-    m.dst = dst;
-    m.kind = core::MessageKind::datagram;
-    m.msg_id = msg_id;
-    m.body_type = kEcho;
-    return m;
+  static core::Message echo(core::NodeId dst, uint64_t msg_id, uint32_t ttl = 0) {
+    return testing::echo_datagram(dst, msg_id, ttl);
   }
 
   ManualEnv env_;

@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include "proto/wire.pb.h"
 #include "routing/envelope_codec.h"
 #include "tests/routing/fake_network.h"
 
@@ -19,7 +18,6 @@ using std::chrono::seconds;
 using testing::FakeNetwork;
 using testing::ManualEnv;
 
-constexpr uint32_t kEcho = proto::Envelope::kEchoFieldNumber;
 
 core::NodeId ip(uint8_t last) { return core::NodeId::from_octets(10, 0, 0, last); }
 
@@ -63,13 +61,7 @@ class OlsrTransportTest : public ::testing::Test {
   Node& node(uint8_t last) { return *nodes_.at(last); }
 
   static core::Message echo(core::NodeId dst, uint64_t msg_id, uint32_t ttl = 0) {
-    core::Message m;
-    m.dst = dst;
-    m.kind = core::MessageKind::datagram;
-    m.msg_id = msg_id;
-    m.body_type = kEcho;
-    m.ttl = ttl;
-    return m;
+    return testing::echo_datagram(dst, msg_id, ttl);
   }
 
   ManualEnv env_;
