@@ -630,6 +630,9 @@ TEST(OlsrProtocol, TwoHopNeighboursFromHellos) {
                       LinkGroup{make_link_code(LinkType::lost, NeighbourType::not_neighbour), {kFar}}})});
   EXPECT_TRUE(node.olsr.two_hop().empty());
   EXPECT_TRUE(node.olsr.mprs().empty());
+  // A second change within route_recalc_interval reaches the routes at the
+  // interval's end.
+  mesh.run_for(OlsrOptions{}.route_recalc_interval);
   EXPECT_FALSE(node.olsr.route_to(kFar).has_value());
 }
 
@@ -751,15 +754,21 @@ size_t route_calculations_for_a_burst(Duration interval, size_t burst, bool& all
   options.route_recalc_interval = interval;
   Node& node = mesh.add(options);
   node.olsr.start();
-  make_symmetric(node, kGhost, 1, false);
+  // kGhost is a neighbour and kFar a two-hop neighbour: §10 extends routes
+  // through the topology set from the two-hop neighbours on.
+  inject(node, kGhost,
+         {hello_from(kGhost, 1,
+                     {LinkGroup{make_link_code(LinkType::symmetric, NeighbourType::symmetric),
+                                {node.link.local_address(), kFar}}})});
   mesh.run_for(seconds(1));  // past any interval the neighbour's arrival started
   const uint64_t before = node.olsr.topology_version();
-  std::vector<Ipv4Address> chain{kGhost};
+  std::vector<Ipv4Address> chain{kFar};
   for (size_t i = 0; i < burst; ++i) chain.push_back(Ipv4Address::from_octets(10, 8, 0, static_cast<uint8_t>(i + 1)));
   for (size_t i = 0; i < burst; ++i) {
-    // chain[i] advertises chain[i + 1]; kGhost relays it with i hops behind it.
+    // chain[i] advertises chain[i + 1]; kGhost relays it, i + 1 hops from
+    // its originator.
     inject(node, kGhost, {tc_from(chain[i], static_cast<uint16_t>(100 + i), 1, {chain[i + 1]}, 255,
-                                  static_cast<uint8_t>(i))});
+                                  static_cast<uint8_t>(i + 1))});
     if (i == 0) {
       EXPECT_TRUE(node.olsr.route_to(chain[1]).has_value()) << "the first change after a quiet interval waited";
     }
@@ -768,7 +777,7 @@ size_t route_calculations_for_a_burst(Duration interval, size_t burst, bool& all
   all_routes_at_end = true;
   for (size_t i = 1; i <= burst; ++i) {
     auto route = node.olsr.route_to(chain[i]);
-    if (!route || route->hops != i + 1 || route->next_hop != kGhost) all_routes_at_end = false;
+    if (!route || route->hops != i + 2 || route->next_hop != kGhost) all_routes_at_end = false;
   }
   return node.olsr.topology_version() - before;
 }
