@@ -75,6 +75,8 @@ Node::Node(const NodeConfig& config, NodeContext context)
   link_ = std::make_unique<core::AuthenticatedLink>(context_.agent_link, *auth_, config_.id, metrics_);
   routing::olsr::OlsrOptions olsr_options = config_.routing;
   olsr_options.main_address = config_.id;
+  // Each boot's TCs newer than the previous boot's (see first_ansn).
+  olsr_options.first_ansn = routing::olsr::first_ansn_of_boot(boot_count_);
   olsr_ = std::make_unique<routing::olsr::OlsrProtocol>(context_.env, context_.olsr_link, metrics_, olsr_options);
   routing::AgentDirectory::Options presence;
   presence.mesh_key = config_.mesh_key.bytes();

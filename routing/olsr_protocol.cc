@@ -39,6 +39,8 @@ constexpr unsigned kMaxTtlPlusHops = 255;
 
 }  // namespace
 
+uint16_t first_ansn_of_boot(uint64_t boot_count) { return static_cast<uint16_t>(boot_count << 12); }
+
 bool seq_newer(uint16_t a, uint16_t b) {
   constexpr uint16_t kHalf = 0x8000;
   return (a > b && a - b <= kHalf) || (b > a && b - a > kHalf);
@@ -69,11 +71,11 @@ OlsrProtocol::OlsrProtocol(core::Env& env, core::Link& link, core::Metrics& metr
       expiry_timer_(env),
       route_timer_(env) {
   // Random starting points: a restarted node must not have its fresh messages
-  // taken for duplicates, or its TCs for stale ones, by neighbours that still
-  // remember its previous run.
+  // taken for duplicates by neighbours that still remember its previous run.
   message_seq_ = static_cast<uint16_t>(env_.rng().below(0x10000));
   packet_seq_ = static_cast<uint16_t>(env_.rng().below(0x10000));
-  ansn_ = static_cast<uint16_t>(env_.rng().below(0x10000));
+  const auto random_ansn = static_cast<uint16_t>(env_.rng().below(0x10000));
+  ansn_ = options_.first_ansn.value_or(random_ansn);
 }
 
 OlsrProtocol::~OlsrProtocol() {

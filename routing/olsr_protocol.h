@@ -25,6 +25,10 @@ namespace mesh::routing::olsr {
 // wrap, so `a` is newer than `b` when it is ahead by less than half the space.
 bool seq_newer(uint16_t a, uint16_t b);
 
+// The first ANSN of a node's boot number `boot_count` (OlsrOptions::first_ansn):
+// 4096 ahead of the previous boot's, wrapping.
+uint16_t first_ansn_of_boot(uint64_t boot_count);
+
 // Defaults are the RFC's constants (§18).
 struct OlsrOptions {
   core::NodeId main_address;
@@ -51,6 +55,14 @@ struct OlsrOptions {
   // (O(N log N) per calculation); olsrd likewise recalculates at most once
   // per scheduler poll. Zero recalculates on every change.
   core::Duration route_recalc_interval = std::chrono::milliseconds(100);
+  // The first ANSN. A restarted node's TCs are dropped as stale (§9.5 step
+  // 2) while neighbours still hold topology tuples from its previous run
+  // with a newer ANSN, up to top_hold after its last old TC: routes beyond it
+  // vanish and come back seconds later. A random start (unset) is stale half
+  // the time; the agent starts each boot 4096 ahead of the previous one
+  // (boot count x 4096), which is newer whenever the previous run changed
+  // its advertised set fewer than 4096 times (first_ansn_of_boot).
+  std::optional<uint16_t> first_ansn;
   // Networks this node is a gateway for (§12).
   std::vector<HnaEntry> hna_networks;
   // Further interface addresses to announce with MID besides the link's own.

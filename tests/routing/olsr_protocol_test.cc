@@ -314,6 +314,34 @@ TEST(SeqNewer, WrapsAround) {
   EXPECT_FALSE(seq_newer(65000, 10));
 }
 
+// A restarted node's TCs must be newer than those its neighbours still hold
+// from its previous boot, or they are dropped as stale for up to top_hold.
+TEST(SeqNewer, EachBootsFirstAnsnIsNewerThanThePreviousBootsLast) {
+  for (uint64_t boot : {1u, 2u, 15u, 16u, 17u, 1000u}) {
+    SCOPED_TRACE("boot=" + std::to_string(boot));
+    for (uint16_t changes : {0, 1, 100, 4095}) {
+      const auto previous_last = static_cast<uint16_t>(first_ansn_of_boot(boot) + changes);
+      EXPECT_TRUE(seq_newer(first_ansn_of_boot(boot + 1), previous_last)) << "changes=" << changes;
+    }
+    // The documented limit: a boot that changed its set 4096 times or more.
+    EXPECT_FALSE(seq_newer(first_ansn_of_boot(boot + 1), static_cast<uint16_t>(first_ansn_of_boot(boot) + 4096)));
+  }
+}
+
+TEST(OlsrProtocol, StartsAtTheGivenAnsn) {
+  Mesh mesh;
+  OlsrOptions options;
+  options.first_ansn = 0x3000;
+  Node& node = mesh.add(options);
+  node.olsr.start();
+  make_symmetric(node, kGhost, 1, true);  // an MPR selector: the node sends TCs
+  mesh.run_for(seconds(6));
+  const auto tcs = sent_messages(node, node.link.local_address(), MessageType::tc);
+  ASSERT_FALSE(tcs.empty());
+  // The selector's arrival changed the advertised set once.
+  EXPECT_EQ(std::get<Tc>(tcs.front().body).ansn, 0x3001);
+}
+
 TEST(OlsrProtocol, TwoNodesBecomeSymmetricNeighbours) {
   Mesh mesh;
   mesh.add();
