@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -55,6 +56,11 @@ struct OlsrOptions {
   std::vector<HnaEntry> hna_networks;
   // Further interface addresses to announce with MID besides the link's own.
   std::vector<core::Ipv4Address> extra_interfaces;
+  // false: every message leaves in a packet of its own the moment it is
+  // generated (forwarded ones after their jitter), and each periodic message
+  // keeps its own timer: the unpacked emission the benchmarks compare packing
+  // against. Receivers cannot tell the difference except by the packet count.
+  bool pack_messages = true;
   // false: classic link-state flooding instead of MPR flooding, the baseline
   // of the benchmarks only. Every node then sends TCs listing all its
   // symmetric neighbours, and retransmits every flooded message once,
@@ -92,6 +98,43 @@ struct HnaInfo {
 // neighbour and two-hop sets, MPRs and MPR selectors, TC flooding through the
 // default forwarding algorithm, MID and HNA, and the routing table. The node
 // has one OLSR interface, whose address is the link's local address.
+//
+// Message packing (RFC 3626 §3.3 and §3.4: a packet carries one or more
+// messages, and a receiver processes and forwards each message on its own,
+// whatever packet brought it). Like olsrd, this node fills each packet with
+// every message that is due soon instead of sending one packet per message:
+//  - Every periodic message type (HELLO, TC, MID, HNA) has a nominal
+//    schedule, due_k = due_0 + k * interval, kept whatever happens to one
+//    emission, so the average interval is exactly the configured one. Its own
+//    timer fires a random jitter in [0, MAXJITTER] before due_k (§3.5's
+//    emission jitter, MAXJITTER from §18).
+//  - Whenever the node sends a packet (any periodic timer, or the end of a
+//    forwarding jitter), the packet also takes every periodic message whose
+//    pack window is open, i.e. now >= due_k - advance, and that message's
+//    schedule moves on to due_k+1. A HELLO's advance is its jitter bound, so
+//    it never leaves earlier than §3.5 already lets it. A TC, MID or HNA may
+//    go up to HELLO_INTERVAL + MAXJITTER early, the longest gap between two
+//    HELLOs, so it always rides in a HELLO's packet (if its own timer fires
+//    first, the HELLO's window is open by then and the HELLO comes along).
+//    All types start due together, so TCs, MIDs and HNAs share a packet too.
+//  - Every advance is bounded by half the type's interval and by half of
+//    (hold time - interval): two emissions of one type are never closer than
+//    half an interval, and never further apart than interval + advance, which
+//    stays below the validity they announce, so packing never lets a
+//    receiver's tuple expire (with the RFC's 3x hold times the bounds do not
+//    bite).
+//  - Forwarded messages wait a jitter of up to MAXJITTER (§3.5 and the
+//    default forwarding algorithm, §3.4.1), and leave early with any packet
+//    the node sends meanwhile, own messages included.
+//  - Messages from originate() may wait the max_wait their caller allows for
+//    the next packet (at most HELLO_INTERVAL + MAXJITTER, the longest wait
+//    for a HELLO); zero sends them now, with whatever is due within its window.
+//  - A packet never exceeds link.max_datagram_size(): a batch that does not
+//    fit is split, in order, over several packets. The order follows olsrd's
+//    (own TC, MID, HNA, then forwarded and originated messages, then HELLO).
+// Nothing here is triggered outside the periodic schedule (a changed MPR
+// selector set only moves the ANSN on; the next TC carries it), so no message
+// needs to bypass packing. Receivers see only RFC 3626 packets and messages.
 class OlsrProtocol {
  public:
   using Options = OlsrOptions;
@@ -139,8 +182,11 @@ class OlsrProtocol {
   // forwarded by the default forwarding algorithm, here and in other OLSR
   // daemons). originate() floods one from this node with ttl 255; the
   // listener sees every one received the first time (not duplicates, not our
-  // own), from link events only, and must call only const methods.
-  void originate(uint8_t type, std::vector<uint8_t> body, core::Duration validity);
+  // own), from link events only, and must call only const methods. The
+  // message may wait up to `max_wait` (capped at HELLO_INTERVAL + MAXJITTER)
+  // to share the node's next packet; zero sends it now.
+  void originate(uint8_t type, std::vector<uint8_t> body, core::Duration validity,
+                 core::Duration max_wait = core::Duration::zero());
   using ExtensionListener = std::function<void(const Message& message, const OpaqueBody& body)>;
   void set_extension_listener(ExtensionListener listener) { extension_listener_ = std::move(listener); }
 
@@ -204,16 +250,33 @@ class OlsrProtocol {
   bool is_own_address(core::Ipv4Address address) const;
 
   Message new_message(MessageType type, core::Duration validity, uint8_t ttl);
-  void send_hello();
-  void send_tc();
-  void send_mid();
-  void send_hna();
-  void schedule_periodic(core::ScopedTimer& timer, core::Duration interval, void (OlsrProtocol::*send)());
-  // Own messages go out now together with anything queued; forwarded ones
-  // wait a jitter so several share a packet.
-  void enqueue(Message message, bool now);
-  void flush();
+  std::optional<Message> make_hello();
+  std::optional<Message> make_tc();
+  std::optional<Message> make_mid();
+  std::optional<Message> make_hna();
+
+  // The periodic message types, in the order they take in a packet.
+  enum class Periodic : uint8_t { tc, mid, hna, hello };
+  static constexpr size_t kPeriodicTypes = 4;
+  core::Duration interval_of(Periodic type) const;
+  core::Duration hold_of(Periodic type) const;
+  // The largest random advance of the type's own timer, and how early a
+  // packet may take it (see the class comment).
+  core::Duration jitter_bound(Periodic type) const;
+  core::Duration pack_advance(Periodic type) const;
+  core::ScopedTimer& timer_of(Periodic type);
+  // Arms the type's timer for a jitter before its next nominal time.
+  void arm(Periodic type);
+  // Sends now: `fired` (if any), every periodic message whose pack window is
+  // open (when packing), and everything queued.
+  void emit(std::optional<Periodic> fired);
+  // Queues a forwarded or originated message to leave by `deadline`.
+  void enqueue(Message message, core::TimePoint deadline);
+  // Packs the batch into as few packets as the link's limit allows (one
+  // message a packet without packing).
+  void send_batch(std::vector<Message> batch);
   core::Duration jitter();
+  core::Duration jitter(core::Duration bound);
   core::Duration max_jitter() const;
 
   void count_message(const Message& message, std::string_view direction);
@@ -258,7 +321,9 @@ class OlsrProtocol {
   std::function<void()> routes_changed_;
   ExtensionListener extension_listener_;
 
-  std::vector<Message> outbox_;
+  std::vector<Message> outbox_;                        // forwarded and originated, in arrival order
+  std::array<core::TimePoint, kPeriodicTypes> due_{};  // nominal next emission
+  std::optional<core::TimePoint> flush_deadline_;
   core::ScopedTimer hello_timer_;
   core::ScopedTimer tc_timer_;
   core::ScopedTimer mid_timer_;

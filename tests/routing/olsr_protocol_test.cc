@@ -81,6 +81,7 @@ class TestLink final : public core::Link {
 
   size_t max_datagram = 1400;
   std::vector<std::vector<uint8_t>> sent;
+  std::vector<TimePoint> sent_at;  // when each of `sent` left
 
  private:
   Net& net_;
@@ -92,6 +93,7 @@ class TestLink final : public core::Link {
 class Net {
  public:
   explicit Net(Clock& clock) : clock_(clock) {}
+  TimePoint now() const { return clock_.now(); }
   TestLink& add(Ipv4Address address) {
     auto& slot = links_[address];
     if (!slot) slot = std::make_unique<TestLink>(*this, address);
@@ -135,11 +137,13 @@ class Net {
 
 void TestLink::broadcast(core::ByteSpan datagram) {
   sent.emplace_back(datagram.begin(), datagram.end());
+  sent_at.push_back(net_.now());
   for (Ipv4Address n : net_.neighbours_of(address_)) net_.transmit(address_, n, datagram);
 }
 
 void TestLink::send(Ipv4Address neighbour, core::ByteSpan datagram) {
   sent.emplace_back(datagram.begin(), datagram.end());
+  sent_at.push_back(net_.now());
   net_.transmit(address_, neighbour, datagram);
 }
 
@@ -694,6 +698,249 @@ TEST(OlsrProtocol, PacketsStayWithinTheLinkLimit) {
   mesh.run_for(seconds(1));
   EXPECT_EQ(sent_messages(node, kFar, MessageType::tc).size(), 10u);
   for (const auto& bytes : node.link.sent) EXPECT_LE(bytes.size(), 64u);
+}
+
+// ------------------------------------------------------------ message packing
+
+// What one node sent in [from, until): each packet's time and, per packet,
+// the types of the messages it originated and whether it carried anything
+// forwarded.
+struct SentPacket {
+  TimePoint at;
+  size_t bytes = 0;
+  std::vector<uint8_t> own_types;
+  size_t forwarded = 0;
+};
+
+std::vector<SentPacket> packets_sent(const Node& node, TimePoint from, TimePoint until) {
+  std::vector<SentPacket> out;
+  for (size_t i = 0; i < node.link.sent.size(); ++i) {
+    if (node.link.sent_at[i] < from || node.link.sent_at[i] >= until) continue;
+    auto packet = decode_packet(core::ByteSpan(node.link.sent[i]));
+    EXPECT_TRUE(packet.has_value());
+    if (!packet) continue;
+    SentPacket p{node.link.sent_at[i], node.link.sent[i].size(), {}, 0};
+    for (const auto& m : packet->messages) {
+      if (m.originator == node.olsr.main_address()) {
+        p.own_types.push_back(m.type);
+      } else {
+        ++p.forwarded;
+      }
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+bool carries(const SentPacket& p, MessageType type) {
+  return std::count(p.own_types.begin(), p.own_types.end(), static_cast<uint8_t>(type)) > 0;
+}
+
+// When the node sent its own messages of `type`.
+std::vector<TimePoint> emission_times(const std::vector<SentPacket>& packets, MessageType type) {
+  std::vector<TimePoint> out;
+  for (const auto& p : packets) {
+    for (uint8_t t : p.own_types) {
+      if (t == static_cast<uint8_t>(type)) out.push_back(p.at);
+    }
+  }
+  return out;
+}
+
+// The issue 17 testbed: a line of three where the middle node has a second
+// interface (so it also sends MIDs) and is both ends' MPR (so it sends TCs).
+// olsrd sent 67 packets from the middle node in 60 s (every TC and MID in a
+// HELLO's packet); unpacked, it was one packet per message, 118.
+TEST(OlsrPacking, MiddleOfLineSendsOnePacketPerHello) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    Mesh mesh(seed);
+    mesh.add();
+    OlsrOptions middle;
+    middle.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2)};
+    mesh.add(middle);
+    mesh.add();
+    mesh.connect(0, 1);
+    mesh.connect(1, 2);
+    mesh.start();
+    mesh.run_for(seconds(10));
+    ASSERT_EQ(mesh[1].olsr.mpr_selectors(), (std::set<core::NodeId>{addr(0), addr(2)}));
+    const TimePoint from = mesh.clock().now();
+    mesh.run_for(seconds(60));
+    const auto packets = packets_sent(mesh[1], from, mesh.clock().now());
+    const size_t hellos = emission_times(packets, MessageType::hello).size();
+    const size_t tcs = emission_times(packets, MessageType::tc).size();
+    const size_t mids = emission_times(packets, MessageType::mid).size();
+    // The nominal schedules: one HELLO every 2 s, one TC and one MID every 5 s.
+    EXPECT_GE(hellos, 29u);
+    EXPECT_LE(hellos, 31u);
+    EXPECT_GE(tcs, 11u);
+    EXPECT_LE(tcs, 13u);
+    EXPECT_EQ(mids, tcs);
+    // Every packet is a HELLO's: the TCs and MIDs rode along.
+    EXPECT_EQ(packets.size(), hellos);
+    for (const auto& p : packets) {
+      EXPECT_TRUE(carries(p, MessageType::hello));
+      EXPECT_EQ(carries(p, MessageType::tc), carries(p, MessageType::mid));
+    }
+  }
+}
+
+// Packing moves emissions, not their rate: over 300 s each type keeps its
+// configured average interval, and no gap between two emissions of a type
+// reaches the validity they announce.
+TEST(OlsrPacking, EmissionsKeepTheirAverageInterval) {
+  Mesh mesh(4);
+  mesh.add();
+  OlsrOptions middle;
+  middle.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2)};
+  mesh.add(middle);
+  mesh.add();
+  mesh.connect(0, 1);
+  mesh.connect(1, 2);
+  mesh.start();
+  mesh.run_for(seconds(10));
+  const TimePoint from = mesh.clock().now();
+  mesh.run_for(seconds(300));
+  const auto packets = packets_sent(mesh[1], from, mesh.clock().now());
+  struct Expectation {
+    MessageType type;
+    Duration interval;
+    Duration hold;
+  };
+  const OlsrOptions defaults;
+  for (const auto& [type, interval, hold] :
+       {Expectation{MessageType::hello, defaults.hello_interval, defaults.neighb_hold},
+        Expectation{MessageType::tc, defaults.tc_interval, defaults.top_hold},
+        Expectation{MessageType::mid, defaults.mid_interval, defaults.mid_hold}}) {
+    SCOPED_TRACE("type=" + std::to_string(static_cast<int>(type)));
+    const auto times = emission_times(packets, type);
+    const auto expected = static_cast<size_t>(seconds(300) / interval);
+    EXPECT_GE(times.size() + 1, expected);
+    EXPECT_LE(times.size(), expected + 1);
+    for (size_t i = 1; i < times.size(); ++i) {
+      const Duration gap = times[i] - times[i - 1];
+      EXPECT_GE(gap, interval / 2);
+      EXPECT_LT(gap, hold);
+      EXPECT_LE(gap, interval + defaults.hello_interval + defaults.hello_interval / 4);
+    }
+  }
+}
+
+// A forwarded message waits at most MAXJITTER; when a HELLO is due within
+// that wait, the two leave in one packet, whichever timer fires first.
+TEST(OlsrPacking, ForwardedMessagesShareTheHelloPacket) {
+  Mesh mesh;
+  OlsrOptions options;
+  options.max_jitter = milliseconds(400);
+  Node& node = mesh.add(options);
+  node.olsr.start();
+  // Nominal HELLO times: 0.4 s after start, then every 2 s; the window of
+  // each opens MAXJITTER before it.
+  for (uint16_t round = 1; round <= 10; ++round) {
+    const TimePoint window_opens = TimePoint(milliseconds(400) + round * seconds(2) - milliseconds(400));
+    mesh.run_for(window_opens - mesh.clock().now());
+    make_symmetric(node, kGhost, round, true);
+    inject(node, kGhost, {tc_from(kFar, round, 1, {kGhost})});
+  }
+  mesh.run_for(seconds(1));
+  const auto packets = packets_sent(node, TimePoint{}, mesh.clock().now());
+  size_t forwarded = 0;
+  for (const auto& p : packets) {
+    forwarded += p.forwarded;
+    if (p.forwarded > 0) {
+      EXPECT_TRUE(carries(p, MessageType::hello)) << core::to_seconds(p.at.time_since_epoch());
+    }
+  }
+  EXPECT_EQ(forwarded, 10u);
+}
+
+// An originated message may wait for the next packet; it then shares it.
+TEST(OlsrPacking, OriginatedMessageWaitsForTheNextHello) {
+  Mesh mesh;
+  Node& node = mesh.add();
+  node.olsr.start();
+  mesh.run_for(seconds(3));
+  const size_t before = node.link.sent.size();
+  node.olsr.originate(224, {1, 2, 3, 4}, seconds(15), seconds(3));
+  EXPECT_EQ(node.link.sent.size(), before);  // nothing left yet
+  mesh.run_for(seconds(3));
+  const auto packets = packets_sent(node, TimePoint{}, mesh.clock().now());
+  size_t with_extension = 0;
+  for (const auto& p : packets) {
+    if (std::count(p.own_types.begin(), p.own_types.end(), 224) == 0) continue;
+    ++with_extension;
+    EXPECT_TRUE(carries(p, MessageType::hello));
+  }
+  EXPECT_EQ(with_extension, 1u);
+  // Without a wait it leaves at once.
+  const size_t now_sent = node.link.sent.size();
+  node.olsr.originate(224, {5, 6, 7, 8}, seconds(15));
+  EXPECT_EQ(node.link.sent.size(), now_sent + 1);
+}
+
+// A packet takes own and forwarded messages together, yet never exceeds the
+// link's limit: a full batch spreads over several packets and loses nothing.
+TEST(OlsrPacking, ManyQueuedMessagesStayWithinTheLinkLimit) {
+  Mesh mesh;
+  OlsrOptions options;
+  options.max_jitter = milliseconds(400);
+  options.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2), Ipv4Address::from_octets(10, 0, 9, 3)};
+  for (uint8_t i = 0; i < 6; ++i) {
+    options.hna_networks.push_back(
+        HnaEntry{Ipv4Address::from_octets(192, 168, i, 0), Ipv4Address::from_octets(255, 255, 255, 0)});
+  }
+  Node& node = mesh.add(options);
+  node.link.max_datagram = 96;
+  node.olsr.start();
+  mesh.run_for(milliseconds(1500));
+  // Ten ghosts make the HELLO 60 bytes long, the TC 56.
+  for (uint8_t g = 0; g < 10; ++g) make_symmetric(node, Ipv4Address::from_octets(10, 9, 1, g), 1, true);
+  // At 4 s the windows of the HELLO due at 4.4 s and of the TC, MID and HNA
+  // due at 5.4 s (2.4 s early at most) are open.
+  mesh.run_for(milliseconds(2500));
+  for (uint16_t seq = 0; seq < 12; ++seq) {
+    inject(node, Ipv4Address::from_octets(10, 9, 1, 0), {tc_from(kFar, seq, 1, {kGhost})});
+  }
+  mesh.run_for(seconds(1));
+  EXPECT_EQ(sent_messages(node, kFar, MessageType::tc).size(), 12u);
+  const auto packets = packets_sent(node, TimePoint(seconds(4)), mesh.clock().now());
+  size_t forwarded = 0;
+  size_t own = 0;
+  for (const auto& p : packets) {
+    EXPECT_LE(p.bytes, 96u);
+    forwarded += p.forwarded;
+    own += p.own_types.size();
+  }
+  EXPECT_EQ(forwarded, 12u);
+  EXPECT_EQ(own, 4u);  // HELLO, TC, MID, HNA
+  EXPECT_EQ(node.metrics.counter("olsr_dropped_total", {{"reason", "oversize"}}).value(), 0u);
+}
+
+// The benchmarks' baseline: without packing, one message a packet.
+TEST(OlsrPacking, UnpackedBaselineSendsOneMessagePerPacket) {
+  Mesh mesh(2);
+  mesh.add();
+  OlsrOptions middle;
+  middle.pack_messages = false;
+  middle.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2)};
+  mesh.add(middle);
+  mesh.add();
+  mesh.connect(0, 1);
+  mesh.connect(1, 2);
+  mesh.start();
+  mesh.run_for(seconds(10));
+  const TimePoint from = mesh.clock().now();
+  mesh.run_for(seconds(60));
+  const auto packets = packets_sent(mesh[1], from, mesh.clock().now());
+  size_t messages = 0;
+  for (const auto& p : packets) {
+    EXPECT_EQ(p.own_types.size() + p.forwarded, 1u);
+    messages += p.own_types.size();
+  }
+  EXPECT_EQ(packets.size(), messages);
+  EXPECT_GE(packets.size(), 29u + 11u + 11u);
+  EXPECT_EQ(mesh[1].metrics.counter("olsr_packets_total", {{"direction", "sent"}}).value(), mesh[1].link.sent.size());
 }
 
 void build_grid(Mesh& mesh, size_t side) {
