@@ -139,21 +139,14 @@ core::Duration OlsrProtocol::hold_of(Periodic type) const {
   return options_.neighb_hold;
 }
 
-core::Duration OlsrProtocol::jitter_bound(Periodic type) const {
-  const core::Duration interval = interval_of(type);
-  // Keeps the gap between two emissions, at most interval + bound, below the
-  // hold time (and the shortest gap at half an interval).
-  const core::Duration slack = std::max(hold_of(type) - interval, core::Duration::zero()) / 2;
-  return std::min({max_jitter(), interval / 2, slack});
-}
+core::Duration OlsrProtocol::jitter_bound(Periodic) const { return max_jitter(); }
 
 core::Duration OlsrProtocol::pack_advance(Periodic type) const {
   if (!options_.pack_messages || type == Periodic::hello) return jitter_bound(type);
-  const core::Duration interval = interval_of(type);
-  const core::Duration slack = std::max(hold_of(type) - interval, core::Duration::zero()) / 2;
-  // The longest gap between two HELLOs: then a HELLO always carries it.
+  // The longest gap between two HELLOs, so a HELLO always passes while the
+  // window is open; at most half an interval, so no gap is shorter than that.
   const core::Duration reach = options_.hello_interval + jitter_bound(Periodic::hello);
-  return std::max(jitter_bound(type), std::min({reach, interval / 2, slack}));
+  return std::max(jitter_bound(type), std::min(reach, interval_of(type) / 2));
 }
 
 core::ScopedTimer& OlsrProtocol::timer_of(Periodic type) {
@@ -171,10 +164,10 @@ core::ScopedTimer& OlsrProtocol::timer_of(Periodic type) {
 }
 
 void OlsrProtocol::arm(Periodic type) {
-  // §3.5: each emission comes a random jitter early; the nominal schedule
-  // stays put, so the jitter does not shorten the average interval.
-  const core::TimePoint at = due_[static_cast<size_t>(type)] - jitter(jitter_bound(type));
-  timer_of(type).start(std::max(at - env_.now(), core::Duration::zero()), [this, type] { emit(type); });
+  // §3.5: actual interval = interval - jitter.
+  const auto i = static_cast<size_t>(type);
+  fire_at_[i] = std::max(due_[i] - jitter(jitter_bound(type)), env_.now());
+  timer_of(type).start(fire_at_[i] - env_.now(), [this, type] { emit(type); });
 }
 
 core::Duration OlsrProtocol::max_jitter() const { return options_.max_jitter.value_or(options_.hello_interval / 4); }
@@ -752,13 +745,33 @@ void OlsrProtocol::enqueue(Message message, core::TimePoint deadline) {
 void OlsrProtocol::emit(std::optional<Periodic> fired) {
   if (!running_) return;
   const core::TimePoint now = env_.now();
-  std::vector<Message> batch;
+  // The next of a type is due one interval after this emission, so no gap
+  // between two emissions of a type exceeds its interval.
+  auto sent = [&](Periodic type) {
+    due_[static_cast<size_t>(type)] = now + interval_of(type);
+    arm(type);
+  };
+  // The HELLO first: the others ride in it only if they would otherwise leave
+  // alone before the next one.
+  const auto h = static_cast<size_t>(Periodic::hello);
   std::optional<Message> hello;
-  for (size_t i = 0; i < kPeriodicTypes; ++i) {
-    const auto type = static_cast<Periodic>(i);
-    core::TimePoint& due = due_[i];
-    const bool window_open = options_.pack_messages && now >= due - pack_advance(type);
-    if (fired != type && !window_open) continue;
+  if (fired == Periodic::hello || (options_.pack_messages && now >= due_[h] - pack_advance(Periodic::hello))) {
+    hello = make_hello();
+    sent(Periodic::hello);
+  }
+  // A type whose window is open also joins another that leaves, so types of
+  // one interval (TC, MID, HNA by default) keep leaving together.
+  constexpr std::array kOthers{Periodic::tc, Periodic::mid, Periodic::hna};
+  auto window_open = [&](Periodic type) {
+    return options_.pack_messages && now >= due_[static_cast<size_t>(type)] - pack_advance(type);
+  };
+  bool any_other = false;
+  for (Periodic type : kOthers) {
+    any_other |= fired == type || (window_open(type) && fire_at_[static_cast<size_t>(type)] < fire_at_[h]);
+  }
+  std::vector<Message> batch;
+  for (Periodic type : kOthers) {
+    if (fired != type && !(any_other && window_open(type))) continue;
     std::optional<Message> m;
     switch (type) {
       case Periodic::tc:
@@ -771,12 +784,10 @@ void OlsrProtocol::emit(std::optional<Periodic> fired) {
         m = make_hna();
         break;
       case Periodic::hello:
-        hello = make_hello();
         break;
     }
     if (m) batch.push_back(std::move(*m));
-    due += interval_of(type);
-    arm(type);
+    sent(type);
   }
   // Without packing, a periodic emission leaves alone; queued messages keep
   // their own deadline.
