@@ -13,12 +13,25 @@
 // OlsrOptions::mpr_flooding = false (TCs list every neighbour and every node
 // retransmits every TC once). Read the ratio of the counters at equal N:
 //   control ratio = control_bytes_per_node_s(MPR) / (Baseline)
+// BM_OlsrPacking/N measures message packing (OlsrOptions::pack_messages):
+// the same mesh, seed and 60 s window run twice, packed and unpacked (one
+// message a packet, each periodic message on its own timer, RFC 3626's plain
+// emission), and reports per node per 60 s
+//   packets, bytes                  packed: OLSR packets and their UDP payload
+//   unpacked_packets, unpacked_bytes
+//   packet_ratio, byte_ratio        packed / unpacked, in the same run
+//   busiest_packets, busiest_bytes  the node that sent the most packets (then
+//                                   bytes), packed
+// on a line of 3 (issue 17's testbed: olsrd's middle node sent 67 packets,
+// 6,464 bytes with IP and UDP headers) and a 5x5 grid. Bytes here are OLSR
+// payload only; add 28 per packet for IPv4 + UDP.
 // Wall time is how long the simulation took and means nothing here.
 //
 //   build/bench/olsr_bench --benchmark_format=csv > olsr.csv
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -124,6 +137,75 @@ void run_mesh(benchmark::State& state, const std::string& kind, bool mpr_floodin
   state.counters["not_converged"] = static_cast<double>(failed);
 }
 
+struct PacketTally {
+  double packets_per_node = 0;
+  double bytes_per_node = 0;
+  double busiest_packets = 0;
+  double busiest_bytes = 0;
+};
+
+uint64_t sent_counter(const mesh::agent::Node& node, const std::string& name) {
+  for (const auto& row : node.metrics().counters()) {
+    if (row.name == name) return row.value;
+  }
+  return 0;
+}
+
+// Boots the mesh, lets it settle for 30 s, then counts the OLSR packets every
+// node sends over 60 s.
+PacketTally count_packets(const mesh::sim::Scenario& scenario, uint64_t seed, bool pack) {
+  mesh::sim::MeshSim::Options options;
+  options.configure = [pack](mesh::agent::NodeConfig& config) { config.routing.pack_messages = pack; };
+  mesh::sim::MeshSim sim(scenario, seed, options);
+  constexpr Duration kSettle = seconds(30);
+  constexpr Duration kWindow = seconds(60);
+  sim.run_until(TimePoint(kSettle));
+  std::vector<std::pair<uint64_t, uint64_t>> before;
+  for (size_t i = 0; i < sim.size(); ++i) {
+    const mesh::agent::Node* node = sim.node(i);
+    before.emplace_back(node ? sent_counter(*node, "olsr_packets_total") : 0,
+                        node ? sent_counter(*node, "olsr_packet_bytes_total") : 0);
+  }
+  sim.run_until(TimePoint(kSettle + kWindow));
+  PacketTally tally;
+  for (size_t i = 0; i < sim.size(); ++i) {
+    const mesh::agent::Node* node = sim.node(i);
+    if (node == nullptr) continue;
+    const auto packets = static_cast<double>(sent_counter(*node, "olsr_packets_total") - before[i].first);
+    const auto bytes = static_cast<double>(sent_counter(*node, "olsr_packet_bytes_total") - before[i].second);
+    tally.packets_per_node += packets / static_cast<double>(sim.size());
+    tally.bytes_per_node += bytes / static_cast<double>(sim.size());
+    if (packets > tally.busiest_packets || (packets == tally.busiest_packets && bytes > tally.busiest_bytes)) {
+      tally.busiest_packets = packets;
+      tally.busiest_bytes = bytes;
+    }
+  }
+  return tally;
+}
+
+void run_packing(benchmark::State& state, const std::string& kind) {
+  mesh::core::log_to_null();
+  const int nodes = static_cast<int>(state.range(0));
+  const mesh::sim::Scenario scenario = mesh_of(kind, nodes);
+  PacketTally packed;
+  PacketTally unpacked;
+  uint64_t seed = 1;
+  for (auto _ : state) {
+    packed = count_packets(scenario, seed, true);
+    unpacked = count_packets(scenario, seed, false);
+    ++seed;
+  }
+  state.counters["nodes"] = nodes;
+  state.counters["packets"] = packed.packets_per_node;
+  state.counters["bytes"] = packed.bytes_per_node;
+  state.counters["unpacked_packets"] = unpacked.packets_per_node;
+  state.counters["unpacked_bytes"] = unpacked.bytes_per_node;
+  state.counters["packet_ratio"] = packed.packets_per_node / unpacked.packets_per_node;
+  state.counters["byte_ratio"] = packed.bytes_per_node / unpacked.bytes_per_node;
+  state.counters["busiest_packets"] = packed.busiest_packets;
+  state.counters["busiest_bytes"] = packed.busiest_bytes;
+}
+
 void BM_OlsrMprFlooding(benchmark::State& state) { run_mesh(state, "grid", true); }
 void BM_ClassicFloodingBaseline(benchmark::State& state) { run_mesh(state, "grid", false); }
 // A grid is MPR flooding's worst case: every straight two-hop neighbour has
@@ -132,11 +214,16 @@ void BM_ClassicFloodingBaseline(benchmark::State& state) { run_mesh(state, "grid
 void BM_OlsrMprFloodingRandom(benchmark::State& state) { run_mesh(state, "random", true); }
 void BM_ClassicFloodingRandomBaseline(benchmark::State& state) { run_mesh(state, "random", false); }
 
+void BM_OlsrPackingLine(benchmark::State& state) { run_packing(state, "line"); }
+void BM_OlsrPackingGrid(benchmark::State& state) { run_packing(state, "grid"); }
+
 // Grids of 25, 100, 225 and 400 nodes: 5x5 up to 20x20.
 BENCHMARK(BM_OlsrMprFlooding)->Arg(25)->Arg(100)->Arg(225)->Arg(400)->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK(BM_ClassicFloodingBaseline)->Arg(25)->Arg(100)->Arg(225)->Arg(400)->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK(BM_OlsrMprFloodingRandom)->Arg(100)->Arg(225)->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK(BM_ClassicFloodingRandomBaseline)->Arg(100)->Arg(225)->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_OlsrPackingLine)->Arg(3)->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_OlsrPackingGrid)->Arg(25)->Arg(100)->Unit(benchmark::kSecond)->Iterations(1);
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "routing/agent_directory.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -31,8 +32,12 @@ void AgentDirectory::start() {
 void AgentDirectory::announce() {
   if (!started_) return;
   const core::NodeId self = olsr_.main_address();
+  // It may wait for this node's next OLSR packet as long as that keeps two
+  // announcements closer than their validity (OLSR caps the wait at the next
+  // HELLO anyway).
+  const core::Duration max_wait = std::max(options_.hold - options_.interval, core::Duration::zero()) / 2;
   olsr_.originate(kAgentPresenceType, encode_agent_presence(options_.mesh_key, self, AgentPresence{next_counter_++}),
-                  options_.hold);
+                  options_.hold, max_wait);
 }
 
 void AgentDirectory::on_extension(const olsr::Message& message, const olsr::OpaqueBody& body) {

@@ -88,23 +88,14 @@ void OlsrProtocol::start() {
   link_.set_receiver([this](core::Ipv4Address from, core::ByteSpan datagram) { receive(from, datagram); });
   core::log("routing").info("olsr start main={} iface={} willingness={}", options_.main_address.to_string(),
                              link_.local_address().to_string(), options_.willingness);
-  // The first emissions come after a jitter only, so a node is heard at once.
-  hello_timer_.start(jitter(), [this] {
-    send_hello();
-    schedule_periodic(hello_timer_, options_.hello_interval, &OlsrProtocol::send_hello);
-  });
-  tc_timer_.start(jitter(), [this] {
-    send_tc();
-    schedule_periodic(tc_timer_, options_.tc_interval, &OlsrProtocol::send_tc);
-  });
-  mid_timer_.start(jitter(), [this] {
-    send_mid();
-    schedule_periodic(mid_timer_, options_.mid_interval, &OlsrProtocol::send_mid);
-  });
-  hna_timer_.start(jitter(), [this] {
-    send_hna();
-    schedule_periodic(hna_timer_, options_.hna_interval, &OlsrProtocol::send_hna);
-  });
+  // Every type is first due one MAXJITTER from now and fires a jitter before
+  // that, so a node is heard at once; when packing, the first timer to fire
+  // takes every other type along.
+  const core::TimePoint first = env_.now() + max_jitter();
+  for (size_t i = 0; i < kPeriodicTypes; ++i) {
+    due_[i] = first;
+    arm(static_cast<Periodic>(i));
+  }
 }
 
 void OlsrProtocol::stop() {
@@ -116,27 +107,78 @@ void OlsrProtocol::stop() {
   mid_timer_.cancel();
   hna_timer_.cancel();
   flush_timer_.cancel();
+  flush_deadline_.reset();
   expiry_timer_.cancel();
   route_timer_.cancel();
   outbox_.clear();
 }
 
-void OlsrProtocol::schedule_periodic(core::ScopedTimer& timer, core::Duration interval,
-                                     void (OlsrProtocol::*send)()) {
-  // §18: each emission comes a random jitter early.
-  const core::Duration wait = std::max(interval - jitter(), core::Duration(1));
-  timer.start(wait, [this, &timer, interval, send] {
-    (this->*send)();
-    schedule_periodic(timer, interval, send);
-  });
+core::Duration OlsrProtocol::interval_of(Periodic type) const {
+  switch (type) {
+    case Periodic::tc:
+      return options_.tc_interval;
+    case Periodic::mid:
+      return options_.mid_interval;
+    case Periodic::hna:
+      return options_.hna_interval;
+    case Periodic::hello:
+      break;
+  }
+  return options_.hello_interval;
+}
+
+core::Duration OlsrProtocol::hold_of(Periodic type) const {
+  switch (type) {
+    case Periodic::tc:
+      return options_.top_hold;
+    case Periodic::mid:
+      return options_.mid_hold;
+    case Periodic::hna:
+      return options_.hna_hold;
+    case Periodic::hello:
+      break;
+  }
+  return options_.neighb_hold;
+}
+
+core::Duration OlsrProtocol::jitter_bound(Periodic) const { return max_jitter(); }
+
+core::Duration OlsrProtocol::pack_advance(Periodic type) const {
+  if (!options_.pack_messages || type == Periodic::hello) return jitter_bound(type);
+  // The longest gap between two HELLOs, so a HELLO always passes while the
+  // window is open; at most half an interval, so no gap is shorter than that.
+  const core::Duration reach = options_.hello_interval + jitter_bound(Periodic::hello);
+  return std::max(jitter_bound(type), std::min(reach, interval_of(type) / 2));
+}
+
+core::ScopedTimer& OlsrProtocol::timer_of(Periodic type) {
+  switch (type) {
+    case Periodic::tc:
+      return tc_timer_;
+    case Periodic::mid:
+      return mid_timer_;
+    case Periodic::hna:
+      return hna_timer_;
+    case Periodic::hello:
+      break;
+  }
+  return hello_timer_;
+}
+
+void OlsrProtocol::arm(Periodic type) {
+  // §3.5: actual interval = interval - jitter.
+  const auto i = static_cast<size_t>(type);
+  fire_at_[i] = std::max(due_[i] - jitter(jitter_bound(type)), env_.now());
+  timer_of(type).start(fire_at_[i] - env_.now(), [this, type] { emit(type); });
 }
 
 core::Duration OlsrProtocol::max_jitter() const { return options_.max_jitter.value_or(options_.hello_interval / 4); }
 
-core::Duration OlsrProtocol::jitter() {
-  const auto bound = max_jitter().count();
-  if (bound <= 0) return core::Duration::zero();
-  return core::Duration(static_cast<int64_t>(env_.rng().below(static_cast<uint64_t>(bound) + 1)));
+core::Duration OlsrProtocol::jitter() { return jitter(max_jitter()); }
+
+core::Duration OlsrProtocol::jitter(core::Duration bound) {
+  if (bound.count() <= 0) return core::Duration::zero();
+  return core::Duration(static_cast<int64_t>(env_.rng().below(static_cast<uint64_t>(bound.count()) + 1)));
 }
 
 // ---------------------------------------------------------------- receiving
@@ -352,7 +394,9 @@ void OlsrProtocol::consider_forwarding(core::Ipv4Address from, const Message& me
   --copy.ttl;
   ++copy.hop_count;
   metrics_.counter("olsr_forwarded_total", {{"type", std::string(type_name(message.type))}}).add();
-  enqueue(std::move(copy), false);
+  // §3.5: a forwarded message waits a jitter, and meanwhile may share any
+  // packet this node sends.
+  enqueue(std::move(copy), now + jitter());
 }
 
 // ------------------------------------------------------------ state upkeep
@@ -595,7 +639,7 @@ Message OlsrProtocol::new_message(MessageType type, core::Duration validity, uin
   return m;
 }
 
-void OlsrProtocol::send_hello() {
+std::optional<Message> OlsrProtocol::make_hello() {
   purge_duplicates();
   const core::TimePoint now = env_.now();
   // §6.2: one group per link code, each link reported with its own status.
@@ -619,10 +663,10 @@ void OlsrProtocol::send_hello() {
   hello.willingness = options_.willingness;
   for (auto& [code, addresses] : groups) hello.links.push_back(LinkGroup{code, std::move(addresses)});
   m.body = std::move(hello);
-  enqueue(std::move(m), true);
+  return m;
 }
 
-void OlsrProtocol::send_tc() {
+std::optional<Message> OlsrProtocol::make_tc() {
   const core::TimePoint now = env_.now();
   if (!options_.mpr_flooding) {
     Tc tc;
@@ -630,27 +674,26 @@ void OlsrProtocol::send_tc() {
     for (const auto& [main, neighbour] : neighbours_) {
       if (neighbour.symmetric) tc.advertised.push_back(main);
     }
-    if (tc.advertised.empty()) return;
+    if (tc.advertised.empty()) return std::nullopt;
     Message m = new_message(MessageType::tc, options_.top_hold, 255);
     m.body = std::move(tc);
-    enqueue(std::move(m), true);
-    return;
+    return m;
   }
   // §9.3: after the selector set empties, empty TCs keep going for
   // TOP_HOLD so others drop what we advertised before.
   if (mpr_selectors_.empty() &&
       (!selectors_emptied_at_ || now >= *selectors_emptied_at_ + options_.top_hold)) {
-    return;
+    return std::nullopt;
   }
   Message m = new_message(MessageType::tc, options_.top_hold, 255);
   Tc tc;
   tc.ansn = ansn_;
   for (const auto& [main, time] : mpr_selectors_) tc.advertised.push_back(main);
   m.body = std::move(tc);
-  enqueue(std::move(m), true);
+  return m;
 }
 
-void OlsrProtocol::send_mid() {
+std::optional<Message> OlsrProtocol::make_mid() {
   Mid mid;
   if (link_.local_address() != options_.main_address) mid.interfaces.push_back(link_.local_address());
   for (core::Ipv4Address a : options_.extra_interfaces) {
@@ -659,40 +702,108 @@ void OlsrProtocol::send_mid() {
       mid.interfaces.push_back(a);
     }
   }
-  if (mid.interfaces.empty()) return;
+  if (mid.interfaces.empty()) return std::nullopt;
   Message m = new_message(MessageType::mid, options_.mid_hold, 255);
   m.body = std::move(mid);
-  enqueue(std::move(m), true);
+  return m;
 }
 
-void OlsrProtocol::send_hna() {
-  if (options_.hna_networks.empty()) return;
+std::optional<Message> OlsrProtocol::make_hna() {
+  if (options_.hna_networks.empty()) return std::nullopt;
   Message m = new_message(MessageType::hna, options_.hna_hold, 255);
   m.body = Hna{options_.hna_networks};
-  enqueue(std::move(m), true);
+  return m;
 }
 
-void OlsrProtocol::originate(uint8_t type, std::vector<uint8_t> body, core::Duration validity) {
+void OlsrProtocol::originate(uint8_t type, std::vector<uint8_t> body, core::Duration validity,
+                             core::Duration max_wait) {
+  if (!running_) return;
   Message m = new_message(static_cast<MessageType>(type), validity, 255);
   m.body = OpaqueBody{std::move(body)};
-  enqueue(std::move(m), true);
-}
-
-void OlsrProtocol::enqueue(Message message, bool now) {
-  outbox_.push_back(std::move(message));
-  if (now) {
-    flush();
-  } else if (!flush_timer_.active()) {
-    flush_timer_.start(jitter(), [this] { flush(); });
-  }
-}
-
-void OlsrProtocol::flush() {
-  flush_timer_.cancel();
-  if (!running_) {
-    outbox_.clear();
+  if (!options_.pack_messages) {
+    std::vector<Message> alone;
+    alone.push_back(std::move(m));
+    send_batch(std::move(alone));
     return;
   }
+  // Waiting longer than the longest gap between two HELLOs gains nothing.
+  const core::Duration cap = options_.hello_interval + jitter_bound(Periodic::hello);
+  const core::Duration wait = std::clamp(max_wait, core::Duration::zero(), cap);
+  if (wait == core::Duration::zero()) {
+    outbox_.push_back(std::move(m));
+    emit(std::nullopt);
+    return;
+  }
+  enqueue(std::move(m), env_.now() + wait);
+}
+
+void OlsrProtocol::enqueue(Message message, core::TimePoint deadline) {
+  outbox_.push_back(std::move(message));
+  if (flush_deadline_ && *flush_deadline_ <= deadline) return;
+  flush_deadline_ = deadline;
+  flush_timer_.start(std::max(deadline - env_.now(), core::Duration::zero()), [this] { emit(std::nullopt); });
+}
+
+void OlsrProtocol::emit(std::optional<Periodic> fired) {
+  if (!running_) return;
+  const core::TimePoint now = env_.now();
+  // The next of a type is due one interval after this emission, so no gap
+  // between two emissions of a type exceeds its interval.
+  auto sent = [&](Periodic type) {
+    due_[static_cast<size_t>(type)] = now + interval_of(type);
+    arm(type);
+  };
+  // The HELLO first: the others ride in it only if they would otherwise leave
+  // alone before the next one.
+  const auto h = static_cast<size_t>(Periodic::hello);
+  std::optional<Message> hello;
+  if (fired == Periodic::hello || (options_.pack_messages && now >= due_[h] - pack_advance(Periodic::hello))) {
+    hello = make_hello();
+    sent(Periodic::hello);
+  }
+  // A type whose window is open also joins another that leaves, so types of
+  // one interval (TC, MID, HNA by default) keep leaving together.
+  constexpr std::array kOthers{Periodic::tc, Periodic::mid, Periodic::hna};
+  auto window_open = [&](Periodic type) {
+    return options_.pack_messages && now >= due_[static_cast<size_t>(type)] - pack_advance(type);
+  };
+  bool any_other = false;
+  for (Periodic type : kOthers) {
+    any_other |= fired == type || (window_open(type) && fire_at_[static_cast<size_t>(type)] < fire_at_[h]);
+  }
+  std::vector<Message> batch;
+  for (Periodic type : kOthers) {
+    if (fired != type && !(any_other && window_open(type))) continue;
+    std::optional<Message> m;
+    switch (type) {
+      case Periodic::tc:
+        m = make_tc();
+        break;
+      case Periodic::mid:
+        m = make_mid();
+        break;
+      case Periodic::hna:
+        m = make_hna();
+        break;
+      case Periodic::hello:
+        break;
+    }
+    if (m) batch.push_back(std::move(*m));
+    sent(type);
+  }
+  // Without packing, a periodic emission leaves alone; queued messages keep
+  // their own deadline.
+  if (options_.pack_messages || !fired) {
+    for (Message& m : outbox_) batch.push_back(std::move(m));
+    outbox_.clear();
+    flush_timer_.cancel();
+    flush_deadline_.reset();
+  }
+  if (hello) batch.push_back(std::move(*hello));
+  send_batch(std::move(batch));
+}
+
+void OlsrProtocol::send_batch(std::vector<Message> batch) {
   const size_t limit = link_.max_datagram_size();
   Packet packet;
   size_t size = kPacketHeaderSize;
@@ -701,11 +812,13 @@ void OlsrProtocol::flush() {
     packet.seq = packet_seq_++;
     const std::vector<uint8_t> bytes = encode_packet(packet);
     for (const Message& m : packet.messages) count_message(m, "sent");
+    metrics_.counter("olsr_packets_total", {{"direction", "sent"}}).add();
+    metrics_.counter("olsr_packet_bytes_total", {{"direction", "sent"}}).add(bytes.size());
     link_.broadcast(core::ByteSpan(bytes));
     packet.messages.clear();
     size = kPacketHeaderSize;
   };
-  for (Message& m : outbox_) {
+  for (Message& m : batch) {
     const size_t message_size = encoded_size(m);
     if (kPacketHeaderSize + message_size > limit) {
       count_drop("oversize");
@@ -713,12 +826,11 @@ void OlsrProtocol::flush() {
                                  message_size, limit);
       continue;
     }
-    if (size + message_size > limit) send();
+    if (size + message_size > limit || (!options_.pack_messages && !packet.messages.empty())) send();
     size += message_size;
     packet.messages.push_back(std::move(m));
   }
   send();
-  outbox_.clear();
 }
 
 void OlsrProtocol::count_message(const Message& message, std::string_view direction) {

@@ -81,6 +81,7 @@ class TestLink final : public core::Link {
 
   size_t max_datagram = 1400;
   std::vector<std::vector<uint8_t>> sent;
+  std::vector<TimePoint> sent_at;  // when each of `sent` left
 
  private:
   Net& net_;
@@ -92,6 +93,7 @@ class TestLink final : public core::Link {
 class Net {
  public:
   explicit Net(Clock& clock) : clock_(clock) {}
+  TimePoint now() const { return clock_.now(); }
   TestLink& add(Ipv4Address address) {
     auto& slot = links_[address];
     if (!slot) slot = std::make_unique<TestLink>(*this, address);
@@ -135,11 +137,13 @@ class Net {
 
 void TestLink::broadcast(core::ByteSpan datagram) {
   sent.emplace_back(datagram.begin(), datagram.end());
+  sent_at.push_back(net_.now());
   for (Ipv4Address n : net_.neighbours_of(address_)) net_.transmit(address_, n, datagram);
 }
 
 void TestLink::send(Ipv4Address neighbour, core::ByteSpan datagram) {
   sent.emplace_back(datagram.begin(), datagram.end());
+  sent_at.push_back(net_.now());
   net_.transmit(address_, neighbour, datagram);
 }
 
@@ -725,6 +729,275 @@ TEST(OlsrProtocol, PacketsStayWithinTheLinkLimit) {
   mesh.run_for(seconds(1));
   EXPECT_EQ(sent_messages(node, kFar, MessageType::tc).size(), 10u);
   for (const auto& bytes : node.link.sent) EXPECT_LE(bytes.size(), 64u);
+}
+
+// ------------------------------------------------------------ message packing
+
+// What one node sent in [from, until): each packet's time and, per packet,
+// the types of the messages it originated and whether it carried anything
+// forwarded.
+struct SentPacket {
+  TimePoint at;
+  size_t bytes = 0;
+  std::vector<uint8_t> own_types;
+  size_t forwarded = 0;
+};
+
+std::vector<SentPacket> packets_sent(const Node& node, TimePoint from, TimePoint until) {
+  std::vector<SentPacket> out;
+  for (size_t i = 0; i < node.link.sent.size(); ++i) {
+    if (node.link.sent_at[i] < from || node.link.sent_at[i] >= until) continue;
+    auto packet = decode_packet(core::ByteSpan(node.link.sent[i]));
+    EXPECT_TRUE(packet.has_value());
+    if (!packet) continue;
+    SentPacket p{node.link.sent_at[i], node.link.sent[i].size(), {}, 0};
+    for (const auto& m : packet->messages) {
+      if (m.originator == node.olsr.main_address()) {
+        p.own_types.push_back(m.type);
+      } else {
+        ++p.forwarded;
+      }
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+bool carries(const SentPacket& p, MessageType type) {
+  return std::count(p.own_types.begin(), p.own_types.end(), static_cast<uint8_t>(type)) > 0;
+}
+
+// When the node sent its own messages of `type`.
+std::vector<TimePoint> emission_times(const std::vector<SentPacket>& packets, MessageType type) {
+  std::vector<TimePoint> out;
+  for (const auto& p : packets) {
+    for (uint8_t t : p.own_types) {
+      if (t == static_cast<uint8_t>(type)) out.push_back(p.at);
+    }
+  }
+  return out;
+}
+
+// The issue 17 testbed: a line of three where the middle node has a second
+// interface (so it also sends MIDs) and is both ends' MPR (so it sends TCs).
+// olsrd sent 67 packets from the middle node in 60 s (every TC and MID in a
+// HELLO's packet); unpacked, it was one packet per message, 118.
+TEST(OlsrPacking, MiddleOfLineSendsOnePacketPerHello) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    Mesh mesh(seed);
+    mesh.add();
+    OlsrOptions middle;
+    middle.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2)};
+    mesh.add(middle);
+    mesh.add();
+    mesh.connect(0, 1);
+    mesh.connect(1, 2);
+    mesh.start();
+    mesh.run_for(seconds(10));
+    ASSERT_EQ(mesh[1].olsr.mpr_selectors(), (std::set<core::NodeId>{addr(0), addr(2)}));
+    const TimePoint from = mesh.clock().now();
+    mesh.run_for(seconds(60));
+    const auto packets = packets_sent(mesh[1], from, mesh.clock().now());
+    const size_t hellos = emission_times(packets, MessageType::hello).size();
+    const size_t tcs = emission_times(packets, MessageType::tc).size();
+    const size_t mids = emission_times(packets, MessageType::mid).size();
+    // A HELLO every 2 s less a jitter in [0, 0.5 s]; TCs and MIDs at least
+    // every 5 s, at most every 2.5 s.
+    EXPECT_GE(hellos, 32u);
+    EXPECT_LE(hellos, 36u);
+    EXPECT_GE(tcs, 12u);
+    EXPECT_LE(tcs, 24u);
+    EXPECT_EQ(mids, tcs);
+    // Every packet is a HELLO's: the TCs and MIDs rode along.
+    EXPECT_EQ(packets.size(), hellos);
+    for (const auto& p : packets) {
+      EXPECT_TRUE(carries(p, MessageType::hello));
+      EXPECT_EQ(carries(p, MessageType::tc), carries(p, MessageType::mid));
+    }
+  }
+}
+
+// Packing only ever brings an emission forward: no gap between two emissions
+// of a type exceeds its interval (so the 3x hold times keep their margin
+// against loss), and none is shorter than half of it.
+TEST(OlsrPacking, NoGapExceedsTheInterval) {
+  Mesh mesh(4);
+  mesh.add();
+  OlsrOptions middle;
+  middle.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2)};
+  mesh.add(middle);
+  mesh.add();
+  mesh.connect(0, 1);
+  mesh.connect(1, 2);
+  mesh.start();
+  mesh.run_for(seconds(10));
+  const TimePoint from = mesh.clock().now();
+  mesh.run_for(seconds(300));
+  const auto packets = packets_sent(mesh[1], from, mesh.clock().now());
+  struct Expectation {
+    MessageType type;
+    Duration interval;
+    Duration hold;
+  };
+  const OlsrOptions defaults;
+  for (const auto& [type, interval, hold] :
+       {Expectation{MessageType::hello, defaults.hello_interval, defaults.neighb_hold},
+        Expectation{MessageType::tc, defaults.tc_interval, defaults.top_hold},
+        Expectation{MessageType::mid, defaults.mid_interval, defaults.mid_hold}}) {
+    SCOPED_TRACE("type=" + std::to_string(static_cast<int>(type)));
+    const auto times = emission_times(packets, type);
+    EXPECT_GE(times.size(), static_cast<size_t>(seconds(300) / interval));
+    for (size_t i = 1; i < times.size(); ++i) {
+      const Duration gap = times[i] - times[i - 1];
+      EXPECT_GE(gap, interval / 2);
+      EXPECT_LE(gap, interval);
+      EXPECT_LT(gap * 3, hold + milliseconds(1));
+    }
+  }
+}
+
+// Runs in 1 ms steps until `node` sends a HELLO; returns when.
+TimePoint run_until_next_hello(Mesh& mesh, const Node& node) {
+  const size_t before = node.link.sent.size();
+  for (;;) {
+    mesh.run_for(milliseconds(1));
+    for (size_t i = before; i < node.link.sent.size(); ++i) {
+      auto packet = decode_packet(core::ByteSpan(node.link.sent[i]));
+      if (!packet) continue;
+      for (const auto& m : packet->messages) {
+        if (m.type == static_cast<uint8_t>(MessageType::hello)) return node.link.sent_at[i];
+      }
+    }
+  }
+}
+
+// A forwarded message waits at most MAXJITTER; when the next HELLO is due
+// within that wait, the two leave in one packet, whichever timer fires first.
+TEST(OlsrPacking, ForwardedMessagesShareTheHelloPacket) {
+  Mesh mesh;
+  OlsrOptions options;
+  options.max_jitter = milliseconds(400);
+  Node& node = mesh.add(options);
+  node.olsr.start();
+  for (uint16_t round = 1; round <= 10; ++round) {
+    // The next HELLO is due 2 s after this one, and may leave from 1.6 s on.
+    const TimePoint hello = run_until_next_hello(mesh, node);
+    mesh.run_for(hello + milliseconds(1600) - mesh.clock().now());
+    make_symmetric(node, kGhost, round, true);
+    inject(node, kGhost, {tc_from(kFar, round, 1, {kGhost})});
+  }
+  mesh.run_for(seconds(1));
+  const auto packets = packets_sent(node, TimePoint{}, mesh.clock().now());
+  size_t forwarded = 0;
+  for (const auto& p : packets) {
+    forwarded += p.forwarded;
+    if (p.forwarded > 0) {
+      EXPECT_TRUE(carries(p, MessageType::hello)) << core::to_seconds(p.at.time_since_epoch());
+    }
+  }
+  EXPECT_EQ(forwarded, 10u);
+}
+
+// An originated message may wait for the next packet; it then shares it.
+TEST(OlsrPacking, OriginatedMessageWaitsForTheNextHello) {
+  Mesh mesh;
+  Node& node = mesh.add();
+  node.olsr.start();
+  mesh.run_for(seconds(3));
+  const size_t before = node.link.sent.size();
+  node.olsr.originate(224, {1, 2, 3, 4}, seconds(15), seconds(3));
+  EXPECT_EQ(node.link.sent.size(), before);  // nothing left yet
+  mesh.run_for(seconds(3));
+  const auto packets = packets_sent(node, TimePoint{}, mesh.clock().now());
+  size_t with_extension = 0;
+  for (const auto& p : packets) {
+    if (std::count(p.own_types.begin(), p.own_types.end(), 224) == 0) continue;
+    ++with_extension;
+    EXPECT_TRUE(carries(p, MessageType::hello));
+  }
+  EXPECT_EQ(with_extension, 1u);
+  // Without a wait it leaves at once.
+  const size_t now_sent = node.link.sent.size();
+  node.olsr.originate(224, {5, 6, 7, 8}, seconds(15));
+  EXPECT_EQ(node.link.sent.size(), now_sent + 1);
+}
+
+// A packet takes own and forwarded messages together, yet never exceeds the
+// link's limit: a full batch spreads over several packets and loses nothing.
+TEST(OlsrPacking, ManyQueuedMessagesStayWithinTheLinkLimit) {
+  Mesh mesh;
+  OlsrOptions options;
+  options.max_jitter = milliseconds(400);
+  options.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2), Ipv4Address::from_octets(10, 0, 9, 3)};
+  for (uint8_t i = 0; i < 6; ++i) {
+    options.hna_networks.push_back(
+        HnaEntry{Ipv4Address::from_octets(192, 168, i, 0), Ipv4Address::from_octets(255, 255, 255, 0)});
+  }
+  Node& node = mesh.add(options);
+  node.link.max_datagram = 96;
+  node.olsr.start();
+  mesh.run_for(milliseconds(100));
+  // Ten ghosts make the HELLO and the TC 60 and 56 bytes long; the MID is
+  // 20, the HNA 60, each forwarded TC 20, the limit 96 with the header.
+  for (uint8_t g = 0; g < 10; ++g) make_symmetric(node, Ipv4Address::from_octets(10, 9, 1, g), 1, true);
+  const TimePoint hello = run_until_next_hello(mesh, node);
+  mesh.run_for(hello + milliseconds(1600) - mesh.clock().now());
+  const TimePoint from = mesh.clock().now();
+  for (uint16_t seq = 0; seq < 12; ++seq) {
+    inject(node, Ipv4Address::from_octets(10, 9, 1, 0), {tc_from(kFar, seq, 1, {kGhost})});
+  }
+  mesh.run_for(milliseconds(400));
+  EXPECT_EQ(sent_messages(node, kFar, MessageType::tc).size(), 12u);
+  const auto packets = packets_sent(node, from, mesh.clock().now());
+  size_t forwarded = 0;
+  size_t hellos = 0;
+  for (const auto& p : packets) {
+    EXPECT_LE(p.bytes, 96u);
+    forwarded += p.forwarded;
+    hellos += carries(p, MessageType::hello);
+  }
+  EXPECT_EQ(forwarded, 12u);
+  EXPECT_EQ(hellos, 1u);
+  EXPECT_GE(packets.size(), 4u);  // 300 bytes of messages
+  EXPECT_EQ(node.metrics.counter("olsr_dropped_total", {{"reason", "oversize"}}).value(), 0u);
+  // Over a longer run every TC, MID and HNA rides in a HELLO's packet.
+  mesh.run_for(seconds(20));
+  for (const auto& p : packets_sent(node, from, mesh.clock().now())) {
+    if (!p.own_types.empty() && !carries(p, MessageType::hello)) {
+      // A batch split over several packets: the HELLO went in a later one
+      // sent at the same instant.
+      bool hello_then = false;
+      for (const auto& q : packets_sent(node, p.at, p.at + Duration(1))) hello_then |= carries(q, MessageType::hello);
+      EXPECT_TRUE(hello_then) << core::to_seconds(p.at.time_since_epoch());
+    }
+  }
+}
+
+// The benchmarks' baseline: without packing, one message a packet.
+TEST(OlsrPacking, UnpackedBaselineSendsOneMessagePerPacket) {
+  Mesh mesh(2);
+  mesh.add();
+  OlsrOptions middle;
+  middle.pack_messages = false;
+  middle.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2)};
+  mesh.add(middle);
+  mesh.add();
+  mesh.connect(0, 1);
+  mesh.connect(1, 2);
+  mesh.start();
+  mesh.run_for(seconds(10));
+  const TimePoint from = mesh.clock().now();
+  mesh.run_for(seconds(60));
+  const auto packets = packets_sent(mesh[1], from, mesh.clock().now());
+  size_t messages = 0;
+  for (const auto& p : packets) {
+    EXPECT_EQ(p.own_types.size() + p.forwarded, 1u);
+    messages += p.own_types.size();
+  }
+  EXPECT_EQ(packets.size(), messages);
+  EXPECT_GE(packets.size(), 29u + 11u + 11u);
+  EXPECT_EQ(mesh[1].metrics.counter("olsr_packets_total", {{"direction", "sent"}}).value(), mesh[1].link.sent.size());
 }
 
 void build_grid(Mesh& mesh, size_t side) {
