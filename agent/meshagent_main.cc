@@ -470,7 +470,7 @@ int run(const std::string& path) {
       });
     }
     service = std::make_unique<AdminService>(*node);
-    admin = std::make_unique<AdminServer>(io, config.admin_socket, *service);
+    admin = std::make_unique<AdminServer>(io, config.admin_socket, *service, node->metrics());
     admin->start();
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <string_view>
 #include <unordered_map>
 
 #include "core/link.h"
@@ -28,6 +29,7 @@ class AuthenticatedLink final : public Link {
 
  private:
   void receive(Ipv4Address from, ByteSpan datagram);
+  void drop(Ipv4Address from, size_t size, std::string_view reason);
 
   Link& raw_;
   PacketAuth& auth_;
