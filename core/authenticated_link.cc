@@ -5,7 +5,12 @@
 namespace mesh::core {
 
 AuthenticatedLink::AuthenticatedLink(Link& raw, PacketAuth& auth, NodeId self, Metrics& metrics)
-    : raw_(raw), auth_(auth), self_(self), metrics_(metrics) {
+    : raw_(raw),
+      auth_(auth),
+      self_(self),
+      metrics_(metrics),
+      opened_with_sealing_key_(metrics.counter("auth_opened_total", {{"key", "sealing"}})),
+      opened_with_accepted_key_(metrics.counter("auth_opened_total", {{"key", "accepted"}})) {
   raw_.set_receiver([this](Ipv4Address from, ByteSpan datagram) { receive(from, datagram); });
 }
 
@@ -49,6 +54,7 @@ void AuthenticatedLink::receive(Ipv4Address from, ByteSpan datagram) {
   // A UDP socket bound to the wildcard address hears its own broadcasts;
   // they are not news from a neighbour.
   if (opened->sender == self_) return;
+  (opened->key == PacketAuth::Key::accepted ? opened_with_accepted_key_ : opened_with_sealing_key_).add();
   raw_address_of_[opened->sender] = from;
   if (receiver_) receiver_(opened->sender, opened->payload);
 }

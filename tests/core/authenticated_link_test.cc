@@ -181,6 +181,17 @@ TEST_F(AuthenticatedLinkTest, DatagramLargerThanTheLinkCarriesIsDroppedEvenWithA
   EXPECT_EQ(bob_metrics_.total("auth_dropped_total"), 1u);
 }
 
+TEST_F(AuthenticatedLinkTest, CountsWhichKeyOpenedEachDatagram) {
+  const MeshKey next = *MeshKey::from_hex(std::string(64, '8'));
+  PacketAuth carol_auth(next, NodeId::from_octets(10, 0, 0, 3), 1);
+  bob_auth_.also_accept(next);
+  alice_.broadcast(span_of("old key"));
+  bob_raw_.deliver(kAliceRaw, carol_auth.seal(span_of("new key")));
+  ASSERT_EQ(at_bob_.size(), 2u);
+  EXPECT_EQ(bob_metrics_.counter("auth_opened_total", {{"key", "sealing"}}).value(), 1u);
+  EXPECT_EQ(bob_metrics_.counter("auth_opened_total", {{"key", "accepted"}}).value(), 1u);
+}
+
 TEST_F(AuthenticatedLinkTest, ForgedSourceAddressDoesNotRedirectReplies) {
   // A refused datagram must not teach the link a new raw address.
   alice_.broadcast(span_of("hi"));
