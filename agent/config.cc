@@ -1119,6 +1119,10 @@ const std::vector<SectionSpec>& Parser::sections() {
            millis_key("max_jitter_ms", 0, kMaxIntervalMs,
                       "largest random advance of an emission; below hello_interval_ms",
                       [](C& c, D v) { c.node.routing.max_jitter = v; }),
+           millis_key("route_recalc_interval_ms", 0, 10000,
+                      "least milliseconds between two route calculations; the first change after a quiet "
+                      "interval is calculated at once, later ones together at the interval's end",
+                      [](C& c, D v) { c.node.routing.route_recalc_interval = v; }),
            custom_key("hna_networks", &Parser::read_hna_networks),
            boolean_key("install_kernel_routes",
                        "whether OLSR's routes are written into the kernel's routing table, for plain IP",

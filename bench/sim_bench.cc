@@ -5,14 +5,17 @@
 //
 // BM_MeshSimScaling runs the issue-17 scenario (random topology, 2 % loss,
 // a ping per second) at 100 and 250 nodes, and 500 and 1000 with
-// SIM_BENCH_LARGE=1: microseconds per event (flat in N when no hot path
-// grows with the mesh) and heap bytes per simulated node.
+// SIM_BENCH_LARGE=1, each with OLSR's route calculation on every topology
+// change (route_recalc_ms 0) and at most every 100 ms (the default):
+// microseconds per event (flat in N when no hot path grows with the mesh)
+// and heap bytes per simulated node.
 #include <benchmark/benchmark.h>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <ctime>
@@ -81,8 +84,14 @@ double scaling_duration_s() {
   return env != nullptr ? std::stod(env) : 30.0;
 }
 
+// Arguments: nodes, and the OLSR route_recalc_interval in ms (0 recalculates
+// on every topology change, the cost before the interval existed).
 void BM_MeshSimScaling(benchmark::State& state) {
   mesh::core::log_to_null();
+  mesh::sim::MeshSim::Options options;
+  options.configure = [interval = std::chrono::milliseconds(state.range(1))](mesh::agent::NodeConfig& config) {
+    config.routing.route_recalc_interval = interval;
+  };
   mesh::sim::Scenario scenario;
   scenario.source = "bench-random-" + std::to_string(state.range(0));
   scenario.topology.kind = "random";
@@ -96,7 +105,7 @@ void BM_MeshSimScaling(benchmark::State& state) {
   for (auto _ : state) {
     const double heap_before = heap_in_use();
     const double start = cpu_seconds();
-    mesh::sim::MeshSim sim(scenario, 1);
+    mesh::sim::MeshSim sim(scenario, 1, options);
     sim.run();
     seconds += cpu_seconds() - start;
     events += sim.simulator().events_processed();
@@ -106,12 +115,18 @@ void BM_MeshSimScaling(benchmark::State& state) {
   state.counters["events_per_run"] =
       benchmark::Counter(static_cast<double>(events), benchmark::Counter::kAvgIterations);
   state.counters["us_per_event"] = seconds * 1e6 / static_cast<double>(events);
+  // The same virtual run's whole CPU time: the route interval also changes
+  // how many events there are.
+  state.counters["cpu_s"] = seconds / static_cast<double>(state.iterations());
   state.counters["heap_bytes_per_node"] = heap_bytes / static_cast<double>(state.range(0));
 }
 
 void scaling_args(benchmark::internal::Benchmark* b) {
-  b->Arg(100)->Arg(250);
-  if (std::getenv("SIM_BENCH_LARGE") != nullptr) b->Arg(500)->Arg(1000);
+  b->ArgNames({"nodes", "route_recalc_ms"});
+  for (int64_t nodes : {100, 250}) b->Args({nodes, 0})->Args({nodes, 100});
+  if (std::getenv("SIM_BENCH_LARGE") != nullptr) {
+    for (int64_t nodes : {500, 1000}) b->Args({nodes, 0})->Args({nodes, 100});
+  }
 }
 BENCHMARK(BM_MeshSimScaling)->Apply(scaling_args)->Unit(benchmark::kSecond)->Iterations(1);
 

@@ -66,7 +66,8 @@ OlsrProtocol::OlsrProtocol(core::Env& env, core::Link& link, core::Metrics& metr
       mid_timer_(env),
       hna_timer_(env),
       flush_timer_(env),
-      expiry_timer_(env) {
+      expiry_timer_(env),
+      route_timer_(env) {
   // Random starting points: a restarted node must not have its fresh messages
   // taken for duplicates, or its TCs for stale ones, by neighbours that still
   // remember its previous run.
@@ -114,6 +115,7 @@ void OlsrProtocol::stop() {
   hna_timer_.cancel();
   flush_timer_.cancel();
   expiry_timer_.cancel();
+  route_timer_.cancel();
   outbox_.clear();
 }
 
@@ -434,12 +436,20 @@ void OlsrProtocol::refresh() {
     ++ansn_;
     if (mpr_selectors_.empty()) selectors_emptied_at_ = now;
   }
-  if (routes_dirty_) {
-    routes_dirty_ = false;
-    ++topology_version_;
-    recompute_routes();
-  }
+  if (routes_dirty_) recalculate_routes_when_due(now);
   schedule_expiry();
+}
+
+void OlsrProtocol::recalculate_routes_when_due(core::TimePoint now) {
+  if (route_timer_.active()) return;  // the pending calculation will see this change too
+  if (last_route_calculation_ && now < *last_route_calculation_ + options_.route_recalc_interval) {
+    route_timer_.start(*last_route_calculation_ + options_.route_recalc_interval - now, [this] { refresh(); });
+    return;
+  }
+  routes_dirty_ = false;
+  last_route_calculation_ = now;
+  ++topology_version_;
+  recompute_routes();
 }
 
 void OlsrProtocol::recompute_mprs() {

@@ -42,6 +42,15 @@ struct OlsrOptions {
   // messages wait up to this long so neighbours do not retransmit in
   // lockstep. Unset means hello_interval / 4, as §18.6 suggests.
   std::optional<core::Duration> max_jitter;
+  // At most one route calculation per this interval. The first topology
+  // change after a quiet interval is calculated at once (a lone change, the
+  // usual case on a small mesh, costs no delay); later ones wait for the
+  // interval's end and are calculated together. In an N-node mesh TCs with a
+  // new ANSN arrive about N times as often as on one node's neighbourhood, so
+  // recalculating on each made every node's cost per packet grow with N
+  // (O(N log N) per calculation); olsrd likewise recalculates at most once
+  // per scheduler poll. Zero recalculates on every change.
+  core::Duration route_recalc_interval = std::chrono::milliseconds(100);
   // Networks this node is a gateway for (§12).
   std::vector<HnaEntry> hna_networks;
   // Further interface addresses to announce with MID besides the link's own.
@@ -183,6 +192,8 @@ class OlsrProtocol {
   // and routes when their inputs changed, and re-arms the expiry timer.
   void refresh();
   void recompute_mprs();
+  // Recalculates now, or arms route_timer_ for the end of the interval.
+  void recalculate_routes_when_due(core::TimePoint now);
   void recompute_routes();
   void schedule_expiry();
   void purge_duplicates();
@@ -239,6 +250,7 @@ class OlsrProtocol {
   bool neighbourhood_changed_ = false;  // MPR inputs
   bool selectors_changed_ = false;      // ANSN
   bool routes_dirty_ = false;           // route calculation inputs
+  std::optional<core::TimePoint> last_route_calculation_;
   uint64_t topology_version_ = 0;
   // Scratch for refresh(), kept to spare an allocation per packet.
   std::vector<std::pair<core::NodeId, bool>> link_symmetry_;
@@ -253,6 +265,7 @@ class OlsrProtocol {
   core::ScopedTimer hna_timer_;
   core::ScopedTimer flush_timer_;
   core::ScopedTimer expiry_timer_;
+  core::ScopedTimer route_timer_;
 };
 
 }  // namespace mesh::routing::olsr

@@ -111,6 +111,7 @@ TEST_F(ConfigTest, DefaultsWhenKeysAreAbsent) {
   EXPECT_EQ(config.node.routing.mid_hold, 15000ms);
   EXPECT_EQ(config.node.routing.hna_hold, 15000ms);
   EXPECT_FALSE(config.node.routing.max_jitter.has_value());
+  EXPECT_EQ(config.node.routing.route_recalc_interval, 100ms);
   EXPECT_TRUE(config.node.routing.hna_networks.empty());
   EXPECT_EQ(config.link.olsr_port, 698);
   EXPECT_FALSE(config.kernel_routes.install);
@@ -165,6 +166,7 @@ dup_hold_ms = 20000
 mid_hold_ms = 9000
 hna_hold_ms = 12000
 max_jitter_ms = 100
+route_recalc_interval_ms = 0
 hna_networks = ["192.168.10.0/24", "10.9.0.0/16"]
 
 [transport]
@@ -216,6 +218,7 @@ agent = "warn"
   EXPECT_EQ(config.node.routing.mid_hold, 9000ms);
   EXPECT_EQ(config.node.routing.hna_hold, 12000ms);
   EXPECT_EQ(config.node.routing.max_jitter, std::optional<core::Duration>(100ms));
+  EXPECT_EQ(config.node.routing.route_recalc_interval, 0ms);
   ASSERT_EQ(config.node.routing.hna_networks.size(), 2u);
   EXPECT_EQ(config.node.routing.hna_networks[0].network, core::Ipv4Address::from_octets(192, 168, 10, 0));
   EXPECT_EQ(config.node.routing.hna_networks[0].netmask, core::Ipv4Address::from_octets(255, 255, 255, 0));
@@ -717,6 +720,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "routing.mid_hold_ms",
                           "routing.hna_hold_ms",
                           "routing.max_jitter_ms",
+                          "routing.route_recalc_interval_ms",
                           "routing.hna_networks",
                           "routing.install_kernel_routes",
                           "routing.routing_only",
@@ -814,6 +818,7 @@ TEST_F(ConfigTest, ExampleFileParsesAndDocumentsEveryKey) {
   EXPECT_EQ(config.node.routing.mid_hold, defaults.node.routing.mid_hold);
   EXPECT_EQ(config.node.routing.hna_hold, defaults.node.routing.hna_hold);
   EXPECT_EQ(config.node.routing.max_jitter, defaults.node.routing.max_jitter);
+  EXPECT_EQ(config.node.routing.route_recalc_interval, defaults.node.routing.route_recalc_interval);
   EXPECT_EQ(config.node.routing.hna_networks, defaults.node.routing.hna_networks);
   EXPECT_EQ(config.kernel_routes.install, defaults.kernel_routes.install);
   EXPECT_EQ(config.node.routing_only, defaults.node.routing_only);

@@ -741,5 +741,45 @@ TEST(OlsrProtocol, GridConvergesWithTenPercentLoss) {
   }
 }
 
+// A chain of TCs that reveals one more node each, all within one
+// route_recalc_interval: the first is calculated at once, the rest together
+// at the interval's end, so a burst costs two calculations, not one per TC.
+// `interval` zero recalculates on every change.
+size_t route_calculations_for_a_burst(Duration interval, size_t burst, bool& all_routes_at_end) {
+  Mesh mesh;
+  OlsrOptions options;
+  options.route_recalc_interval = interval;
+  Node& node = mesh.add(options);
+  node.olsr.start();
+  make_symmetric(node, kGhost, 1, false);
+  mesh.run_for(seconds(1));  // past any interval the neighbour's arrival started
+  const uint64_t before = node.olsr.topology_version();
+  std::vector<Ipv4Address> chain{kGhost};
+  for (size_t i = 0; i < burst; ++i) chain.push_back(Ipv4Address::from_octets(10, 8, 0, static_cast<uint8_t>(i + 1)));
+  for (size_t i = 0; i < burst; ++i) {
+    // chain[i] advertises chain[i + 1]; kGhost relays it with i hops behind it.
+    inject(node, kGhost, {tc_from(chain[i], static_cast<uint16_t>(100 + i), 1, {chain[i + 1]}, 255,
+                                  static_cast<uint8_t>(i))});
+    if (i == 0) {
+      EXPECT_TRUE(node.olsr.route_to(chain[1]).has_value()) << "the first change after a quiet interval waited";
+    }
+  }
+  mesh.run_for(interval + milliseconds(1));
+  all_routes_at_end = true;
+  for (size_t i = 1; i <= burst; ++i) {
+    auto route = node.olsr.route_to(chain[i]);
+    if (!route || route->hops != i + 1 || route->next_hop != kGhost) all_routes_at_end = false;
+  }
+  return node.olsr.topology_version() - before;
+}
+
+TEST(OlsrProtocol, RouteCalculationsWithinAnIntervalAreBatched) {
+  bool all_routes = false;
+  EXPECT_EQ(route_calculations_for_a_burst(milliseconds(100), 8, all_routes), 2u);
+  EXPECT_TRUE(all_routes) << "a change that waited for the interval's end was not calculated";
+  EXPECT_EQ(route_calculations_for_a_burst(Duration(0), 8, all_routes), 8u);
+  EXPECT_TRUE(all_routes);
+}
+
 }  // namespace
 }  // namespace mesh::routing::olsr
