@@ -960,45 +960,61 @@ class Parser {
   }
 
   void read_mesh_key(AgentConfig& config) {
-    const std::string& file = config.mesh_key_file;
-    const uint32_t line = key_line("security", "mesh_key_file");
+    if (auto key = read_key_file(config.mesh_key_file, "mesh_key_file")) config.node.mesh_key = std::move(*key);
+    if (config.accepted_mesh_key_file.empty()) return;
+    auto accepted = read_key_file(config.accepted_mesh_key_file, "accepted_mesh_key_file");
+    if (!accepted) return;
+    if (accepted->bytes() == config.node.mesh_key.bytes()) {
+      const auto [line, key] = blame("security", "mesh_key_file", "accepted_mesh_key_file");
+      fail(line, key,
+           fmt::format("security.accepted_mesh_key_file \"{}\" holds the same key as security.mesh_key_file \"{}\"",
+                       config.accepted_mesh_key_file, config.mesh_key_file),
+           "during a key rotation it names the other key (see deploy/README.md, \"Rotating the mesh key\"); "
+           "otherwise remove it");
+      return;
+    }
+    config.node.accepted_mesh_key = std::move(*accepted);
+  }
+
+  // One key file named by security.<config_key>; nullopt after a fail().
+  std::optional<core::MeshKey> read_key_file(const std::string& file, const std::string& config_key) {
+    const uint32_t line = key_line("security", config_key);
+    const std::string dotted = "security." + config_key;
     const std::string create = fmt::format(
         "create it once with `openssl rand -hex 32 > {0} && chmod 600 {0}` and copy the same file to every node of "
-        "the mesh (mode 0600), or point security.mesh_key_file at the existing key",
-        file);
+        "the mesh (mode 0600), or point {1} at the existing key",
+        file, dotted);
     std::ifstream in(file, std::ios::binary);
     if (!in) {
-      fail(line, "security.mesh_key_file",
-           fmt::format("cannot read mesh key file \"{}\": {}", file, std::strerror(errno)), create);
-      return;
+      fail(line, dotted, fmt::format("cannot read mesh key file \"{}\": {}", file, std::strerror(errno)), create);
+      return std::nullopt;
     }
     std::string text(kMaxKeyFileBytes + 1, '\0');
     in.read(text.data(), static_cast<std::streamsize>(text.size()));
     text.resize(static_cast<size_t>(in.gcount()));
     if (in.bad()) {
-      fail(line, "security.mesh_key_file", fmt::format("cannot read mesh key file \"{}\": read error", file), create);
-      return;
+      fail(line, dotted, fmt::format("cannot read mesh key file \"{}\": read error", file), create);
+      return std::nullopt;
     }
     if (text.size() > kMaxKeyFileBytes) {
-      fail(line, "security.mesh_key_file",
+      fail(line, dotted,
            fmt::format("mesh key file \"{}\" is malformed: over {} bytes, but a key is 64 hex digits", file,
                        kMaxKeyFileBytes),
            create);
-      return;
+      return std::nullopt;
     }
     auto key = core::MeshKey::from_hex(text);
     if (!key) {
-      fail(line, "security.mesh_key_file", fmt::format("mesh key file \"{}\" is malformed: {}", file, key.error()),
-           create);
-      return;
+      fail(line, dotted, fmt::format("mesh key file \"{}\" is malformed: {}", file, key.error()), create);
+      return std::nullopt;
     }
-    config.node.mesh_key = std::move(key.value());
 
     struct stat info {};
     if (::stat(file.c_str(), &info) == 0 && (info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
       core::log("agent").warn("mesh key file is accessible by group or others path={} mode={:o} fix=\"chmod 600 {}\"",
                               file, info.st_mode & 07777, file);
     }
+    return std::move(key.value());
   }
 
   // In loopback mode the topology file is read now, so a mistake in it is
@@ -1069,6 +1085,9 @@ const std::vector<SectionSpec>& Parser::sections() {
        {
            path_key("mesh_key_file", "the file holding the mesh key",
                     [](C& c, const std::string& v) { c.mesh_key_file = v; }),
+           path_key("accepted_mesh_key_file",
+                    "a second mesh key file, accepted on receive and never used to seal, while the mesh rotates keys",
+                    [](C& c, const std::string& v) { c.accepted_mesh_key_file = v; }),
            integer_key("replay_window", 64, 65536,
                        "how many recent packet counters per sender are remembered against replays",
                        [](C& c, int64_t v) { c.node.replay_window = static_cast<unsigned>(v); }),

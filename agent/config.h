@@ -41,7 +41,7 @@ struct KernelRoutesConfig {
   uint8_t protocol = kDefaultKernelRouteProtocol;  // 5 to 255; 0 to 4 belong to the kernel and the administrator
 };
 
-// Paths (mesh_key_file, topology_file, data_dir, admin_socket) are stored
+// Paths (mesh_key_file, accepted_mesh_key_file, topology_file, data_dir, admin_socket) are stored
 // resolved: a relative path in the file is taken relative to the config
 // file's directory, so an agent behaves the same whatever its working
 // directory (systemd starts it in /).
@@ -55,6 +55,8 @@ struct AgentConfig {
   std::string admin_socket = "/run/meshagent/admin.sock";
   std::string data_dir = "/var/lib/meshagent";  // Storage lives here
   std::string mesh_key_file = "/etc/meshagent/mesh.key";
+  // The other key of a rotation in progress, or empty (the default).
+  std::string accepted_mesh_key_file;
   // [devices] catalog; empty: no catalog file (devices only from meshctl).
   // Its devices and routines are in node.devices.catalog and
   // node.devices.routines.

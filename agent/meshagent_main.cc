@@ -132,7 +132,7 @@ FILES
         The usual configuration file (systemd unit: meshagent.service).
         Tables: [node] name, address, location; [link] mode, interfaces,
         topology_file, agent_port (default 6980), olsr_port; [security]
-        mesh_key_file, replay_window; [routing] OLSR intervals, hold times,
+        mesh_key_file, accepted_mesh_key_file, replay_window; [routing] OLSR intervals, hold times,
         willingness, hna_networks, install_kernel_routes,
         kernel_route_protocol; [transport] and [requests] timings;
         [admin] socket,
@@ -231,6 +231,10 @@ int check_config(const std::string& path) {
     const AgentConfig config = load_config(path);
     if (const auto problem = check_key_file_permissions(config.mesh_key_file)) {
       std::fprintf(stderr, "%s: security.mesh_key_file: %s\n", config.source.c_str(), problem->c_str());
+      return kExitConfig;
+    }
+    if (const auto problem = check_key_file_permissions(config.accepted_mesh_key_file)) {
+      std::fprintf(stderr, "%s: security.accepted_mesh_key_file: %s\n", config.source.c_str(), problem->c_str());
       return kExitConfig;
     }
     std::printf("%s: ok\n", path.c_str());
@@ -396,9 +400,11 @@ int run(const std::string& path) {
     std::fprintf(stderr, "%s\n", e.what());
     return kExitConfig;
   }
-  if (const auto problem = check_key_file_permissions(config.mesh_key_file)) {
-    std::fprintf(stderr, "meshagent: refusing to start: %s\n", problem->c_str());
-    return kExitConfig;
+  for (const std::string& key_file : {config.mesh_key_file, config.accepted_mesh_key_file}) {
+    if (const auto problem = check_key_file_permissions(key_file)) {
+      std::fprintf(stderr, "meshagent: refusing to start: %s\n", problem->c_str());
+      return kExitConfig;
+    }
   }
   if (!core::set_log_level(config.log_level)) {
     std::fprintf(stderr, "%s: log.level: unknown level \"%s\"\n", config.source.c_str(), config.log_level.c_str());
@@ -470,7 +476,7 @@ int run(const std::string& path) {
       });
     }
     service = std::make_unique<AdminService>(*node);
-    admin = std::make_unique<AdminServer>(io, config.admin_socket, *service);
+    admin = std::make_unique<AdminServer>(io, config.admin_socket, *service, node->metrics());
     admin->start();
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -72,6 +72,7 @@ Node::Node(const NodeConfig& config, NodeContext context)
 
   auth_ = std::make_unique<core::PacketAuth>(config_.mesh_key, config_.id, boot_count_ << kBootCounterShift,
                                              config_.replay_window);
+  if (config_.accepted_mesh_key) auth_->also_accept(*config_.accepted_mesh_key);
   link_ = std::make_unique<core::AuthenticatedLink>(context_.agent_link, *auth_, config_.id, metrics_);
   routing::olsr::OlsrOptions olsr_options = config_.routing;
   olsr_options.main_address = config_.id;
@@ -80,6 +81,7 @@ Node::Node(const NodeConfig& config, NodeContext context)
   olsr_ = std::make_unique<routing::olsr::OlsrProtocol>(context_.env, context_.olsr_link, metrics_, olsr_options);
   routing::AgentDirectory::Options presence;
   presence.mesh_key = config_.mesh_key.bytes();
+  if (config_.accepted_mesh_key) presence.accepted_mesh_key = config_.accepted_mesh_key->bytes();
   presence.first_counter = boot_count_ << kBootCounterShift;
   presence.interval = olsr_options.tc_interval;
   presence.hold = olsr_options.top_hold;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <vector>
 #include <string>
 
@@ -49,6 +50,9 @@ struct NodeConfig {
   core::NodeId id;                   // main IPv4 address
   std::array<double, 3> location{};  // x, y, z in metres
   core::MeshKey mesh_key;
+  // Accepted on receive besides mesh_key, never used to seal: the other key
+  // while the mesh rotates keys (core/packet_auth.h).
+  std::optional<core::MeshKey> accepted_mesh_key;
   unsigned replay_window = 256;  // per-sender counters remembered below the highest
   // OLSR (RFC 3626); the Node sets main_address to `id`.
   routing::olsr::OlsrOptions routing;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <string_view>
 #include <unordered_map>
 
 #include "core/link.h"
@@ -14,7 +15,10 @@ namespace mesh::core {
 // remembers which raw address each NodeId was last heard from and sends
 // there (falling back to the NodeId itself, right for single-interface
 // nodes). Datagrams that fail authentication are dropped and counted
-// (auth_dropped_total{reason=...}), logged at debug, never delivered.
+// (auth_dropped_total{reason=...}), logged at debug, never delivered. Those
+// delivered are counted by the key that opened them
+// (auth_opened_total{key=sealing|accepted}): during a key rotation the
+// operator sees when the key being retired stops being used.
 class AuthenticatedLink final : public Link {
  public:
   AuthenticatedLink(Link& raw, PacketAuth& auth, NodeId self, Metrics& metrics);
@@ -28,6 +32,7 @@ class AuthenticatedLink final : public Link {
 
  private:
   void receive(Ipv4Address from, ByteSpan datagram);
+  void drop(Ipv4Address from, size_t size, std::string_view reason);
 
   Link& raw_;
   PacketAuth& auth_;
@@ -35,6 +40,8 @@ class AuthenticatedLink final : public Link {
   Metrics& metrics_;
   Receiver receiver_;
   std::unordered_map<NodeId, Ipv4Address> raw_address_of_;
+  Counter& opened_with_sealing_key_;
+  Counter& opened_with_accepted_key_;
 };
 
 }  // namespace mesh::core

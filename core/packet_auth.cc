@@ -107,6 +107,8 @@ PacketAuth::PacketAuth(const MeshKey& key, NodeId self, uint64_t first_counter, 
       // what a configuration means; one slot still lets `highest` through once.
       replay_window_(std::max(replay_window, 1u)) {}
 
+void PacketAuth::also_accept(const MeshKey& key) { accepted_key_ = key.bytes(); }
+
 std::vector<uint8_t> PacketAuth::seal(ByteSpan payload) {
   std::vector<uint8_t> out;
   out.reserve(kOverhead + payload.size());
@@ -124,14 +126,19 @@ Expected<PacketAuth::Opened, AuthError> PacketAuth::open(ByteSpan datagram) {
   if (datagram[0] != kVersion) return Unexpected{AuthError::bad_version};
 
   const size_t body_size = datagram.size() - kTagSize;
-  const Sha256Digest tag = hmac_sha256(key_, datagram.first(body_size));
-  if (CRYPTO_memcmp(tag.data(), datagram.data() + body_size, kTagSize) != 0) {
-    return Unexpected{AuthError::bad_tag};
+  const auto sealed_with = [&](const std::vector<uint8_t>& key) {
+    const Sha256Digest tag = hmac_sha256(key, datagram.first(body_size));
+    return CRYPTO_memcmp(tag.data(), datagram.data() + body_size, kTagSize) == 0;
+  };
+  Key key = Key::sealing;
+  if (!sealed_with(key_)) {
+    if (!accepted_key_ || !sealed_with(*accepted_key_)) return Unexpected{AuthError::bad_tag};
+    key = Key::accepted;
   }
 
   const NodeId sender(static_cast<uint32_t>(get_be(datagram, 1, 4)));
   const uint64_t counter = get_be(datagram, 5, 8);
-  Opened opened{sender, counter, datagram.subspan(kHeaderSize, body_size - kHeaderSize)};
+  Opened opened{sender, counter, datagram.subspan(kHeaderSize, body_size - kHeaderSize), key};
 
   auto it = windows_.find(sender);
   if (it == windows_.end()) {

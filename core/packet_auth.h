@@ -44,6 +44,14 @@ std::string_view to_string(AuthError error);
 // reordering within the window is not. The sender's first counter must
 // exceed every counter it used before a restart: the agent derives it from a
 // boot count persisted in Storage (Pis have no real-time clock to use).
+//
+// Key rotation: besides the key it seals with, a PacketAuth may accept one
+// more key on receive (also_accept), never sealing with it. A mesh changes
+// keys in two rolling passes, one node at a time: first every node keeps
+// sealing with the old key and also accepts the new one, then every node
+// seals with the new key and also accepts the old one. At every moment each
+// node can open what every other seals, so the mesh never splits; once
+// nothing opens with the old key any more (Opened::key), it is dropped.
 class PacketAuth {
  public:
   static constexpr size_t kHeaderSize = 13;
@@ -53,15 +61,23 @@ class PacketAuth {
 
   PacketAuth(const MeshKey& key, NodeId self, uint64_t first_counter, unsigned replay_window = 256);
 
+  // Also opens datagrams sealed with `key`; replaces an earlier one.
+  void also_accept(const MeshKey& key);
+
   std::vector<uint8_t> seal(ByteSpan payload);
 
+  // Which key a datagram was sealed with.
+  enum class Key { sealing, accepted };
   struct Opened {
     NodeId sender;
     uint64_t counter;
     ByteSpan payload;  // points into the datagram passed to open()
+    Key key = Key::sealing;
   };
-  // Checks the tag, then the sender's replay window, and only then records
-  // the counter as seen.
+  // Checks the tag (under the sealing key, then the accepted one), then the
+  // sender's replay window, and only then records the counter as seen. One
+  // window per sender whatever the key: a datagram replayed under the other
+  // key is still a replay.
   Expected<Opened, AuthError> open(ByteSpan datagram);
 
   uint64_t next_counter() const { return next_counter_; }
@@ -72,6 +88,7 @@ class PacketAuth {
     std::vector<uint64_t> seen;  // bit i of the window: counter highest - i seen
   };
   std::vector<uint8_t> key_;
+  std::optional<std::vector<uint8_t>> accepted_key_;
   NodeId self_;
   uint64_t next_counter_;
   unsigned replay_window_;

@@ -36,6 +36,10 @@ bool FrameReader::feed(std::string_view bytes) {
       error_ = Error::oversized;
       return false;
     }
+    // Grow once to the frame's size instead of doubling past it, so a
+    // frame of the largest size costs about kMaxFrameSize, not twice that.
+    const size_t frame_end = start_ + kFrameHeaderSize + length;
+    if (buffer_.capacity() < frame_end) buffer_.reserve(frame_end);
   }
   return true;
 }

@@ -34,6 +34,9 @@ class FrameReader {
   Error error() const { return error_; }
   // Bytes of an incomplete frame still buffered (for a clean-EOF check).
   size_t buffered() const { return buffer_.size() - start_; }
+  // Memory the reader holds for its buffer; about the largest frame size
+  // while one is arriving (the admin server's memory bound relies on it).
+  size_t capacity() const { return buffer_.capacity(); }
 
  private:
   std::string buffer_;

@@ -43,6 +43,9 @@ void AgentDirectory::announce() {
 void AgentDirectory::on_extension(const olsr::Message& message, const olsr::OpaqueBody& body) {
   if (message.type != kAgentPresenceType) return;
   auto presence = decode_agent_presence(options_.mesh_key, message.originator, body.bytes);
+  if (!presence && presence.error() == PresenceError::bad_tag && !options_.accepted_mesh_key.empty()) {
+    presence = decode_agent_presence(options_.accepted_mesh_key, message.originator, body.bytes);
+  }
   if (!presence) {
     drop(to_string(presence.error()));
     core::log("routing").debug("agent presence dropped originator={} reason={}", message.originator.to_string(),

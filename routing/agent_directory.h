@@ -47,6 +47,9 @@ class AgentDirectory {
     uint64_t first_counter = 0;
     core::Duration interval = std::chrono::seconds(5);
     core::Duration hold = std::chrono::seconds(15);
+    // Also accepted on receive, never used to announce: the other key of a
+    // rotation in progress (core/packet_auth.h), or empty.
+    std::vector<uint8_t> accepted_mesh_key;
   };
 
   // Listens to `olsr`'s extension messages; `olsr` must outlive the directory.

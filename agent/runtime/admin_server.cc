@@ -1,6 +1,7 @@
 #include "agent/runtime/admin_server.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <array>
@@ -16,6 +17,7 @@
 
 #include "agent/admin_service.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "proto/admin.pb.h"
 #include "proto/frame.h"
 
@@ -33,10 +35,16 @@ constexpr size_t kReadChunk = 4096;
 // client cannot queue unbounded work.
 constexpr size_t kMaxInFlight = 32;
 
-constexpr fs::perms kDirectoryMode = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                                     fs::perms::others_read | fs::perms::others_exec;  // 0755
+// Who may use the agent: its user and group (`adduser USER meshagent`),
+// nobody else. The directory keeps others from even finding the socket, as
+// the systemd unit's RuntimeDirectoryMode=0750 does.
+constexpr fs::perms kDirectoryMode = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec;  // 0750
 constexpr fs::perms kSocketMode =
     fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::group_write;  // 0660
+// bind() creates the socket file with 0777 & ~umask; under this umask it is
+// born 0660 at most, so it is never connectable by others, not even in the
+// instant before the chmod to kSocketMode.
+constexpr mode_t kSocketUmask = 0117;
 
 spdlog::logger& logger() { return core::log("agent"); }
 
@@ -53,10 +61,17 @@ std::string error_frame(std::string text) {
 class AdminConnection;
 
 struct AdminServer::State : std::enable_shared_from_this<AdminServer::State> {
-  State(asio::io_context& io_context, std::string socket_path, AdminService& admin_service)
-      : io(io_context), path(std::move(socket_path)), service(&admin_service), acceptor(io_context) {}
+  State(asio::io_context& io_context, std::string socket_path, AdminService& admin_service, core::Metrics& metrics)
+      : io(io_context),
+        path(std::move(socket_path)),
+        service(&admin_service),
+        acceptor(io_context),
+        connections_refused(metrics.counter("admin_connections_refused_total")),
+        frames_oversized(metrics.counter("admin_frames_dropped_total", {{"reason", "oversized"}})),
+        frames_malformed(metrics.counter("admin_frames_dropped_total", {{"reason", "malformed"}})) {}
 
   void accept();
+  void refuse(Protocol::socket socket);
   void forget(const std::shared_ptr<AdminConnection>& connection) { connections.erase(connection); }
 
   asio::io_context& io;
@@ -67,6 +82,9 @@ struct AdminServer::State : std::enable_shared_from_this<AdminServer::State> {
   // Ties what a connection holds (a lock) to its lifetime; 0 is never used.
   AdminService::ConnectionId next_connection_id = 1;
   bool running = false;
+  core::Counter& connections_refused;
+  core::Counter& frames_oversized;
+  core::Counter& frames_malformed;
 };
 
 // One meshctl connection. Requests are numbered as they arrive and their
@@ -104,9 +122,10 @@ class AdminConnection : public std::enable_shared_from_this<AdminConnection> {
         // answer what is pending before closing.
         if (ec != asio::error::eof) logger().debug("admin connection read error={}", ec.message());
         self->input_done_ = true;
-      } else if (!self->reader_.feed(std::span<const uint8_t>(self->buffer_.data(), n))) {
-        logger().warn("admin connection closed reason=oversized_frame limit={}", proto::kMaxFrameSize);
-        self->input_done_ = true;
+      } else {
+        // A length above the limit makes the stream unusable; dispatch()
+        // sees it once the frames before it are taken.
+        self->reader_.feed(std::span<const uint8_t>(self->buffer_.data(), n));
       }
       self->dispatch();
       self->read();
@@ -117,11 +136,15 @@ class AdminConnection : public std::enable_shared_from_this<AdminConnection> {
   void dispatch() {
     while (!closed_ && slots_.size() < kMaxInFlight) {
       std::optional<std::string> frame = reader_.next();
-      if (!frame) return;
+      if (!frame) {
+        stop_reading_if_oversized();
+        return;
+      }
       const uint64_t seq = next_seq_++;
       slots_.emplace_back();
       proto::AdminRequest request;
       if (!request.ParseFromString(*frame)) {
+        if (auto server = server_.lock()) server->frames_malformed.add();
         complete(seq, error_frame("malformed request: not an AdminRequest; is meshctl from a different version?"));
         continue;
       }
@@ -143,6 +166,15 @@ class AdminConnection : public std::enable_shared_from_this<AdminConnection> {
         self->finish_if_done();
       }, id_);
     }
+  }
+
+  // Answers what came before an oversized length, then closes: nothing
+  // after it can be framed.
+  void stop_reading_if_oversized() {
+    if (input_done_ || reader_.error() != proto::FrameReader::Error::oversized) return;
+    logger().warn("admin connection closed reason=oversized_frame limit={}", proto::kMaxFrameSize);
+    if (auto server = server_.lock()) server->frames_oversized.add();
+    input_done_ = true;
   }
 
   void complete(uint64_t seq, std::string frame) {
@@ -203,6 +235,8 @@ void AdminServer::State::accept() {
     if (!self->running) return;
     if (ec) {
       logger().warn("admin accept failed error={}", ec.message());
+    } else if (self->connections.size() >= AdminServer::kMaxConnections) {
+      self->refuse(std::move(socket));
     } else {
       auto connection = std::make_shared<AdminConnection>(self, std::move(socket), self->next_connection_id++);
       self->connections.insert(connection);
@@ -212,8 +246,23 @@ void AdminServer::State::accept() {
   });
 }
 
-AdminServer::AdminServer(asio::io_context& io, std::string socket_path, AdminService& service)
-    : socket_path_(socket_path), state_(std::make_shared<State>(io, std::move(socket_path), service)) {}
+void AdminServer::State::refuse(Protocol::socket socket) {
+  connections_refused.add();
+  logger().warn("admin connection refused reason=too_many_connections limit={}", AdminServer::kMaxConnections);
+  // A fresh socket's send buffer takes this small frame whole, so a
+  // non-blocking send either delivers it or fails; either way we close.
+  const std::string frame =
+      error_frame(fmt::format("the agent already serves {} admin connections, its limit; try again when one closes",
+                              AdminServer::kMaxConnections));
+  asio::error_code ignored;
+  socket.non_blocking(true, ignored);
+  socket.send(asio::buffer(frame), 0, ignored);
+  socket.shutdown(Protocol::socket::shutdown_both, ignored);
+  socket.close(ignored);
+}
+
+AdminServer::AdminServer(asio::io_context& io, std::string socket_path, AdminService& service, core::Metrics& metrics)
+    : socket_path_(socket_path), state_(std::make_shared<State>(io, std::move(socket_path), service, metrics)) {}
 
 AdminServer::~AdminServer() { stop(); }
 
@@ -278,7 +327,12 @@ void AdminServer::start() {
 
   asio::error_code bind_error;
   state.acceptor.open(Protocol(), bind_error);
-  if (!bind_error) state.acceptor.bind(Protocol::endpoint(socket_path_), bind_error);
+  if (!bind_error) {
+    // The agent is one thread, and nothing else creates files meanwhile.
+    const mode_t previous_umask = ::umask(kSocketUmask);
+    state.acceptor.bind(Protocol::endpoint(socket_path_), bind_error);
+    ::umask(previous_umask);
+  }
   if (!bind_error) state.acceptor.listen(asio::socket_base::max_listen_connections, bind_error);
   if (bind_error) {
     asio::error_code ignored;

@@ -632,6 +632,33 @@ TEST_F(ConfigTest, MissingKeyFileSaysHowToCreateIt) {
   }
 }
 
+TEST_F(ConfigTest, AcceptedKeyFileIsReadForARotation) {
+  const std::string other = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+  write_file(dir_ / "next.key", other + "\n");
+  const AgentConfig config = parse(
+      "[link]\ninterfaces = [\"eth0\"]\n[security]\nmesh_key_file = \"mesh.key\"\n"
+      "accepted_mesh_key_file = \"next.key\"\n");
+  EXPECT_EQ(config.accepted_mesh_key_file, (dir_ / "next.key").string());
+  ASSERT_TRUE(config.node.accepted_mesh_key);
+  EXPECT_EQ(config.node.accepted_mesh_key->bytes(), core::MeshKey::from_hex(other)->bytes());
+  EXPECT_NE(config.node.accepted_mesh_key->bytes(), config.node.mesh_key.bytes());
+  // Absent by default.
+  EXPECT_FALSE(parse(kMinimal).node.accepted_mesh_key);
+}
+
+TEST_F(ConfigTest, AcceptedKeyFileMistakesNameTheirLineAndKey) {
+  const std::string head = "[link]\ninterfaces = [\"eth0\"]\n[security]\nmesh_key_file = \"mesh.key\"\n";
+  auto message = expect_error(head + "accepted_mesh_key_file = \"absent.key\"\n", 5, "security.accepted_mesh_key_file");
+  EXPECT_THAT(message, HasSubstr((dir_ / "absent.key").string()));
+  write_file(dir_ / "bad.key", "0011");
+  message = expect_error(head + "accepted_mesh_key_file = \"bad.key\"\n", 5, "security.accepted_mesh_key_file");
+  EXPECT_THAT(message, HasSubstr("malformed"));
+  // The same key twice is a mistake: a rotation names the other key.
+  write_file(dir_ / "copy.key", std::string(kKeyHex) + "\n");
+  message = expect_error(head + "accepted_mesh_key_file = \"copy.key\"\n", 5, "security.accepted_mesh_key_file");
+  EXPECT_THAT(message, HasSubstr("same key"));
+}
+
 TEST_F(ConfigTest, MalformedKeyFileSaysHowToCreateIt) {
   const std::string text = "[link]\ninterfaces = [\"eth0\"]\n[security]\nmesh_key_file = \"bad.key\"\n";
   for (const std::string& content : {std::string("0011223344"), std::string(64, 'g'), std::string(),
@@ -757,7 +784,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 102u);
+  EXPECT_EQ(keys.size(), 103u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next

@@ -166,6 +166,32 @@ TEST_F(AuthenticatedLinkTest, TamperedDatagramDroppedAndCounted) {
   EXPECT_EQ(at_bob_.size(), 1u);
 }
 
+TEST_F(AuthenticatedLinkTest, DatagramLargerThanTheLinkCarriesIsDroppedEvenWithAValidSeal) {
+  // A key holder never sends one; refused before the HMAC is computed.
+  const std::string big(bob_raw_.max_datagram_size(), 'x');
+  bob_raw_.deliver(kAliceRaw, alice_auth_.seal(span_of(big)));
+  EXPECT_TRUE(at_bob_.empty());
+  EXPECT_EQ(bob_metrics_.counter("auth_dropped_total", {{"reason", "oversized"}}).value(), 1u);
+
+  // The largest datagram a peer's link lets it seal still goes through.
+  const std::string fits(alice_.max_datagram_size(), 'y');
+  alice_.broadcast(span_of(fits));
+  ASSERT_EQ(at_bob_.size(), 1u);
+  EXPECT_EQ(at_bob_[0].text, fits);
+  EXPECT_EQ(bob_metrics_.total("auth_dropped_total"), 1u);
+}
+
+TEST_F(AuthenticatedLinkTest, CountsWhichKeyOpenedEachDatagram) {
+  const MeshKey next = *MeshKey::from_hex(std::string(64, '8'));
+  PacketAuth carol_auth(next, NodeId::from_octets(10, 0, 0, 3), 1);
+  bob_auth_.also_accept(next);
+  alice_.broadcast(span_of("old key"));
+  bob_raw_.deliver(kAliceRaw, carol_auth.seal(span_of("new key")));
+  ASSERT_EQ(at_bob_.size(), 2u);
+  EXPECT_EQ(bob_metrics_.counter("auth_opened_total", {{"key", "sealing"}}).value(), 1u);
+  EXPECT_EQ(bob_metrics_.counter("auth_opened_total", {{"key", "accepted"}}).value(), 1u);
+}
+
 TEST_F(AuthenticatedLinkTest, ForgedSourceAddressDoesNotRedirectReplies) {
   // A refused datagram must not teach the link a new raw address.
   alice_.broadcast(span_of("hi"));

@@ -127,6 +127,52 @@ TEST(PacketAuth, WrongKeyRefused) {
   EXPECT_EQ(opened.error(), AuthError::bad_tag);
 }
 
+MeshKey new_key() { return key_from(std::string(64, 'b')); }
+
+TEST(PacketAuth, AnAcceptedKeyOpensButNeverSeals) {
+  PacketAuth alice_old(test_key(), kAlice, 1);
+  PacketAuth carol_new(new_key(), NodeId::from_octets(10, 0, 0, 3), 1);
+  PacketAuth bob(test_key(), kBob, 1);
+  EXPECT_EQ(bob.open(carol_new.seal(bytes_of("n"))).error(), AuthError::bad_tag);
+
+  bob.also_accept(new_key());
+  auto with_new = bob.open(carol_new.seal(bytes_of("n")));
+  ASSERT_TRUE(with_new);
+  EXPECT_EQ(with_new->key, PacketAuth::Key::accepted);
+  auto with_old = bob.open(alice_old.seal(bytes_of("o")));
+  ASSERT_TRUE(with_old);
+  EXPECT_EQ(with_old->key, PacketAuth::Key::sealing);
+
+  // Bob still seals with his own key: a node that has only the new key
+  // cannot read him yet (the first pass of a rotation is for that).
+  PacketAuth dave_new_only(new_key(), NodeId::from_octets(10, 0, 0, 4), 1);
+  EXPECT_EQ(dave_new_only.open(bob.seal(bytes_of("b"))).error(), AuthError::bad_tag);
+  PacketAuth erin_old(test_key(), NodeId::from_octets(10, 0, 0, 5), 1);
+  EXPECT_TRUE(erin_old.open(bob.seal(bytes_of("b"))));
+}
+
+TEST(PacketAuth, ThirdKeyRefusedWhileRotating) {
+  PacketAuth bob(test_key(), kBob, 1);
+  bob.also_accept(new_key());
+  PacketAuth mallory(key_from(std::string(64, 'e')), kAlice, 1);
+  EXPECT_EQ(bob.open(mallory.seal(bytes_of("x"))).error(), AuthError::bad_tag);
+}
+
+TEST(PacketAuth, ReplayUnderEitherKeyIsOneWindow) {
+  // A sender mid-rotation switches keys on restart; its counters keep growing,
+  // so its window carries over from one key to the other.
+  PacketAuth alice_old(test_key(), kAlice, 1);
+  PacketAuth bob(test_key(), kBob, 1);
+  bob.also_accept(new_key());
+  const auto old_sealed = alice_old.seal(bytes_of("a"));
+  EXPECT_TRUE(bob.open(old_sealed));
+  PacketAuth alice_new(new_key(), kAlice, 1000);  // restarted with the new key, a higher counter
+  const auto new_sealed = alice_new.seal(bytes_of("b"));
+  EXPECT_TRUE(bob.open(new_sealed));
+  EXPECT_EQ(bob.open(new_sealed).error(), AuthError::replay);
+  EXPECT_EQ(bob.open(old_sealed).error(), AuthError::too_old);
+}
+
 TEST(PacketAuth, ReplayRefused) {
   PacketAuth alice(test_key(), kAlice, 1);
   PacketAuth bob(test_key(), kBob, 1);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,22 @@ TEST(Frame, ExactlyOneMebibyteAccepted) {
   ASSERT_TRUE(got);
   EXPECT_EQ(got->size(), kMaxFrameSize);
   EXPECT_EQ(*got, big);
+}
+
+TEST(Frame, ALargestFrameArrivingInSmallPiecesHoldsAboutItsOwnSize) {
+  // The admin server reads 4 KiB at a time; doubling a growing buffer would
+  // end near twice the frame, which its memory bound does not allow for.
+  std::string stream;
+  ASSERT_TRUE(append_frame(std::string(kMaxFrameSize, 'q'), stream));
+  FrameReader reader;
+  const size_t piece = 4096;
+  for (size_t at = 0; at + 1 < stream.size(); at += piece) {
+    ASSERT_TRUE(reader.feed(std::string_view(stream).substr(at, std::min(piece, stream.size() - 1 - at))));
+  }
+  EXPECT_FALSE(reader.next());  // one byte short
+  EXPECT_LE(reader.capacity(), kMaxFrameSize + kFrameHeaderSize + piece);
+  ASSERT_TRUE(reader.feed(std::string_view(stream).substr(stream.size() - 1)));
+  EXPECT_EQ(reader.next()->size(), kMaxFrameSize);
 }
 
 TEST(Frame, AppendRefusesAboveOneMebibyte) {

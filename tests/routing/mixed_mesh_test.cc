@@ -32,9 +32,10 @@ enum class Role { agent, plain };
 
 struct Node {
   Node(ManualEnv& env, FakeNetwork& olsr_net, FakeNetwork& agent_net, core::NodeId id, Role role,
-       std::vector<uint8_t> key)
+       std::vector<uint8_t> key, std::vector<uint8_t> accepted_key)
       : olsr(env, olsr_net.add(id), metrics, testing::olsr_options_for(id)),
-        directory(env, olsr, metrics, AgentDirectory::Options{std::move(key), 100, seconds(5), seconds(15)}),
+        directory(env, olsr, metrics,
+                  AgentDirectory::Options{std::move(key), 100, seconds(5), seconds(15), std::move(accepted_key)}),
         agent_link(agent_net.add(id)),
         transport(env, agent_link, olsr, metrics, OlsrTransport::Options{}, &directory) {
     agent_link.routes_ip = true;
@@ -61,8 +62,9 @@ class MixedMeshTest : public ::testing::Test {
  protected:
   MixedMeshTest() : olsr_net_(env_, milliseconds(2)), agent_net_(env_, milliseconds(2)) {}
 
-  Node& add(uint8_t last, Role role, std::vector<uint8_t> key = kMeshKey) {
-    nodes_[last] = std::make_unique<Node>(env_, olsr_net_, agent_net_, ip(last), role, std::move(key));
+  Node& add(uint8_t last, Role role, std::vector<uint8_t> key = kMeshKey, std::vector<uint8_t> accepted_key = {}) {
+    nodes_[last] =
+        std::make_unique<Node>(env_, olsr_net_, agent_net_, ip(last), role, std::move(key), std::move(accepted_key));
     return *nodes_[last];
   }
   void connect(uint8_t a, uint8_t b) {
@@ -108,6 +110,18 @@ TEST_F(MixedMeshTest, AnAgentOfAnotherMeshKeyIsNoAgent) {
   env_.advance(seconds(30));
   EXPECT_TRUE(node(1).directory.agents().empty());
   EXPECT_GT(node(1).counter("agent_presence_dropped_total{reason=bad_tag}"), 0u);
+}
+
+TEST_F(MixedMeshTest, AKeyAcceptedForARotationRecognisesAgentsSealingWithIt) {
+  const std::vector<uint8_t> next_key(32, 0x43);
+  add(1, Role::agent, kMeshKey, next_key);  // first pass: seals with the old key, accepts the new
+  add(2, Role::agent, next_key);            // not rotating: the new key only
+  connect(1, 2);
+  env_.advance(seconds(30));
+  EXPECT_TRUE(node(1).directory.is_agent(ip(2)));
+  // The accepted key is never used to announce.
+  EXPECT_FALSE(node(2).directory.is_agent(ip(1)));
+  EXPECT_GT(node(2).counter("agent_presence_dropped_total{reason=bad_tag}"), 0u);
 }
 
 TEST_F(MixedMeshTest, AnAgentIsForgottenWhenItsAnnouncementsStop) {

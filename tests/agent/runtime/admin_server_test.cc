@@ -89,7 +89,7 @@ class AdminServerTest : public ::testing::Test {
   }
 
   AdminServer& start_server() {
-    server_ = std::make_unique<AdminServer>(io_, path_, *service_);
+    server_ = std::make_unique<AdminServer>(io_, path_, *service_, nodes_[1]->metrics());
     server_->start();
     return *server_;
   }
@@ -215,6 +215,59 @@ TEST_F(AdminServerTest, OversizedFrameClosesTheConnection) {
   ::close(again);
 }
 
+TEST_F(AdminServerTest, ConnectionsBeyondTheLimitAreRefusedWithAnErrorAndCounted) {
+  AdminServer& server = start_server();
+  std::vector<int> open;
+  for (size_t i = 0; i < AdminServer::kMaxConnections; ++i) {
+    const int fd = connect_to(path_);
+    ASSERT_GE(fd, 0);
+    open.push_back(fd);
+  }
+  // Each may hold a partial frame; these declare the largest one.
+  for (int fd : open) send_all(fd, std::string("\x00\x10\x00\x00", 4));
+  io_.run_for(kPollStep);
+
+  const int extra = connect_to(path_);
+  ASSERT_GE(extra, 0);
+  bool closed = false;
+  const auto refused = receive(extra, 2, &closed);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_THAT(refused[0].error(), HasSubstr("admin connections"));
+  EXPECT_TRUE(closed);
+  ::close(extra);
+  EXPECT_EQ(nodes_[1]->metrics().counter("admin_connections_refused_total").value(), 1u);
+
+  // One closing makes room for the next client, which is served.
+  ::close(open.back());
+  open.pop_back();
+  io_.run_for(kPollStep);
+  const int next = connect_to(path_);
+  ASSERT_GE(next, 0);
+  proto::AdminRequest status;
+  status.mutable_status();
+  send_all(next, frame_of(status));
+  const auto served = receive(next, 1);
+  ASSERT_EQ(served.size(), 1u);
+  EXPECT_TRUE(served[0].has_status()) << served[0].error();
+  ::close(next);
+  for (int fd : open) ::close(fd);
+  EXPECT_EQ(server.socket_path(), path_);
+}
+
+TEST_F(AdminServerTest, OversizedAndMalformedFramesAreCounted) {
+  start_server();
+  const int fd = connect_to(path_);
+  ASSERT_GE(fd, 0);
+  std::string malformed;
+  proto::append_frame(std::string("\x0a\xff\xff", 3), malformed);
+  send_all(fd, malformed + std::string("\x00\x10\x00\x01", 4));  // then one byte over the limit
+  EXPECT_TRUE(closed_by_server(fd));
+  ::close(fd);
+  core::Metrics& metrics = nodes_[1]->metrics();
+  EXPECT_EQ(metrics.counter("admin_frames_dropped_total", {{"reason", "malformed"}}).value(), 1u);
+  EXPECT_EQ(metrics.counter("admin_frames_dropped_total", {{"reason", "oversized"}}).value(), 1u);
+}
+
 TEST_F(AdminServerTest, CreatesTheDirectoryAndRestrictsTheSocket) {
   ASSERT_FALSE(fs::exists(dir_ + "/run"));
   start_server();
@@ -224,12 +277,12 @@ TEST_F(AdminServerTest, CreatesTheDirectoryAndRestrictsTheSocket) {
   EXPECT_EQ(socket_stat.st_mode & 07777, 0660u);
   struct stat dir_stat {};
   ASSERT_EQ(::stat((dir_ + "/run").c_str(), &dir_stat), 0);
-  EXPECT_EQ(dir_stat.st_mode & 07777, 0755u);
+  EXPECT_EQ(dir_stat.st_mode & 07777, 0750u);
 }
 
 TEST_F(AdminServerTest, SecondServerOnTheSamePathRefusesToStart) {
   start_server();
-  AdminServer second(io_, path_, *service_);
+  AdminServer second(io_, path_, *service_, nodes_[1]->metrics());
   try {
     second.start();
     FAIL() << "a second server took over a live socket";
@@ -293,7 +346,7 @@ TEST_F(AdminServerTest, StopClosesConnectionsAndRemovesTheSocket) {
 }
 
 TEST_F(AdminServerTest, UnusablePathGivesAClearError) {
-  AdminServer server(io_, std::string(200, 'x'), *service_);
+  AdminServer server(io_, std::string(200, 'x'), *service_, nodes_[1]->metrics());
   try {
     server.start();
     FAIL() << "started on a path too long for a Unix socket";
