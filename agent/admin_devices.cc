@@ -6,8 +6,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "agent/catalog_file.h"
-#include "agent/catalog_submit.h"
 #include "core/log.h"
 #include "routine/device_codec.h"
 
@@ -270,49 +268,6 @@ void AdminDevices::answer_watch(ConnectionId connection) {
   w.waiting.reset();
   w.wait_timer.cancel();
   waiting(std::move(response));
-}
-
-void AdminDevices::add(const proto::DeviceAddRequest& request, Reply reply) {
-  auto file = parse_catalog(request.catalog(), request.source().empty() ? "catalog" : request.source(),
-                            &node_.catalog().devices());
-  if (!file) {
-    reply(error_response(file.error()));
-    return;
-  }
-  if (file->devices.empty()) {
-    reply(error_response(fmt::format("{} defines no [[device]]", request.source())));
-    return;
-  }
-  std::vector<CatalogSubmission> submissions;
-  for (const auto& device : file->devices) {
-    CatalogSubmission submission{device.id, {}};
-    *submission.change.mutable_put() = routine::to_proto(device);
-    submission.change.set_replace(request.replace());
-    submissions.push_back(std::move(submission));
-  }
-  submit_all(node_.devices(), std::move(submissions), timeout_of(request.timeout_ms()),
-             [alive = alive_, reply = std::move(reply)](std::vector<proto::CatalogVerdict> verdicts) {
-               if (!*alive) return;
-               proto::AdminResponse response;
-               for (auto& verdict : verdicts) *response.mutable_device_add()->add_verdicts() = std::move(verdict);
-               reply(std::move(response));
-             });
-}
-
-void AdminDevices::remove(const proto::DeviceRemoveRequest& request, Reply reply) {
-  proto::CatalogChange change;
-  change.set_remove(request.id());
-  node_.devices().change_catalog(change, timeout_of(request.timeout_ms()),
-                                 [alive = alive_, id = request.id(), reply = std::move(reply)](const auto& result) {
-                                   if (!*alive) return;
-                                   if (!result) {
-                                     reply(error_response(result.error()));
-                                     return;
-                                   }
-                                   proto::AdminResponse response;
-                                   *response.mutable_device_remove()->mutable_verdict() = verdict_of(id, result);
-                                   reply(std::move(response));
-                                 });
 }
 
 void AdminDevices::connection_closed(ConnectionId connection) {

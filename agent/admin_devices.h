@@ -15,8 +15,9 @@ namespace mesh::agent {
 
 // The device commands of the admin protocol (meshctl devices, device ...),
 // for AdminService: listing devices through their groups' leaders, running
-// commands, changing the catalog, and watches that belong to one admin
-// connection (long polls: DeviceWatchRequest).
+// commands, and watches that belong to one admin connection (long polls:
+// DeviceWatchRequest). Adding and removing devices is a catalog change
+// (AdminCatalog).
 class AdminDevices {
  public:
   using Reply = std::function<void(proto::AdminResponse response)>;
@@ -30,8 +31,6 @@ class AdminDevices {
   void devices(const proto::DevicesRequest& request, Reply reply);
   void set(const proto::DeviceSetRequest& request, Reply reply);
   void watch(const proto::DeviceWatchRequest& request, Reply reply, ConnectionId connection);
-  void add(const proto::DeviceAddRequest& request, Reply reply);
-  void remove(const proto::DeviceRemoveRequest& request, Reply reply);
   // Ends the connection's watch.
   void connection_closed(ConnectionId connection);
 

@@ -8,11 +8,10 @@
 
 namespace mesh::agent {
 
-// The routine commands of the admin protocol (meshctl routine ...), for
-// AdminService. Changing a routine's definition is a catalog change, made
-// exactly as AdminDevices makes device changes: checked against this node's
-// catalog, then decided and replicated by the catalog group. Reads and runs
-// go to the routines' groups through RoutineService.
+// The routine reads and runs of the admin protocol (meshctl routines,
+// routine ID, routine run, routine history), for AdminService: each goes to
+// the routine's group through RoutineService. Changing a routine's
+// definition is a catalog change (AdminCatalog).
 class AdminRoutines {
  public:
   using Reply = std::function<void(proto::AdminResponse response)>;
@@ -22,9 +21,6 @@ class AdminRoutines {
   AdminRoutines& operator=(const AdminRoutines&) = delete;
   ~AdminRoutines() { *alive_ = false; }
 
-  void add(const proto::RoutineAddRequest& request, Reply reply);
-  void remove(const proto::RoutineRemoveRequest& request, Reply reply);
-  void set_enabled(const proto::RoutineEnableRequest& request, Reply reply);
   void list(const proto::RoutinesRequest& request, Reply reply);
   void run(const proto::RoutineRunRequest& request, Reply reply);
 

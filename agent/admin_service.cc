@@ -54,7 +54,7 @@ std::string_view phase_name(mutex::Camera::Phase phase) {
 
 }  // namespace
 
-AdminService::AdminService(Node& node) : node_(node), devices_(node), routines_(node) {}
+AdminService::AdminService(Node& node) : node_(node), devices_(node), routines_(node), catalog_(node) {}
 
 AdminService::~AdminService() {
   *alive_ = false;
@@ -115,19 +115,19 @@ void AdminService::handle(const proto::AdminRequest& request, Reply reply, Conne
       devices_.watch(request.device_watch(), std::move(reply), connection);
       return;
     case proto::AdminRequest::kDeviceAdd:
-      devices_.add(request.device_add(), std::move(reply));
+      catalog_.add(AdminCatalog::Kind::device, request.device_add(), std::move(reply));
       return;
     case proto::AdminRequest::kDeviceRemove:
-      devices_.remove(request.device_remove(), std::move(reply));
+      catalog_.remove(AdminCatalog::Kind::device, request.device_remove(), std::move(reply));
       return;
     case proto::AdminRequest::kRoutineAdd:
-      routines_.add(request.routine_add(), std::move(reply));
+      catalog_.add(AdminCatalog::Kind::routine, request.routine_add(), std::move(reply));
       return;
     case proto::AdminRequest::kRoutineRemove:
-      routines_.remove(request.routine_remove(), std::move(reply));
+      catalog_.remove(AdminCatalog::Kind::routine, request.routine_remove(), std::move(reply));
       return;
     case proto::AdminRequest::kRoutineEnable:
-      routines_.set_enabled(request.routine_enable(), std::move(reply));
+      catalog_.set_routine_enabled(request.routine_enable(), std::move(reply));
       return;
     case proto::AdminRequest::kRoutines:
       routines_.list(request.routines(), std::move(reply));

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "agent/admin_catalog.h"
 #include "agent/admin_devices.h"
 #include "agent/admin_routines.h"
 #include "agent/node.h"
@@ -64,6 +65,7 @@ class AdminService {
   Node& node_;
   AdminDevices devices_;
   AdminRoutines routines_;
+  AdminCatalog catalog_;
   std::map<mutex::AcquireHandle, LockClaim> claims_;
   // Replies to client writes still running go nowhere once this is gone.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -4,6 +4,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -90,6 +91,12 @@ std::optional<std::string> AgentConnection::set_timeouts(double wait_s) {
   }
   return std::nullopt;
 }
+
+uint32_t agent_timeout_ms(const CommandLine& line) {
+  return line.timeout_s ? static_cast<uint32_t>(std::min(*line.timeout_s * 1000.0, 3.6e6)) : 0;
+}
+
+double answer_wait_s(const CommandLine& line) { return line.timeout_s.value_or(kDefaultTimeoutS) + kPingAnswerGraceS; }
 
 int usage_error(const std::string& message) {
   std::cerr << "meshctl: " << message << "\nTry 'meshctl --help' for usage.\n";

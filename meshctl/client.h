@@ -4,6 +4,7 @@
 // the agent's admin socket, the exit statuses and the error reports.
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +74,13 @@ class AgentConnection {
   int fd_ = -1;
   proto::FrameReader reader_;
 };
+
+// A request the agent bounds with --timeout (device set, catalog changes,
+// routine run): the timeout to send (0: the agent's default), and how long
+// meshctl waits for the answer, longer by kPingAnswerGraceS so that the
+// agent's own report of a timeout arrives.
+uint32_t agent_timeout_ms(const CommandLine& line);
+double answer_wait_s(const CommandLine& line);
 
 // Each prints its message to stderr and returns the exit status to use.
 int usage_error(const std::string& message);

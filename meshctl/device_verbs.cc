@@ -2,14 +2,13 @@
 // remove).
 #include <chrono>
 #include <csignal>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "meshctl/catalog_changes.h"
 #include "meshctl/output.h"
 #include "meshctl/verbs.h"
 
@@ -81,17 +80,12 @@ std::vector<std::string> table_row(const proto::DeviceRow& d) {
           changed_text(d.changed_at_unix_ms())};
 }
 
-double wait_of(const CommandLine& line) { return line.timeout_s.value_or(kDefaultTimeoutS) + kPingAnswerGraceS; }
-
-uint32_t timeout_ms(const CommandLine& line) {
-  return line.timeout_s ? static_cast<uint32_t>(std::min(*line.timeout_s * 1000.0, 3.6e6)) : 0;
-}
 
 int run_devices(AgentConnection& connection, const CommandLine& line) {
   if (line.words.size() != 1) return usage_error("devices takes no arguments (device ID shows one)");
   proto::AdminRequest request;
-  request.mutable_devices()->set_timeout_ms(timeout_ms(line));
-  auto response = connection.call(request, wait_of(line));
+  request.mutable_devices()->set_timeout_ms(agent_timeout_ms(line));
+  auto response = connection.call(request, answer_wait_s(line));
   if (!response) return no_agent(connection, response.error());
   if (!response->error().empty()) return agent_error(response->error());
   if (!response->has_devices()) return unexpected_answer("devices");
@@ -119,8 +113,8 @@ int run_devices(AgentConnection& connection, const CommandLine& line) {
 int show_device(AgentConnection& connection, const CommandLine& line, const std::string& id) {
   proto::AdminRequest request;
   request.mutable_devices()->add_ids(id);
-  request.mutable_devices()->set_timeout_ms(timeout_ms(line));
-  auto response = connection.call(request, wait_of(line));
+  request.mutable_devices()->set_timeout_ms(agent_timeout_ms(line));
+  auto response = connection.call(request, answer_wait_s(line));
   if (!response) return no_agent(connection, response.error());
   if (!response->error().empty()) return agent_error(response->error());
   if (!response->has_devices() || response->devices().devices_size() != 1) return unexpected_answer("device");
@@ -167,9 +161,9 @@ int set_device(AgentConnection& connection, const CommandLine& line) {
   auto& set = *request.mutable_device_set();
   set.set_id(line.words[2]);
   for (size_t i = 3; i < line.words.size(); ++i) set.add_assignments(line.words[i]);
-  set.set_timeout_ms(timeout_ms(line));
+  set.set_timeout_ms(agent_timeout_ms(line));
   if (line.command_id) set.set_command_id(*line.command_id);
-  auto response = connection.call(request, wait_of(line));
+  auto response = connection.call(request, answer_wait_s(line));
   if (!response) return no_agent(connection, response.error());
   if (!response->error().empty()) return agent_error(response->error());
   if (!response->has_device_set()) return unexpected_answer("device set");
@@ -224,65 +218,13 @@ int watch_devices(AgentConnection& connection, const CommandLine& line) {
   return kExitOk;
 }
 
-int add_devices(AgentConnection& connection, const CommandLine& line) {
-  if (line.words.size() != 2 || !line.file) {
-    return usage_error("device add takes --file F (a catalog file of [[device]] tables), e.g. device add --file new.toml");
-  }
-  std::ifstream in(*line.file, std::ios::binary);
-  if (!in) return usage_error(fmt::format("device add: cannot read {}", *line.file));
-  std::ostringstream text;
-  text << in.rdbuf();
-  proto::AdminRequest request;
-  auto& add = *request.mutable_device_add();
-  add.set_catalog(text.str());
-  add.set_source(*line.file);
-  add.set_replace(line.replace);
-  add.set_timeout_ms(timeout_ms(line));
-  auto response = connection.call(request, wait_of(line));
-  if (!response) return no_agent(connection, response.error());
-  if (!response->error().empty()) return agent_error(response->error());
-  if (!response->has_device_add()) return unexpected_answer("device add");
-  int status = kExitOk;
-  if (line.json) print_json(response->device_add());
-  for (const auto& v : response->device_add().verdicts()) {
-    if (v.refused()) status = kExitFailure;
-    if (line.json) continue;
-    if (v.refused()) {
-      std::cerr << fmt::format("meshctl: device {} refused: {}\n", v.id(), v.detail());
-    } else {
-      std::cout << fmt::format("device {} added as catalog version {}\n", v.id(), v.version());
-    }
-  }
-  return status;
-}
-
-int remove_device(AgentConnection& connection, const CommandLine& line) {
-  if (line.words.size() != 3) return usage_error("device remove takes one ID");
-  proto::AdminRequest request;
-  request.mutable_device_remove()->set_id(line.words[2]);
-  request.mutable_device_remove()->set_timeout_ms(timeout_ms(line));
-  auto response = connection.call(request, wait_of(line));
-  if (!response) return no_agent(connection, response.error());
-  if (!response->error().empty()) return agent_error(response->error());
-  if (!response->has_device_remove()) return unexpected_answer("device remove");
-  const auto& v = response->device_remove().verdict();
-  if (line.json) {
-    print_json(response->device_remove());
-  } else if (v.refused()) {
-    std::cerr << fmt::format("meshctl: removing device {} refused: {}\n", v.id(), v.detail());
-  } else {
-    std::cout << fmt::format("device {} removed as catalog version {}\n", v.id(), v.version());
-  }
-  return v.refused() ? kExitFailure : kExitOk;
-}
-
 int run_device(AgentConnection& connection, const CommandLine& line) {
   if (line.words.size() < 2) return usage_error("device takes ID, or one of show, set, watch, add, remove");
   const std::string& sub = line.words[1];
   if (sub == "set") return set_device(connection, line);
   if (sub == "watch") return watch_devices(connection, line);
-  if (sub == "add") return add_devices(connection, line);
-  if (sub == "remove") return remove_device(connection, line);
+  if (sub == "add") return add_catalog_file(connection, line, CatalogKind::device);
+  if (sub == "remove") return remove_catalog_entry(connection, line, CatalogKind::device);
   if (sub == "show") {
     if (line.words.size() != 3) return usage_error("device show takes one ID");
     return show_device(connection, line, line.words[2]);

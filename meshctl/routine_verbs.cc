@@ -1,9 +1,7 @@
 // meshctl verbs about routines: routines, routine (ID, run, history, add,
 // remove, enable, disable).
 #include <chrono>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/node_id.h"
+#include "meshctl/catalog_changes.h"
 #include "meshctl/output.h"
 #include "meshctl/verbs.h"
 
@@ -71,70 +70,6 @@ constexpr std::string_view kHelp = R"(    routines
 constexpr int kExitCommandFailed = 8;
 constexpr int kExitAborted = 9;
 
-double wait_of(const CommandLine& line) { return line.timeout_s.value_or(kDefaultTimeoutS) + kPingAnswerGraceS; }
-
-uint32_t timeout_ms(const CommandLine& line) {
-  return line.timeout_s ? static_cast<uint32_t>(std::min(*line.timeout_s * 1000.0, 3.6e6)) : 0;
-}
-
-int add_routines(AgentConnection& connection, const CommandLine& line) {
-  if (line.words.size() != 2 || !line.file) {
-    return usage_error(
-        "routine add takes --file F (a catalog file of [[routine]] tables), e.g. routine add --file night.toml");
-  }
-  std::ifstream in(*line.file, std::ios::binary);
-  if (!in) return usage_error(fmt::format("routine add: cannot read {}", *line.file));
-  std::ostringstream text;
-  text << in.rdbuf();
-  proto::AdminRequest request;
-  auto& add = *request.mutable_routine_add();
-  add.set_catalog(text.str());
-  add.set_source(*line.file);
-  add.set_replace(line.replace);
-  add.set_timeout_ms(timeout_ms(line));
-  auto response = connection.call(request, wait_of(line));
-  if (!response) return no_agent(connection, response.error());
-  if (!response->error().empty()) return agent_error(response->error());
-  if (!response->has_routine_add()) return unexpected_answer("routine add");
-  int status = kExitOk;
-  if (line.json) print_json(response->routine_add());
-  for (const auto& v : response->routine_add().verdicts()) {
-    if (v.refused()) status = kExitFailure;
-    if (line.json) continue;
-    if (v.refused()) {
-      std::cerr << fmt::format("meshctl: routine {} refused: {}\n", v.id(), v.detail());
-    } else {
-      std::cout << fmt::format("routine {} added as catalog version {}\n", v.id(), v.version());
-    }
-  }
-  return status;
-}
-
-// Prints the verdict on a change of one routine: `done` says what happened
-// ("removed", "enabled", ...), `doing` what was refused ("removing", ...).
-int report(const CommandLine& line, const proto::CatalogVerdict& v, const google::protobuf::Message& reply,
-           std::string_view done, std::string_view doing) {
-  if (line.json) {
-    print_json(reply);
-  } else if (v.refused()) {
-    std::cerr << fmt::format("meshctl: {} routine {} refused: {}\n", doing, v.id(), v.detail());
-  } else {
-    std::cout << fmt::format("routine {} {} as catalog version {}\n", v.id(), done, v.version());
-  }
-  return v.refused() ? kExitFailure : kExitOk;
-}
-
-int remove_routine(AgentConnection& connection, const CommandLine& line) {
-  if (line.words.size() != 3) return usage_error("routine remove takes one ID");
-  proto::AdminRequest request;
-  request.mutable_routine_remove()->set_id(line.words[2]);
-  request.mutable_routine_remove()->set_timeout_ms(timeout_ms(line));
-  auto response = connection.call(request, wait_of(line));
-  if (!response) return no_agent(connection, response.error());
-  if (!response->error().empty()) return agent_error(response->error());
-  if (!response->has_routine_remove()) return unexpected_answer("routine remove");
-  return report(line, response->routine_remove().verdict(), response->routine_remove(), "removed", "removing");
-}
 
 int enable_routine(AgentConnection& connection, const CommandLine& line, bool enabled) {
   const std::string_view verb = enabled ? "enable" : "disable";
@@ -142,13 +77,13 @@ int enable_routine(AgentConnection& connection, const CommandLine& line, bool en
   proto::AdminRequest request;
   request.mutable_routine_enable()->set_id(line.words[2]);
   request.mutable_routine_enable()->set_enabled(enabled);
-  request.mutable_routine_enable()->set_timeout_ms(timeout_ms(line));
-  auto response = connection.call(request, wait_of(line));
+  request.mutable_routine_enable()->set_timeout_ms(agent_timeout_ms(line));
+  auto response = connection.call(request, answer_wait_s(line));
   if (!response) return no_agent(connection, response.error());
   if (!response->error().empty()) return agent_error(response->error());
   if (!response->has_routine_enable()) return unexpected_answer(fmt::format("routine {}", verb));
-  return report(line, response->routine_enable().verdict(), response->routine_enable(),
-                enabled ? "enabled" : "disabled", enabled ? "enabling" : "disabling");
+  return report_verdict(line, CatalogKind::routine, response->routine_enable().verdict(), response->routine_enable(),
+                        enabled ? "enabled" : "disabled", enabled ? "enabling" : "disabling");
 }
 
 int64_t unix_now_us() {
@@ -224,8 +159,8 @@ std::optional<proto::RoutinesReply> read_routines(AgentConnection& connection, c
                                                   const std::vector<std::string>& ids, int& status) {
   proto::AdminRequest request;
   for (const auto& id : ids) request.mutable_routines()->add_ids(id);
-  request.mutable_routines()->set_timeout_ms(timeout_ms(line));
-  auto response = connection.call(request, wait_of(line));
+  request.mutable_routines()->set_timeout_ms(agent_timeout_ms(line));
+  auto response = connection.call(request, answer_wait_s(line));
   if (!response) {
     status = no_agent(connection, response.error());
     return std::nullopt;
@@ -363,9 +298,9 @@ int run_now(AgentConnection& connection, const CommandLine& line) {
   proto::AdminRequest request;
   request.mutable_routine_run()->set_id(line.words[2]);
   request.mutable_routine_run()->set_wait(line.wait);
-  request.mutable_routine_run()->set_timeout_ms(timeout_ms(line));
+  request.mutable_routine_run()->set_timeout_ms(agent_timeout_ms(line));
   // The agent waits for the invocation's end up to its own run timeout.
-  const double wait = line.timeout_s ? wait_of(line) : (line.wait ? 60.0 + kPingAnswerGraceS : wait_of(line));
+  const double wait = line.timeout_s ? answer_wait_s(line) : (line.wait ? 60.0 + kPingAnswerGraceS : answer_wait_s(line));
   auto response = connection.call(request, wait);
   if (!response) return no_agent(connection, response.error());
   if (!response->error().empty()) return agent_error(response->error());
@@ -400,8 +335,8 @@ int run_routine(AgentConnection& connection, const CommandLine& line) {
   const std::string& sub = line.words[1];
   if (sub == "run") return run_now(connection, line);
   if (sub == "history") return routine_history(connection, line);
-  if (sub == "add") return add_routines(connection, line);
-  if (sub == "remove") return remove_routine(connection, line);
+  if (sub == "add") return add_catalog_file(connection, line, CatalogKind::routine);
+  if (sub == "remove") return remove_catalog_entry(connection, line, CatalogKind::routine);
   if (sub == "enable") return enable_routine(connection, line, true);
   if (sub == "disable") return enable_routine(connection, line, false);
   if (sub == "show" && line.words.size() == 3) return show_routine(connection, line, line.words[2]);
