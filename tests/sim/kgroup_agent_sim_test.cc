@@ -171,10 +171,19 @@ Outcome run(const Plan& plan, uint64_t seed) {
   clients.loop(first, 0);
   clients.loop(second, 1);
 
-  // Crash the leader once writes are flowing.
-  const core::TimePoint crash_at = settle + milliseconds(rng.between(3000, 12000));
+  // Crash the leader once writes are flowing. The group is born with the
+  // first write, and genesis waits for a settled view (genesis_settle_ms
+  // after the last member joined), so a mesh whose view was still filling at
+  // `settle` may have no leader yet: wait for one, within a bound.
+  core::TimePoint crash_at = settle + milliseconds(rng.between(3000, 12000));
+  const core::TimePoint give_up = crash_at + seconds(15);
   sim.run_until(crash_at);
-  const Newest before = newest_group(sim);
+  Newest before = newest_group(sim);
+  while (!before.leader && crash_at < give_up) {
+    crash_at += milliseconds(100);
+    sim.run_until(crash_at);
+    before = newest_group(sim);
+  }
   std::optional<size_t> crashed;
   if (before.leader) {
     crashed = *before.leader;
