@@ -7,20 +7,13 @@
 
 #include <fmt/format.h>
 
+#include "agent/admin_response.h"
 #include "agent/catalog_file.h"
 #include "routine/device_codec.h"
 #include "routine/routine_model.h"
 
 namespace mesh::agent {
 namespace {
-
-proto::AdminResponse error_response(std::string text) {
-  proto::AdminResponse response;
-  response.set_error(std::move(text));
-  return response;
-}
-
-core::Duration timeout_of(uint32_t timeout_ms) { return std::chrono::milliseconds(timeout_ms); }
 
 // The verdict on the change of `id`: the version it got and whether the
 // catalog group refused it, or, if it was never decided (refused by this

@@ -6,19 +6,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "agent/admin_response.h"
 #include "core/log.h"
 #include "routine/device_codec.h"
 
 namespace mesh::agent {
 namespace {
-
-proto::AdminResponse error_response(std::string text) {
-  proto::AdminResponse response;
-  response.set_error(std::move(text));
-  return response;
-}
-
-core::Duration timeout_of(uint32_t timeout_ms) { return std::chrono::milliseconds(timeout_ms); }
 
 std::string status_name(proto::CommandStatus status) {
   switch (status) {

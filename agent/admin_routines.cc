@@ -6,18 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "agent/admin_response.h"
 #include "routine/routine_model.h"
 
 namespace mesh::agent {
 namespace {
-
-proto::AdminResponse error_response(std::string text) {
-  proto::AdminResponse response;
-  response.set_error(std::move(text));
-  return response;
-}
-
-core::Duration timeout_of(uint32_t timeout_ms) { return std::chrono::milliseconds(timeout_ms); }
 
 std::string describe_command(const routine::RoutineCommand& command, const routine::Catalog& catalog) {
   std::string text = command.device;

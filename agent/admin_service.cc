@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "agent/admin_response.h"
 #include "agent/text_log.h"
 #include "core/log.h"
 #include "core/version.h"
@@ -23,12 +24,6 @@ constexpr std::string_view kCommands =
     "status, metrics, log_level, ping, neighbors, routes, topology, members, lock, unlock, locks, kgroups, kgroup, "
     "kgroup_write, devices, device_set, device_watch, device_add, device_remove, routine_add, routine_remove, "
     "routine_enable, routines, routine_run";
-
-proto::AdminResponse error_response(std::string text) {
-  proto::AdminResponse response;
-  response.set_error(std::move(text));
-  return response;
-}
 
 int prefix_length(core::Ipv4Address netmask) {
   int length = 0;
