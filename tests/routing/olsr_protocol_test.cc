@@ -778,23 +778,28 @@ std::vector<TimePoint> emission_times(const std::vector<SentPacket>& packets, Me
   return out;
 }
 
-// The issue 17 testbed: a line of three where the middle node has a second
-// interface (so it also sends MIDs) and is both ends' MPR (so it sends TCs).
+// The issue 17 testbed's line of three: the middle node has a second
+// interface (so it also sends MIDs) and, once settled, is both ends' MPR (so
+// it sends TCs). Started and run 10 s to settle.
+void start_issue17_line(Mesh& mesh, OlsrOptions middle) {
+  mesh.add();
+  middle.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2)};
+  mesh.add(middle);
+  mesh.add();
+  mesh.connect(0, 1);
+  mesh.connect(1, 2);
+  mesh.start();
+  mesh.run_for(seconds(10));
+}
+
+// On the issue 17 testbed's line (start_issue17_line),
 // olsrd sent 67 packets from the middle node in 60 s (every TC and MID in a
 // HELLO's packet); unpacked, it was one packet per message, 118.
 TEST(OlsrPacking, MiddleOfLineSendsOnePacketPerHello) {
   for (uint64_t seed = 1; seed <= 10; ++seed) {
     SCOPED_TRACE("seed=" + std::to_string(seed));
     Mesh mesh(seed);
-    mesh.add();
-    OlsrOptions middle;
-    middle.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2)};
-    mesh.add(middle);
-    mesh.add();
-    mesh.connect(0, 1);
-    mesh.connect(1, 2);
-    mesh.start();
-    mesh.run_for(seconds(10));
+    start_issue17_line(mesh, {});
     ASSERT_EQ(mesh[1].olsr.mpr_selectors(), (std::set<core::NodeId>{addr(0), addr(2)}));
     const TimePoint from = mesh.clock().now();
     mesh.run_for(seconds(60));
@@ -823,15 +828,7 @@ TEST(OlsrPacking, MiddleOfLineSendsOnePacketPerHello) {
 // against loss), and none is shorter than half of it.
 TEST(OlsrPacking, NoGapExceedsTheInterval) {
   Mesh mesh(4);
-  mesh.add();
-  OlsrOptions middle;
-  middle.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2)};
-  mesh.add(middle);
-  mesh.add();
-  mesh.connect(0, 1);
-  mesh.connect(1, 2);
-  mesh.start();
-  mesh.run_for(seconds(10));
+  start_issue17_line(mesh, {});
   const TimePoint from = mesh.clock().now();
   mesh.run_for(seconds(300));
   const auto packets = packets_sent(mesh[1], from, mesh.clock().now());
@@ -977,16 +974,9 @@ TEST(OlsrPacking, ManyQueuedMessagesStayWithinTheLinkLimit) {
 // The benchmarks' baseline: without packing, one message a packet.
 TEST(OlsrPacking, UnpackedBaselineSendsOneMessagePerPacket) {
   Mesh mesh(2);
-  mesh.add();
-  OlsrOptions middle;
-  middle.pack_messages = false;
-  middle.extra_interfaces = {Ipv4Address::from_octets(10, 0, 9, 2)};
-  mesh.add(middle);
-  mesh.add();
-  mesh.connect(0, 1);
-  mesh.connect(1, 2);
-  mesh.start();
-  mesh.run_for(seconds(10));
+  OlsrOptions unpacked;
+  unpacked.pack_messages = false;
+  start_issue17_line(mesh, unpacked);
   const TimePoint from = mesh.clock().now();
   mesh.run_for(seconds(60));
   const auto packets = packets_sent(mesh[1], from, mesh.clock().now());
