@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "agent/toml_source.h"
 #include "core/sha256.h"
 
 namespace mesh::agent {
@@ -23,11 +24,6 @@ constexpr std::array<std::string_view, 9> kRoutineKeys = {"id",      "trigger", 
 constexpr std::string_view kRoutineKeyList = "id, trigger, window, days, min_retrigger_s, enabled, lock, uses, command";
 constexpr std::array<std::string_view, 4> kCommandKeys = {"device", "set", "duration_s", "must"};
 constexpr std::string_view kCommandKeyList = "device, set, duration_s, must";
-
-uint32_t line_of(const toml::node& node) {
-  const auto line = node.source().begin.line;
-  return line == 0 ? 1 : line;
-}
 
 std::string kinds() {
   std::string out;

@@ -20,6 +20,7 @@
 #include <toml++/toml.h>
 
 #include "agent/catalog_file.h"
+#include "agent/toml_source.h"
 #include "agent/topology_file.h"
 #include "core/log.h"
 
@@ -204,9 +205,6 @@ std::string describe(const toml::node& node) {
   }
   return "nothing";
 }
-
-uint32_t line_of(const toml::source_region& region) { return region.begin.line == 0 ? 1 : region.begin.line; }
-uint32_t line_of(const toml::node& node) { return line_of(node.source()); }
 
 std::string resolve_path(const std::string& base_dir, const std::string& path) {
   if (path.empty() || base_dir.empty() || std::filesystem::path(path).is_absolute()) return path;

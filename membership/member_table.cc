@@ -44,8 +44,6 @@ bool supersedes(MemberState state, uint64_t incarnation, MemberState over_state,
   return rank(state) > rank(over_state);
 }
 
-bool is_live(MemberState state) { return state == MemberState::alive || state == MemberState::suspect; }
-
 MemberTable::MemberTable(Member self) : self_(self.id) {
   MemberEntry entry;
   entry.member = std::move(self);

@@ -18,8 +18,6 @@ namespace mesh::membership {
 // stale alive never undoes a newer suspicion or failure.
 bool supersedes(MemberState state, uint64_t incarnation, MemberState over_state, uint64_t over_incarnation);
 
-bool is_live(MemberState state);
-
 struct MemberEntry {
   Member member;
   bool has_info = false;

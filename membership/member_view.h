@@ -18,6 +18,8 @@ namespace mesh::membership {
 // correct anyway (Camera's Mutual Friend Property, k-group re-selection).
 enum class MemberState { alive, suspect, failed, left };
 std::string_view to_string(MemberState state);
+// Alive or suspected: still a member others should count on.
+inline bool is_live(MemberState state) { return state == MemberState::alive || state == MemberState::suspect; }
 
 struct Member {
   core::NodeId id;

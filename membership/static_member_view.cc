@@ -3,12 +3,6 @@
 #include <set>
 
 namespace mesh::membership {
-namespace {
-
-bool is_live(MemberState state) { return state == MemberState::alive || state == MemberState::suspect; }
-
-}  // namespace
-
 StaticMemberView::StaticMemberView(core::NodeId self) : self_(self) {
   Member me;
   me.id = self;

@@ -147,4 +147,11 @@ core::Expected<DriverUri, std::string> parse_driver_uri(std::string_view text) {
   return uri;
 }
 
+std::optional<int> parse_query_int(std::string_view text, int min, int max) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) return std::nullopt;
+  return value;
+}
+
 }  // namespace mesh::drivers

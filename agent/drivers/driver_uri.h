@@ -39,4 +39,7 @@ struct DriverUri {
 // An error says what is wrong with `text`, quoting it.
 core::Expected<DriverUri, std::string> parse_driver_uri(std::string_view text);
 
+// A query value as a decimal integer within [min, max]; nothing for anything else.
+std::optional<int> parse_query_int(std::string_view text, int min, int max);
+
 }  // namespace mesh::drivers

@@ -1,7 +1,6 @@
 #include "agent/drivers/kasa_driver.h"
 
 #include <array>
-#include <charconv>
 #include <utility>
 
 #include <asio/connect.hpp>
@@ -52,12 +51,6 @@ bool is_unreachable(const asio::error_code& error) {
          error == asio::error::broken_pipe || error == asio::error::timed_out || error == asio::error::not_connected;
 }
 
-std::optional<int> parse_int(const std::string& text, int min, int max) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) return std::nullopt;
-  return value;
-}
 
 }  // namespace
 
@@ -109,11 +102,11 @@ core::Expected<std::unique_ptr<KasaDriver>, std::string> KasaDriver::open(asio::
       }
       target.child_id = value;
     } else if (key == "timeout_ms") {
-      auto ms = parse_int(value, 1, 600000);
+      auto ms = parse_query_int(value, 1, 600000);
       if (!ms) return error("timeout_ms must be an integer 1..600000");
       options.timeout = std::chrono::milliseconds(*ms);
     } else if (key == "transition_ms") {
-      auto ms = parse_int(value, 0, 3600000);
+      auto ms = parse_query_int(value, 0, 3600000);
       if (!ms) return error("transition_ms must be an integer 0..3600000");
       if (device.kind != routine::DeviceKind::bulb) return error("transition_ms is for bulbs");
       options.transition_ms = *ms;

@@ -4,7 +4,6 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -26,12 +25,6 @@ void init_library() {
   std::call_once(once, [] { mosquitto_lib_init(); });
 }
 
-std::optional<int> parse_int(const std::string& text, int min, int max) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) return std::nullopt;
-  return value;
-}
 
 std::optional<bool> parse_flag(const std::string& text) {
   if (text == "1" || text == "true" || text == "yes" || text.empty()) return true;
@@ -100,7 +93,7 @@ core::Expected<MqttSettings, std::string> mqtt_settings_from_uri(const DriverUri
     if (!settings.password.empty() && settings.password.back() == '\r') settings.password.pop_back();
   }
   if (auto keepalive = take("keepalive_s")) {
-    auto seconds = parse_int(*keepalive, 5, 3600);
+    auto seconds = parse_query_int(*keepalive, 5, 3600);
     if (!seconds) return core::Unexpected(std::string("keepalive_s must be an integer 5..3600"));
     settings.keepalive = std::chrono::seconds(*seconds);
   }

@@ -1,6 +1,5 @@
 #include "agent/drivers/mqtt_driver.h"
 
-#include <charconv>
 #include <utility>
 
 #include <asio/post.hpp>
@@ -23,16 +22,6 @@ struct MqttDriver::Pending {
   asio::steady_timer timer;
 };
 
-namespace {
-
-std::optional<int> parse_int(const std::string& text, int min, int max) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) return std::nullopt;
-  return value;
-}
-
-}  // namespace
 
 MqttDriver::MqttDriver(asio::io_context& io, std::shared_ptr<MqttConnection> connection, mqtt::Device device,
                        Options options)
@@ -95,13 +84,13 @@ core::Expected<std::unique_ptr<MqttDriver>, std::string> MqttDriver::open(asio::
   Options options;
   if (auto timeout = uri.option("timeout_ms")) {
     used.insert("timeout_ms");
-    auto ms = parse_int(*timeout, 1, 600000);
+    auto ms = parse_query_int(*timeout, 1, 600000);
     if (!ms) return error("timeout_ms must be an integer 1..600000");
     options.timeout = std::chrono::milliseconds(*ms);
   }
   if (auto qos = uri.option("qos")) {
     used.insert("qos");
-    auto level = parse_int(*qos, 0, 1);
+    auto level = parse_query_int(*qos, 0, 1);
     if (!level) return error("qos must be 0 or 1");
     options.qos = *level;
   }

@@ -38,7 +38,7 @@ constexpr size_t kMaxInFlight = 32;
 // Who may use the agent: its user and group (`adduser USER meshagent`),
 // nobody else. The directory keeps others from even finding the socket, as
 // the systemd unit's RuntimeDirectoryMode=0750 does.
-constexpr fs::perms kDirectoryMode = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec;  // 0750
+constexpr fs::perms kAdminDirectoryMode = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec;  // 0750
 constexpr fs::perms kSocketMode =
     fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::group_write;  // 0660
 // bind() creates the socket file with 0777 & ~umask; under this umask it is
@@ -281,7 +281,7 @@ void AdminServer::start() {
   const fs::path parent = path.parent_path();
   if (!parent.empty() && !fs::exists(parent, ec)) {
     fs::create_directories(parent, ec);
-    if (!ec) fs::permissions(parent, kDirectoryMode, ec);
+    if (!ec) fs::permissions(parent, kAdminDirectoryMode, ec);
     if (ec) {
       throw std::runtime_error(
           fmt::format("cannot create directory {} for the admin socket: {}", parent.string(), ec.message()));

@@ -20,7 +20,7 @@ namespace mesh::agent {
 namespace {
 
 constexpr std::string_view kTmpSuffix = ".tmp";
-constexpr mode_t kDirectoryMode = 0700;
+constexpr mode_t kStorageDirectoryMode = 0700;
 constexpr mode_t kFileMode = 0600;
 
 std::string errno_text(int error) { return std::strerror(error); }
@@ -61,7 +61,7 @@ int make_directories(const std::string& path) {
   if (parent != path) {
     if (const int error = make_directories(parent); error != 0) return error;
   }
-  if (::mkdir(path.c_str(), kDirectoryMode) != 0) {
+  if (::mkdir(path.c_str(), kStorageDirectoryMode) != 0) {
     if (errno == EEXIST) return 0;
     return errno;
   }
