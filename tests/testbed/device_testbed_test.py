@@ -24,7 +24,6 @@ netns mode needs root and working network namespaces; without them it prints
 why and exits 77, which ctest reports as skipped.
 """
 
-import argparse
 import json
 import os
 import signal
@@ -45,16 +44,6 @@ DEVICES = [("lamp", "plug", 19921, [0, 0, 0]), ("fan", "plug", 19922, [40, 0, 0]
            ("hall", "dimmer", 19923, [0, 40, 0]), ("desk", "bulb", 19924, [40, 40, 0])]
 COMMANDS_BEFORE_KILL = 8
 COMMANDS_AFTER_KILL = 8
-
-
-def arguments():
-    # testbed_test.testbed_arguments() parses the common options; meshemu is ours.
-    extra = argparse.ArgumentParser(add_help=False)
-    extra.add_argument("--meshemu", required=True)
-    ours, rest = extra.parse_known_args()
-    sys.argv = [sys.argv[0]] + rest
-    args, directory = testbed_test.testbed_arguments("meshdev")
-    return ours.meshemu, args, directory
 
 
 def devices_of(tb, name):
@@ -82,7 +71,7 @@ LAN = ("mtd-lan", "10.251.0")
 
 
 def main():
-    meshemu, args, directory = arguments()
+    meshemu, args, directory = testbed_test.testbed_arguments_with_meshemu("meshdev")
     if args is None:
         return SKIP
     os.makedirs(os.path.dirname(os.path.abspath(directory)), exist_ok=True)

@@ -24,7 +24,6 @@ netns mode needs root and working network namespaces; without them it prints why
 ctest reports as skipped.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -100,16 +99,6 @@ MANUAL = [
             lock="ola"),
 ]
 ROUTINES = AUTOMATIC + MANUAL
-
-
-def arguments():
-    # testbed_test.testbed_arguments() parses the common options; meshemu is ours.
-    extra = argparse.ArgumentParser(add_help=False)
-    extra.add_argument("--meshemu", required=True)
-    ours, rest = extra.parse_known_args()
-    sys.argv = [sys.argv[0]] + rest
-    args, directory = testbed_test.testbed_arguments("meshrt")
-    return ours.meshemu, args, directory
 
 
 def wait_all_up(tb, names, timeout):
@@ -304,7 +293,7 @@ def keep_evidence(directory, emu_log, kept):
 
 
 def main():
-    meshemu, args, directory = arguments()
+    meshemu, args, directory = testbed_test.testbed_arguments_with_meshemu("meshrt")
     if args is None:
         return SKIP
     building.self_test_oracle()

@@ -297,6 +297,8 @@ def testbed_arguments(prefix):
     p.add_argument("--meshctl", required=True)
     p.add_argument("--meshsim", required=True)
     p.add_argument("--dir", required=True)
+    p.add_argument("--skip-if-netns-runs", action="store_true",
+                   help="loopback mode only: skip where the netns variant runs (MESH_TESTBED_BOTH_MODES=1 runs both)")
     args = p.parse_args()
 
     if args.mode == "netns":
@@ -304,12 +306,27 @@ def testbed_arguments(prefix):
         if why:
             print(f"SKIP: {why}", flush=True)
             return None, None
+    elif args.skip_if_netns_runs and netns_unavailable() is None and os.environ.get("MESH_TESTBED_BOTH_MODES") != "1":
+        print("SKIP: the netns variant of this test runs on this machine and makes the same checks over real "
+              "interfaces; MESH_TESTBED_BOTH_MODES=1 runs both", flush=True)
+        return None, None
 
     directory = args.dir
     if len(directory) > MAX_DIR_LEN:
         directory = os.path.join(tempfile.gettempdir(), f"{prefix}-{args.mode}-{os.getpid()}")
         log(f"build directory path too long for Unix sockets; using {directory}")
     return args, directory
+
+
+def testbed_arguments_with_meshemu(prefix):
+    """testbed_arguments() plus --meshemu PATH, for the drivers that run emulated devices: (meshemu, args,
+    directory), args None when the test is skipped."""
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--meshemu", required=True)
+    ours, rest = extra.parse_known_args()
+    sys.argv = [sys.argv[0]] + rest
+    args, directory = testbed_arguments(prefix)
+    return ours.meshemu, args, directory
 
 
 def main():
