@@ -50,6 +50,7 @@ Camera::Camera(core::Env& env, core::Messenger& messenger, membership::MemberVie
       timeouts_total_(metrics.counter("mutex_acquire_timeouts_total")),
       learned_total_(metrics.counter("mutex_learned_nodes_total")),
       rebuilds_total_(metrics.counter("mutex_tree_rebuilds_total")),
+      minority_trees_total_(metrics.counter("mutex_minority_trees_total")),
       bad_messages_total_(metrics.counter("mutex_bad_messages_total")),
       relays_total_(metrics.counter("mutex_ok_relays_total")),
       ok_bytes_(metrics.histogram("mutex_ok_bytes")),
@@ -158,6 +159,11 @@ void Camera::raise_high_water(Resource& r, uint64_t mark) {
 size_t Camera::network_size_upper() {
   member_list();
   return estimator_.upper(env_.now());
+}
+
+size_t Camera::network_size_known() {
+  member_list();
+  return estimator_.known(env_.now());
 }
 
 void Camera::on_request_message(const core::Message& message, core::Responder responder) {

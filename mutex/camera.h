@@ -58,6 +58,14 @@ using AcquireHandle = uint64_t;
 // the list holds at most N.upper / 2 nodes, the request travels down a
 // spanning tree of the whole mesh and the OKs come back up it.
 //
+// Partitions: Theorem 9 assumes the tree spans the mesh. In a partitioned
+// mesh it spans one island, and every island would grant. Subtree OKs
+// therefore count the nodes they carry, and the root grants only when its
+// tree covers more than half of the nodes it heard of lately (never fewer
+// than the configured floor; at most one island can); otherwise
+// it waits and rebuilds the tree every probe_interval until the partition
+// heals or the acquire times out.
+//
 // Failures: a node membership declares failed (once a probe confirms it:
 // the verdict may be about an earlier life of a node that has restarted),
 // or one outside the member list that stops answering, is no longer waited
@@ -140,6 +148,9 @@ class Camera {
 
   // N.upper as the slow-path switch sees it now.
   size_t network_size_upper();
+  // Nodes heard of lately (at least the floor): a slow-path grant needs a
+  // tree covering more than half of them.
+  size_t network_size_known();
   // Nodes learned from requests and OK sets that the member list lacks.
   size_t learned_nodes() const { return learned_.size(); }
 
@@ -295,6 +306,9 @@ class Camera {
   void progress_tree(Resource& r, core::NodeId root);
   void rebuild_tree(Resource& r);
   void request_rebuild(Resource& r, const SlowTree& tree);
+  // The root's tree is complete but covers no majority of the `known` nodes: no grant;
+  // a rebuild after probe_interval reaches what a healed partition adds.
+  void await_majority_tree(Resource& r, SlowTree& tree, size_t known);
   SlowTree* tree_for(Resource& r, core::NodeId root, const proto::MutexRequestId& id, uint32_t attempt);
   void tree_member_failed(Resource& r, core::NodeId root, core::NodeId failed);
   // Probes `child` while the tree still waits for it and membership cannot
@@ -327,6 +341,7 @@ class Camera {
   core::Counter& timeouts_total_;
   core::Counter& learned_total_;
   core::Counter& rebuilds_total_;
+  core::Counter& minority_trees_total_;
   core::Counter& bad_messages_total_;
   core::Counter& relays_total_;
   core::Histogram& ok_bytes_;

@@ -152,6 +152,14 @@ void Camera::check_enter(Resource& r) {
   if (r.own->slow) {
     auto t = r.trees.find(self_);
     if (t == r.trees.end() || !t->second.subtree_ok()) return;
+    // Theorem 9 assumes the tree spans the mesh; in a partitioned one it spans
+    // an island, and two islands would both grant. Only a majority of the
+    // nodes known lately can be one island at a time.
+    const size_t known = network_size_known();
+    if (2 * static_cast<size_t>(t->second.covered()) <= known) {
+      await_majority_tree(r, t->second, known);
+      return;
+    }
     raise_high_water(r, t->second.high_water);
   }
   r.state = State::held;

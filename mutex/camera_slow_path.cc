@@ -190,6 +190,7 @@ void Camera::handle_subtree_ok(Resource& r, core::NodeId from, const proto::Mute
   SlowTree* tree = tree_for(r, from_proto(msg.id()).node, msg.id(), msg.attempt());
   if (tree == nullptr) return;
   tree->ok_from.insert(from);
+  tree->covered_by[from] = std::max<uint32_t>(1, msg.covered());
   tree->high_water = std::max(tree->high_water, msg.high_water());
   raise_high_water(r, msg.high_water());
   progress_tree(r, tree->id.node);
@@ -229,6 +230,23 @@ void Camera::rebuild_tree(Resource& r) {
   old = std::move(tree);
   send_joins(r, old);
   check_enter(r);
+}
+
+void Camera::await_majority_tree(Resource& r, SlowTree& tree, size_t known) {
+  if (tree.majority_retry_scheduled) return;
+  tree.majority_retry_scheduled = true;
+  minority_trees_total_.add();
+  core::log("mutex").info(
+      "slow-path tree covers a minority node={} resource={} request={} covered={} known={} "
+      "decision=\"no grant: another part of a partitioned mesh could grant too; the tree is rebuilt in {} ms\"",
+      self_.to_string(), r.name, tree.id.to_string(), tree.covered(), known, core::to_millis(options_.probe_interval));
+  env_.start_timer(options_.probe_interval, [this, alive = alive_, name = r.name, id = tree.id, attempt = tree.attempt] {
+    if (!*alive) return;
+    Resource* r2 = find(name);
+    if (r2 == nullptr || r2->state != State::wait || !r2->own || !r2->own->slow) return;
+    if (tree_for(*r2, self_, to_proto(id), attempt) == nullptr) return;
+    rebuild_tree(*r2);
+  });
 }
 
 void Camera::request_rebuild(Resource& r, const SlowTree& tree) {
@@ -307,6 +325,7 @@ void Camera::progress_tree(Resource& r, core::NodeId root) {
     *msg->mutable_id() = to_proto(tree.id);
     msg->set_attempt(tree.attempt);
     msg->set_high_water(std::max(tree.high_water, r.high_water));
+    msg->set_covered(tree.covered());
     send(*parent, body, "subtree_ok", [on_result](const core::RequestResult& res) { on_result(false, res); });
   }
 }

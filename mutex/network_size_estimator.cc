@@ -6,9 +6,15 @@
 namespace mesh::mutex {
 
 size_t NetworkSizeEstimator::upper(core::TimePoint now) {
-  std::erase_if(last_seen_, [&](const auto& entry) { return now - entry.second > options_.window; });
-  const double scaled = std::ceil(static_cast<double>(last_seen_.size()) * (1.0 + std::max(0.0, options_.margin)));
+  const double scaled = std::ceil(static_cast<double>(known_ids(now)) * (1.0 + std::max(0.0, options_.margin)));
   return std::max(options_.floor, static_cast<size_t>(scaled));
+}
+
+size_t NetworkSizeEstimator::known(core::TimePoint now) { return std::max(options_.floor, known_ids(now)); }
+
+size_t NetworkSizeEstimator::known_ids(core::TimePoint now) {
+  std::erase_if(last_seen_, [&](const auto& entry) { return now - entry.second > options_.window; });
+  return last_seen_.size();
 }
 
 }  // namespace mesh::mutex

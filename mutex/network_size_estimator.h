@@ -23,9 +23,15 @@ class NetworkSizeEstimator {
   void observe(core::NodeId id, core::TimePoint now) { last_seen_[id] = now; }
   // Forgets ids not observed within the window, then estimates.
   size_t upper(core::TimePoint now);
+  // The nodes heard of within the window, never below the floor: what a
+  // slow-path tree must cover more than half of to grant. Without the margin,
+  // which is there to switch paths early, not to make a majority larger.
+  size_t known(core::TimePoint now);
   size_t remembered() const { return last_seen_.size(); }
 
  private:
+  size_t known_ids(core::TimePoint now);
+
   NetworkSizeOptions options_;
   std::unordered_map<core::NodeId, core::TimePoint> last_seen_;
 };

@@ -43,6 +43,15 @@ bool SlowTree::subtree_ok() const {
   return std::all_of(awaiting.begin(), awaiting.end(), [&](core::NodeId n) { return ok_from.count(n) != 0; });
 }
 
+uint32_t SlowTree::covered() const {
+  uint32_t count = 1;
+  for (core::NodeId n : awaiting) {
+    auto it = covered_by.find(n);
+    if (it != covered_by.end() && ok_from.count(n) != 0) count += it->second;
+  }
+  return count;
+}
+
 std::vector<TreeEdge> SlowTree::subtree_edges(core::NodeId self, uint32_t depth) const {
   std::vector<TreeEdge> all;
   for (core::NodeId c : children) {

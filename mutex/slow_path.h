@@ -48,7 +48,10 @@ struct SlowTree {
   // children we adopted.
   std::set<core::NodeId> awaiting;
   std::set<core::NodeId> ok_from;
+  // How many nodes each awaited node's subtree OK said it carries.
+  std::map<core::NodeId, uint32_t> covered_by;
   bool own_ok = false;      // our own fast-path condition for id holds
+  bool majority_retry_scheduled = false;  // root only: a rebuild is due because the tree covers a minority
   bool tree_sent = false;   // our TREE echo went to the current parent
   bool ok_sent = false;     // our subtree OK went to the current parent
   uint64_t high_water = 0;  // largest token high-water in the OKs we aggregate
@@ -58,6 +61,9 @@ struct SlowTree {
   bool construction_done() const;
   // The whole subtree below (and including) this node has said OK.
   bool subtree_ok() const;
+  // Distinct nodes whose OK the subtree OKs received so far carry, this node
+  // included (a node joins one parent per attempt, so no node counts twice).
+  uint32_t covered() const;
   // This node's subtree, `depth` levels deep: its children plus what they
   // reported.
   std::vector<TreeEdge> subtree_edges(core::NodeId self, uint32_t depth) const;

@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/log.h"
+#include "core/rng.h"
 #include "tests/mutex/camera_world.h"
 #include "tests/support/seed_range.h"
 
@@ -323,6 +325,59 @@ TEST(CameraSim, RingListsViolateMfpSlowPathKeepsSafety) {
   sweep(sc, 30000, 500, &t);
   print(t);
   EXPECT_GT(t.slow_grants, 0u) << "the rings never took the slow path";
+}
+
+// Three islands of three nodes, each node listing only its island (a
+// partition membership has seen), N.upper floored at 9: a slow-path tree
+// spans one island, three of nine, and must not grant; before subtree OKs
+// counted their nodes, every island granted at once. When the lists are
+// whole again, the rebuilt trees cover the mesh and every section runs.
+TEST(CameraSim, IslandsWithoutAMajorityGrantNothingUntilTheListsHeal) {
+  const test_support::SeedRange range = test_support::seed_range("CAMERA_ISLANDS", 1, 50);
+  if (range.replaying) core::set_log_level("debug", "mutex");
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
+    WorldOptions wo;
+    wo.nodes = 9;
+    wo.topology = "grid";
+    wo.link.delay = milliseconds(5);
+    wo.link.jitter = milliseconds(5);
+    wo.messenger.retry.first_timeout = milliseconds(60);
+    wo.messenger.retry.max_interval = milliseconds(500);
+    wo.messenger.retry.deadline = seconds(30);
+    wo.camera.retry = wo.messenger.retry;
+    wo.camera.probe_interval = seconds(2);
+    wo.camera.network_size.floor = wo.nodes;
+    wo.camera.boot_grace = core::Duration::zero();
+    CameraWorld world(seed, wo);
+    const std::vector<std::vector<size_t>> islands = {{0, 1, 2}, {3, 4, 5}, {6, 7, 8}};
+    for (const auto& island : islands) {
+      for (size_t i : island) world.set_list(i, island);
+    }
+    core::Rng rng(seed);
+    for (const auto& island : islands) {
+      CameraWorld::Section s;
+      s.node = island[rng.below(island.size())];
+      s.resource = "valve";
+      s.hold = milliseconds(rng.between(100, 2000));
+      world.run_section(s);
+    }
+    world.simulator().run_until(core::TimePoint(seconds(60)));
+    const uint64_t granted_while_split = world.grants();
+    std::vector<size_t> everyone(world.size());
+    std::iota(everyone.begin(), everyone.end(), 0);
+    for (size_t i = 0; i < world.size(); ++i) world.set_list(i, everyone);
+    world.simulator().run_until(core::TimePoint(seconds(300)));
+
+    std::string failures;
+    if (granted_while_split != 0) failures += fmt::format("  {} grants while no island held a majority\n", granted_while_split);
+    for (const auto& v : world.violations()) failures += "  safety: " + v + "\n";
+    for (const auto& u : world.unfinished_descriptions()) failures += "  not granted after the heal: " + u + "\n";
+    if (!failures.empty()) {
+      ADD_FAILURE() << test_support::failing_seed("CAMERA_ISLANDS", seed) << failures;
+      return;
+    }
+    EXPECT_EQ(world.grants(), islands.size()) << "seed " << seed;
+  }
 }
 
 TEST(CameraSim, CrashesAndRejoinsDuringRequests) {
