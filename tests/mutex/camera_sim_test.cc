@@ -128,6 +128,20 @@ bool connected_without(const sim::Topology& topology, const std::set<size_t>& do
   return reached + down.size() == n;
 }
 
+// Retransmission and probe timings scaled to the simulated links, N.upper
+// floored at the mesh size, and no boot grace: the injected lists are final
+// from t=0, so requests use them at once, as the scenarios (slow path under
+// churn, partitions) intend.
+void use_injected_lists_timings(WorldOptions& wo) {
+  wo.messenger.retry.first_timeout = milliseconds(60);
+  wo.messenger.retry.max_interval = milliseconds(500);
+  wo.messenger.retry.deadline = seconds(30);
+  wo.camera.retry = wo.messenger.retry;
+  wo.camera.probe_interval = seconds(2);
+  wo.camera.network_size.floor = wo.nodes;
+  wo.camera.boot_grace = core::Duration::zero();
+}
+
 Outcome run(const Scenario& sc, uint64_t seed) {
   core::Rng rng(seed * 7919 + 17);
   WorldOptions wo;
@@ -136,18 +150,10 @@ Outcome run(const Scenario& sc, uint64_t seed) {
   wo.link.delay = milliseconds(rng.between(1, 10));
   wo.link.jitter = milliseconds(sc.jitter_ms);
   wo.link.loss = sc.loss;
-  wo.messenger.retry.first_timeout = milliseconds(60);
-  wo.messenger.retry.max_interval = milliseconds(500);
-  wo.messenger.retry.deadline = seconds(30);
-  wo.camera.retry = wo.messenger.retry;
-  wo.camera.probe_interval = seconds(2);
-  wo.camera.network_size.floor = wo.nodes;
+  use_injected_lists_timings(wo);
   wo.camera.network_size.margin = sc.margin;
   wo.camera.slow_path_enabled = sc.slow_path;
   wo.camera.max_ok_bytes = sc.max_ok_bytes;
-  // The injected lists are final from t=0: requests use them at once, as
-  // the scenario (slow path under churn) intends.
-  wo.camera.boot_grace = core::Duration::zero();
   CameraWorld world(seed, wo);
   const size_t n = world.size();
 
@@ -341,13 +347,7 @@ TEST(CameraSim, IslandsWithoutAMajorityGrantNothingUntilTheListsHeal) {
     wo.topology = "grid";
     wo.link.delay = milliseconds(5);
     wo.link.jitter = milliseconds(5);
-    wo.messenger.retry.first_timeout = milliseconds(60);
-    wo.messenger.retry.max_interval = milliseconds(500);
-    wo.messenger.retry.deadline = seconds(30);
-    wo.camera.retry = wo.messenger.retry;
-    wo.camera.probe_interval = seconds(2);
-    wo.camera.network_size.floor = wo.nodes;
-    wo.camera.boot_grace = core::Duration::zero();
+    use_injected_lists_timings(wo);
     CameraWorld world(seed, wo);
     const std::vector<std::vector<size_t>> islands = {{0, 1, 2}, {3, 4, 5}, {6, 7, 8}};
     for (const auto& island : islands) {
