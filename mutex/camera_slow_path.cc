@@ -190,7 +190,10 @@ void Camera::handle_subtree_ok(Resource& r, core::NodeId from, const proto::Mute
   SlowTree* tree = tree_for(r, from_proto(msg.id()).node, msg.id(), msg.attempt());
   if (tree == nullptr) return;
   tree->ok_from.insert(from);
-  tree->covered_by[from] = std::max<uint32_t>(1, msg.covered());
+  // A subtree cannot hold more nodes than a node may know of: a larger count
+  // is bogus and must not add up to a majority (nor overflow the sum).
+  tree->covered_by[from] =
+      static_cast<uint32_t>(std::clamp<uint64_t>(msg.covered(), 1, options_.max_known_nodes));
   tree->high_water = std::max(tree->high_water, msg.high_water());
   raise_high_water(r, msg.high_water());
   progress_tree(r, tree->id.node);
