@@ -15,6 +15,10 @@ namespace {
 using kgroup::GroupReplica;
 using kgroup::GroupTarget;
 
+// Above the meshes we size for (1000 nodes) with room; the stored list stays
+// under 64 KB.
+constexpr size_t kMaxRememberedPeers = 4096;
+
 std::optional<proto::KgroupClientBody> decode(const std::string& bytes) {
   proto::KgroupClientBody body;
   if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
@@ -84,7 +88,17 @@ KgroupService::KgroupService(core::Env& env, core::Messenger& messenger, core::S
       groups_created_(metrics.counter("kgroup_genesis_total")),
       genesis_postponed_(metrics.counter("kgroup_genesis_postponed_total")),
       write_latency_ms_(metrics.histogram("kgroup_client_write_ms")),
-      view_grew_(env.now()) {
+      view_grew_(env.now()),
+      peers_(storage, "kgroup/peers", kMaxRememberedPeers, "kgroup",
+             metrics.counter("kgroup_storage_write_failures_total"),
+             metrics.counter("kgroup_storage_unreadable_total")) {
+  for (core::NodeId peer : peers_.nodes()) {
+    if (peer != messenger_.self()) failed_at_[peer] = env_.now();
+  }
+  if (!failed_at_.empty()) {
+    core::log("kgroup").info("remembered peers={}: each counts as failed for genesis until it is live again",
+                             failed_at_.size());
+  }
   host_ = std::make_unique<kgroup::GroupHost>(
       env_, messenger_, storage, view_, metrics, config_.replica,
       factory ? std::move(factory)
@@ -98,9 +112,11 @@ KgroupService::KgroupService(core::Env& env, core::Messenger& messenger, core::S
       failed_at_[event.member.id] = env_.now();
     } else if (event.kind == membership::MemberEventKind::joined) {
       failed_at_.erase(event.member.id);
+      if (event.member.id != messenger_.self()) peers_.remember(event.member.id);
       view_grew_ = env_.now();
     } else if (event.kind == membership::MemberEventKind::left) {
       failed_at_.erase(event.member.id);
+      peers_.forget(event.member.id);
     }
   });
   const size_t restored = host_->restore();
@@ -541,8 +557,14 @@ void KgroupService::serve_write(const GroupTarget& target, uint64_t write_id, st
 std::optional<std::string> KgroupService::genesis_refusal() {
   const core::TimePoint now = env_.now();
   if (now - view_grew_ < config_.genesis_settle) return "membership still settling: no group created yet";
-  std::erase_if(failed_at_, [&](const auto& entry) { return now - entry.second > config_.genesis_failed_memory; });
-  const size_t live = view_.live_members().size();
+  const std::vector<membership::Member> live_members = view_.live_members();
+  for (const auto& member : live_members) failed_at_.erase(member.id);
+  std::erase_if(failed_at_, [&](const auto& entry) {
+    if (now - entry.second <= config_.genesis_failed_memory) return false;
+    peers_.forget(entry.first);
+    return true;
+  });
+  const size_t live = live_members.size();
   if (live * 2 <= live + failed_at_.size()) {
     return fmt::format("only {} of the {} members seen lately are live: a minority creates no group", live,
                        live + failed_at_.size());

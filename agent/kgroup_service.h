@@ -13,6 +13,7 @@
 #include "core/expected.h"
 #include "core/messenger.h"
 #include "core/metrics.h"
+#include "core/persisted_node_set.h"
 #include "core/storage.h"
 #include "kgroup/epoch_schedule.h"
 #include "kgroup/group_client.h"
@@ -231,8 +232,15 @@ class KgroupService : public kgroup::GroupClient {
   // When this node started, or a member last joined its view.
   core::TimePoint view_grew_;
   // Members this node saw fail, and when (forgotten after
-  // genesis_failed_memory, or when they come back or leave).
+  // genesis_failed_memory, or when they come back or leave). A restart
+  // counts every member of peers_ as failed at boot until it is live again:
+  // without that, a node restarted into a minority partition sees a
+  // majority of the little it knows and creates groups the rest of the mesh
+  // already has.
   std::map<core::NodeId, core::TimePoint> failed_at_;
+  // The members seen live ("kgroup/peers"), across restarts; dropped when
+  // they leave or stay failed for genesis_failed_memory.
+  core::PersistedNodeSet peers_;
   membership::MemberView::ListenerHandle member_listener_ = 0;
 };
 

@@ -24,23 +24,7 @@ CameraStore::CameraStore(core::Storage& storage, core::Metrics& metrics, uint64_
       write_failures_(metrics.counter("mutex_storage_write_failures_total")),
       unreadable_(metrics.counter("mutex_storage_unreadable_total")),
       token_block_(std::max<uint64_t>(token_block, 1)),
-      max_nodes_(max_nodes) {
-  const std::optional<std::string> text = storage_.get(kNodesKey);
-  if (!text) return;
-  size_t start = 0;
-  while (start < text->size() && nodes_.size() < max_nodes_) {
-    size_t comma = text->find(',', start);
-    if (comma == std::string::npos) comma = text->size();
-    const auto id = core::NodeId::parse(std::string_view(*text).substr(start, comma - start));
-    if (id && !id->is_unspecified()) {
-      nodes_.insert(*id);
-    } else {
-      unreadable_.add();
-      core::log("mutex").warn("storage key {} holds a malformed node id; ignored", kNodesKey);
-    }
-    start = comma + 1;
-  }
-}
+      nodes_(storage, kNodesKey, max_nodes, "mutex", write_failures_, unreadable_) {}
 
 std::string CameraStore::token_key(const std::string& resource) {
   // Resource names are free text; a hash makes any of them a valid key.
@@ -76,27 +60,6 @@ void CameraStore::cover(const std::string& resource, uint64_t mark) {
     return;
   }
   reserved = next;
-}
-
-void CameraStore::remember(core::NodeId id) {
-  if (id.is_unspecified() || nodes_.size() >= max_nodes_ || !nodes_.insert(id).second) return;
-  write_nodes();
-}
-
-void CameraStore::forget(core::NodeId id) {
-  if (nodes_.erase(id)) write_nodes();
-}
-
-void CameraStore::write_nodes() {
-  std::string text;
-  for (core::NodeId id : nodes_) {
-    if (!text.empty()) text += ',';
-    text += id.to_string();
-  }
-  if (!storage_.put(kNodesKey, text)) {
-    write_failures_.add();
-    core::log("mutex").error("cannot persist the node ids Camera knows");
-  }
 }
 
 }  // namespace mesh::mutex

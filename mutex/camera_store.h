@@ -8,6 +8,7 @@
 
 #include "core/metrics.h"
 #include "core/node_id.h"
+#include "core/persisted_node_set.h"
 #include "core/storage.h"
 
 namespace mesh::mutex {
@@ -37,25 +38,22 @@ class CameraStore {
   void cover(const std::string& resource, uint64_t mark);
 
   // The ids remembered from earlier lives (and this one).
-  const std::set<core::NodeId>& nodes() const { return nodes_; }
+  const std::set<core::NodeId>& nodes() const { return nodes_.nodes(); }
   // Adds `id`; persists when it is new and the set has room.
-  void remember(core::NodeId id);
+  void remember(core::NodeId id) { nodes_.remember(id); }
   // Drops `id` (it left the mesh, or stopped answering while unlisted).
-  void forget(core::NodeId id);
+  void forget(core::NodeId id) { nodes_.forget(id); }
 
   static std::string token_key(const std::string& resource);
   static constexpr const char* kNodesKey = "mutex/nodes";
 
  private:
-  void write_nodes();
-
   core::Storage& storage_;
   core::Counter& write_failures_;
   core::Counter& unreadable_;
   uint64_t token_block_;
-  size_t max_nodes_;
   std::unordered_map<std::string, uint64_t> reserved_;
-  std::set<core::NodeId> nodes_;
+  core::PersistedNodeSet nodes_;
 };
 
 }  // namespace mesh::mutex

@@ -53,6 +53,9 @@ struct Plan {
   size_t max_nodes = 9;
   double loss = 0.0;
   bool short_epochs = false;  // epochs of 20 s: migrations during the run
+  // Instead of the leader, every node crashes at the same instant (a power
+  // cut) and all restart a few seconds later; the clients go on writing.
+  bool power_cut = false;
 };
 
 struct Outcome {
@@ -185,7 +188,17 @@ Outcome run(const Plan& plan, uint64_t seed) {
     before = newest_group(sim);
   }
   std::optional<size_t> crashed;
-  if (before.leader) {
+  if (before.leader && plan.power_cut) {
+    for (size_t i = 0; i < n; ++i) sim.crash(i);
+    sim.run_until(crash_at + milliseconds(rng.between(500, 5000)));
+    // Power comes back to the nodes within a second of each other.
+    for (size_t i = 0; i < n; ++i) {
+      sim.restart(i);
+      sim.run_until(sim.simulator().now() + milliseconds(rng.between(0, 250)));
+    }
+    clients.loop(first, 0);
+    clients.loop(second, 1);
+  } else if (before.leader) {
     crashed = *before.leader;
     sim.crash(*crashed);
   } else {
@@ -297,6 +310,18 @@ TEST(KgroupAgentSim, LeaderCrashLosesNoAcknowledgedWrite) {
   EXPECT_GT(t.acked_after_crash, 0u);
 }
 
+// Issue 16 (power cut): members persist an entry before they acknowledge it
+// (FileStorage fsyncs every put), so a cut of every node at once loses no
+// acknowledged write, and the group serves again once they are back.
+TEST(KgroupAgentSim, WholeMeshPowerCutLosesNoAcknowledgedWrite) {
+  Plan plan;
+  plan.power_cut = true;
+  plan.loss = 0.01;
+  Totals t;
+  sweep(plan, 5000, 30, t);
+  EXPECT_GT(t.acked_after_crash, 0u);
+}
+
 TEST(KgroupAgentSim, LeaderCrashWithLossAndShortEpochs) {
   Plan plan;
   plan.loss = 0.02;
@@ -306,68 +331,18 @@ TEST(KgroupAgentSim, LeaderCrashWithLossAndShortEpochs) {
   EXPECT_GT(t.acked_after_crash, 0u);
 }
 
-// Genesis while views are still incomplete: nodes boot spread over a few
-// seconds and write at once to several targets from every node, and one
-// node restarted mid-run writes as soon as it is back (its view holds only
-// the neighbours it has heard from). A node whose view misses the target's
-// preferred members must not create a second group of the target: every
-// (target, epoch, generation) has one member list among the live replicas,
-// and every acknowledged write is in its target's newest log at the
-// position its acknowledgement named. (Before KgroupService's genesis
-// guards, nearly every seed forked; before quorums were strict majorities,
-// a group born with two members lost acknowledged writes.)
-std::vector<std::string> genesis_violations(uint64_t seed) {
-  core::Rng rng(seed * 104729 + 11);
-  const auto n = static_cast<size_t>(rng.between(5, 9));
-  const std::string toml = fmt::format(
-      "[topology]\nkind = \"random\"\nnodes = {}\nseed = {}\n[link]\ndelay_ms = {}\njitter_ms = {}\n"
-      "[run]\nduration_s = 600\n",
-      n, seed, rng.between(1, 5), rng.between(0, 3));
-  MeshSim::Options options;
-  options.start_spread = seconds(rng.between(1, 4));
-  options.configure = [](agent::NodeConfig& config) { config.kgroup.selection.k = 3; };
-  MeshSim sim(parse_scenario(toml, "kgroup_genesis.toml"), seed, options);
+struct TargetAck {
+  std::string target;
+  uint64_t seq;
+  std::string text;
+};
 
-  const std::vector<kgroup::GroupTarget> targets{
-      {kgroup::TargetKind::device, "hall"}, {kgroup::TargetKind::device, "pump"}, {kgroup::TargetKind::device, "sprinkler"}};
-  struct Ack {
-    std::string target;
-    uint64_t seq;
-    std::string text;
-  };
-  std::vector<Ack> acked;
-  int next_text = 0;
-  const auto write_from = [&](size_t node) {
-    agent::Node* agent = sim.node(node);
-    if (agent == nullptr) return;
-    for (const auto& target : targets) {
-      const std::string text = fmt::format("n{}-{}", node, next_text++);
-      agent->kgroups().write(target, text, seconds(20), [&acked, target, text](const auto& result) {
-        if (result) acked.push_back({target.to_string(), result->seq, text});
-      });
-    }
-  };
-  // Every node writes as soon as (and a little after) it boots.
-  for (int64_t at_ms = 0; at_ms <= 12000; at_ms += 250) {
-    sim.run_until(core::TimePoint(milliseconds(at_ms)));
-    write_from(rng.below(n));
-  }
-  // The restarted node does not cut the mesh: a side cut off since boot,
-  // that never heard of the other, creates its own groups (KgroupService's
-  // remaining hole, left to the partition sweeps).
-  size_t restarted = rng.below(n);
-  for (size_t tries = 0; tries < n && !sim.topology().connected_without({restarted}); ++tries) {
-    restarted = (restarted + 1) % n;
-  }
-  sim.crash(restarted);
-  sim.run_until(core::TimePoint(seconds(rng.between(14, 40))));
-  sim.restart(restarted);
-  for (int64_t step = 0; step < 20; ++step) {
-    sim.run_until(sim.simulator().now() + milliseconds(100));
-    write_from(restarted);
-  }
-  sim.run_until(sim.simulator().now() + seconds(40));
-
+// Every (target, epoch, generation) has one member list among the live
+// replicas, and every acknowledged write is in its target's newest log at
+// the position its acknowledgement named.
+std::vector<std::string> fork_and_lost_write_violations(MeshSim& sim,
+                                                        const std::vector<kgroup::GroupTarget>& targets,
+                                                        const std::vector<TargetAck>& acked) {
   std::vector<std::string> violations;
   std::map<std::tuple<std::string, uint64_t, uint32_t>, std::set<std::vector<core::NodeId>>> instances;
   for (size_t i = 0; i < sim.size(); ++i) {
@@ -402,7 +377,7 @@ std::vector<std::string> genesis_violations(uint64_t seed) {
       violations.push_back(fmt::format("{} has no leader at the end", key));
       continue;
     }
-    for (const Ack& ack : acked) {
+    for (const TargetAck& ack : acked) {
       if (ack.target != key) continue;
       const auto& records = newest->records();
       if (ack.seq == 0 || ack.seq > records.size() || records[ack.seq - 1].text != ack.text) {
@@ -411,6 +386,67 @@ std::vector<std::string> genesis_violations(uint64_t seed) {
       }
     }
   }
+  return violations;
+}
+
+// Genesis while views are still incomplete: nodes boot spread over a few
+// seconds and write at once to several targets from every node, and one
+// node restarted mid-run writes as soon as it is back (its view holds only
+// the neighbours it has heard from). A node whose view misses the target's
+// preferred members must not create a second group of the target: every
+// (target, epoch, generation) has one member list among the live replicas,
+// and every acknowledged write is in its target's newest log at the
+// position its acknowledgement named. (Before KgroupService's genesis
+// guards, nearly every seed forked; before quorums were strict majorities,
+// a group born with two members lost acknowledged writes.)
+std::vector<std::string> genesis_violations(uint64_t seed) {
+  core::Rng rng(seed * 104729 + 11);
+  const auto n = static_cast<size_t>(rng.between(5, 9));
+  const std::string toml = fmt::format(
+      "[topology]\nkind = \"random\"\nnodes = {}\nseed = {}\n[link]\ndelay_ms = {}\njitter_ms = {}\n"
+      "[run]\nduration_s = 600\n",
+      n, seed, rng.between(1, 5), rng.between(0, 3));
+  MeshSim::Options options;
+  options.start_spread = seconds(rng.between(1, 4));
+  options.configure = [](agent::NodeConfig& config) { config.kgroup.selection.k = 3; };
+  MeshSim sim(parse_scenario(toml, "kgroup_genesis.toml"), seed, options);
+
+  const std::vector<kgroup::GroupTarget> targets{
+      {kgroup::TargetKind::device, "hall"}, {kgroup::TargetKind::device, "pump"}, {kgroup::TargetKind::device, "sprinkler"}};
+  std::vector<TargetAck> acked;
+  int next_text = 0;
+  const auto write_from = [&](size_t node) {
+    agent::Node* agent = sim.node(node);
+    if (agent == nullptr) return;
+    for (const auto& target : targets) {
+      const std::string text = fmt::format("n{}-{}", node, next_text++);
+      agent->kgroups().write(target, text, seconds(20), [&acked, target, text](const auto& result) {
+        if (result) acked.push_back({target.to_string(), result->seq, text});
+      });
+    }
+  };
+  // Every node writes as soon as (and a little after) it boots.
+  for (int64_t at_ms = 0; at_ms <= 12000; at_ms += 250) {
+    sim.run_until(core::TimePoint(milliseconds(at_ms)));
+    write_from(rng.below(n));
+  }
+  // The restarted node does not cut the mesh: a side cut off since boot,
+  // that never heard of the other, creates its own groups (KgroupService's
+  // remaining hole, left to the partition sweeps).
+  size_t restarted = rng.below(n);
+  for (size_t tries = 0; tries < n && !sim.topology().connected_without({restarted}); ++tries) {
+    restarted = (restarted + 1) % n;
+  }
+  sim.crash(restarted);
+  sim.run_until(core::TimePoint(seconds(rng.between(14, 40))));
+  sim.restart(restarted);
+  for (int64_t step = 0; step < 20; ++step) {
+    sim.run_until(sim.simulator().now() + milliseconds(100));
+    write_from(restarted);
+  }
+  sim.run_until(sim.simulator().now() + seconds(40));
+
+  std::vector<std::string> violations = fork_and_lost_write_violations(sim, targets, acked);
   if (acked.empty()) violations.push_back("no write was acknowledged");
   return violations;
 }
@@ -420,6 +456,76 @@ TEST(KgroupAgentSim, GenesisWhileTheMeshBootsForksNoGroup) {
   if (range.replaying) core::set_log_level("info", "kgroup");
   for (uint64_t seed = range.first; seed < range.end(); ++seed) {
     if (test_support::report_violations("KGROUP_GENESIS", seed, genesis_violations(seed))) return;
+  }
+}
+
+// A node restarted into a minority partition: it crashes, the mesh splits
+// with it alone on one side, and it boots there with an empty view while
+// both sides write to targets that have no group yet. Alone, it sees a
+// "majority" of the one member it knows; before KgroupService remembered
+// its peers across restarts ("kgroup/peers"), it created one-member groups,
+// acknowledged writes in them, and those writes were gone (or the target
+// forked) once the partition healed. The chaos harness found this on the
+// netns testbed (scripts/chaos, seed 20240).
+std::vector<std::string> restart_into_minority_violations(uint64_t seed) {
+  core::Rng rng(seed * 7919 + 3);
+  const auto n = static_cast<size_t>(rng.between(5, 9));
+  const std::string toml = fmt::format(
+      "[topology]\nkind = \"random\"\nnodes = {}\nseed = {}\n[link]\ndelay_ms = {}\njitter_ms = {}\n"
+      "[run]\nduration_s = 600\n",
+      n, seed, rng.between(1, 5), rng.between(0, 3));
+  MeshSim::Options options;
+  options.start_spread = seconds(rng.between(1, 3));
+  options.configure = [](agent::NodeConfig& config) { config.kgroup.selection.k = 3; };
+  MeshSim sim(parse_scenario(toml, "kgroup_restart_minority.toml"), seed, options);
+
+  const kgroup::GroupTarget existing{kgroup::TargetKind::device, "hall"};
+  const std::vector<kgroup::GroupTarget> fresh{{kgroup::TargetKind::device, "pump"},
+                                               {kgroup::TargetKind::device, "sprinkler"}};
+  std::vector<TargetAck> acked;
+  int next_text = 0;
+  const auto write_from = [&](size_t node, const std::vector<kgroup::GroupTarget>& targets) {
+    agent::Node* agent = sim.node(node);
+    if (agent == nullptr) return;
+    for (const auto& target : targets) {
+      const std::string text = fmt::format("n{}-{}", node, next_text++);
+      agent->kgroups().write(target, text, seconds(20), [&acked, target, text](const auto& result) {
+        if (result) acked.push_back({target.to_string(), result->seq, text});
+      });
+    }
+  };
+  sim.run_until(core::TimePoint(seconds(12)));
+  write_from(rng.below(n), {existing});  // every node has seen the whole mesh and a group
+  sim.run_until(core::TimePoint(seconds(15)));
+
+  size_t alone = rng.below(n);
+  for (size_t tries = 0; tries < n && !sim.topology().connected_without({alone}); ++tries) alone = (alone + 1) % n;
+  sim.crash(alone);
+  sim.network().partition({{sim.id_of(alone)}});
+  sim.run_until(sim.simulator().now() + seconds(rng.between(2, 10)));
+  sim.restart(alone);
+  // Both sides write to the fresh targets for longer than genesis_settle.
+  for (int step = 0; step < 80; ++step) {
+    sim.run_until(sim.simulator().now() + milliseconds(250));
+    write_from(step % 2 == 0 ? alone : rng.below(n), fresh);
+  }
+  sim.network().heal();
+  sim.run_until(sim.simulator().now() + seconds(60));
+
+  std::vector<kgroup::GroupTarget> targets = fresh;
+  targets.push_back(existing);
+  std::vector<std::string> violations = fork_and_lost_write_violations(sim, targets, acked);
+  if (acked.empty()) violations.push_back("no write was acknowledged");
+  return violations;
+}
+
+TEST(KgroupAgentSim, NodeRestartedIntoAMinorityCreatesNoGroup) {
+  const test_support::SeedRange range = test_support::seed_range("KGROUP_RESTART_MINORITY", 1, 20);
+  if (range.replaying) core::set_log_level("info", "kgroup");
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
+    if (test_support::report_violations("KGROUP_RESTART_MINORITY", seed, restart_into_minority_violations(seed))) {
+      return;
+    }
   }
 }
 
