@@ -331,7 +331,20 @@ core::Expected<Trigger, TriggerError> parse(std::string_view text, const DeviceC
   }
   auto tokens = Lexer(text).run();
   if (!tokens) return core::Unexpected(tokens.error());
-  return Parser(std::move(*tokens), catalog).parse();
+  auto trigger = Parser(std::move(*tokens), catalog).parse();
+  // meshctl shows the canonical form, and an operator may paste it back: it
+  // must fit the same limit. It can be longer than the text (operators gain
+  // spaces, numbers their canonical spelling).
+  if (trigger && !trigger->manual) {
+    if (const size_t canonical = format_condition(*trigger).size(); canonical > kMaxTriggerLength) {
+      return core::Unexpected(TriggerError{
+          1, 1,
+          fmt::format("written out in canonical form (operators spaced, numbers normalized) the trigger is {} "
+                      "bytes long; at most {} are allowed",
+                      canonical, kMaxTriggerLength)});
+    }
+  }
+  return trigger;
 }
 
 bool holds(const Comparison& c, const StateLookup& state) {

@@ -40,8 +40,9 @@ namespace mesh::routine {
 // window = "22:00-06:00", Saturday 02:00 is inside (Friday night) and Friday
 // 02:00 is not.
 //
-// Parsing never crashes and never recurses without bound: the text is at
-// most kMaxTriggerLength bytes and nests at most kMaxTriggerDepth levels of
+// Parsing never crashes and never recurses without bound: the text, and the
+// canonical form format_condition prints for it, are at most
+// kMaxTriggerLength bytes, and nest at most kMaxTriggerDepth levels of
 // parentheses and `not`.
 
 inline constexpr size_t kMaxTriggerLength = 4096;

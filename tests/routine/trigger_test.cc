@@ -110,6 +110,24 @@ TEST(Trigger, LimitsNestingAndLength) {
   EXPECT_NE(error_without_catalog(opens).find("nests deeper"), std::string::npos);
 }
 
+// Found by scripts/fuzz (trigger_fuzz, round trip): a trigger that fits the
+// limit as written but not in the canonical form meshctl prints, which would
+// be refused when pasted back.
+TEST(Trigger, TheCanonicalFormMustFitTheLimitToo) {
+  std::string compact = "a.b==1";
+  while (compact.size() + 10 <= kMaxTriggerLength) compact += " or a.b==1";
+  ASSERT_LE(compact.size(), kMaxTriggerLength);
+  const std::string error = error_without_catalog(compact);
+  EXPECT_NE(error.find("canonical form"), std::string::npos) << error;
+  EXPECT_NE(error.find("at most 4096"), std::string::npos) << error;
+
+  std::string spaced = "a.b == 1";
+  while (spaced.size() + 12 <= kMaxTriggerLength) spaced += " or a.b == 1";
+  const auto accepted = parse_trigger(spaced);
+  ASSERT_TRUE(accepted) << accepted.error().text();
+  EXPECT_EQ(format_condition(*accepted), spaced);
+}
+
 TEST(Trigger, PrecedenceIsNotThenAndThenOr) {
   const Trigger t = parsed("hall_motion.motion == on or hall_light.power == on and not hall_light.brightness > 5");
   ASSERT_EQ(t.condition.kind, Condition::Kind::any_of);
