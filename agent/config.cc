@@ -1286,6 +1286,10 @@ const std::vector<SectionSpec>& Parser::sections() {
                        "seconds after start during which a lock request on a small member list waits for "
                        "membership to grow; 0 turns the wait off",
                        [](C& c, D v) { c.node.mutex.boot_grace = v; }),
+           millis_key("boot_settle_ms", 0, 600000,
+                      "without expected_nodes: within boot_grace_s, a lock request also waits until the member "
+                      "list has not grown for this many milliseconds; 0 turns the wait off",
+                      [](C& c, D v) { c.node.mutex.boot_settle = v; }),
            millis_key("retry_first_timeout_ms", 1, 600000,
                       "milliseconds before a lock REQUEST, JOIN or tree message is sent again",
                       [](C& c, D v) { c.node.mutex.retry.first_timeout = v; }),

@@ -419,8 +419,10 @@ int run(const std::string& path) {
   }
   auto& log = core::log("agent");
   if (config.node.mutex.network_size.floor == 0) {
-    log.warn("mutex.expected_nodes is not set: locks taken while the mesh boots may overlap until every node "
-             "has heard of most others fix=\"set [mutex] expected_nodes to the number of smart nodes\" config={}",
+    log.warn("mutex.expected_nodes is not set: a lock requested while the mesh boots waits until this node's "
+             "member list stops growing (boot_settle_ms), but a mesh split since boot, each side never hearing "
+             "of the other, could grant the same lock on both sides fix=\"set [mutex] expected_nodes to the "
+             "number of smart nodes\" config={}",
              config.source);
   }
 

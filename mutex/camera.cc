@@ -44,6 +44,7 @@ Camera::Camera(core::Env& env, core::Messenger& messenger, membership::MemberVie
       estimator_(options.network_size),
       store_(storage, metrics, options.token_block, options.max_known_nodes),
       booted_at_(env.now()),
+      list_grew_at_(env.now()),
       alive_(std::make_shared<bool>(true)),
       grants_total_(metrics.counter("mutex_grants_total")),
       slow_grants_total_(metrics.counter("mutex_slow_path_grants_total")),
@@ -233,7 +234,17 @@ void Camera::on_member_event(const membership::MemberEvent& event) {
     confirm_gone(event.member.id);
   } else if (event.kind == membership::MemberEventKind::joined) {
     learned_.erase(event.member.id);  // the list has it now
+    list_grew_at_ = env_.now();
     resume_parked();
+    // A request already out must be OKed by every node listed when it
+    // enters (Ricart-Agrawala over the list), not only by those listed when
+    // it was sent: ask the newcomer too.
+    for (auto& [name, r] : resources_) {
+      if (r.state == State::wait && r.own && !r.own->parked && !r.own->slow && camera_mode() &&
+          !r.own->asked.count(event.member.id)) {
+        ask(r, event.member.id);
+      }
+    }
   }
 }
 

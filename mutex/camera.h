@@ -95,6 +95,14 @@ using AcquireHandle = uint64_t;
 // N.upper, lets its requests wait for membership to grow rather than grant
 // unasked or build a spanning tree over a membership graph that may still be
 // in pieces (Theorem 1); after the grace it proceeds as Algorithms 2 and 3 say.
+// Without a configured N.upper floor ([mutex] expected_nodes) a list that
+// is more than half of what a booting node has heard of can still be a
+// corner of the mesh, disjoint from another node's corner; so within the
+// grace a request also waits until the list has stopped growing for
+// `boot_settle`. That holds while membership converges within the grace; a
+// mesh cut in two since boot, each side never hearing of the other, still
+// grants on both sides: only expected_nodes closes that (meshagent warns
+// at start when it is not set).
 //
 // One datagram per OK: when the recently-OKed set would not fit in
 // `max_ok_bytes`, the node asks the set's nodes on the requester's behalf
@@ -168,6 +176,11 @@ class Camera {
     AcquireHandle handle = 0;
     bool slow = false;
     bool parked = false;                         // waiting in boot_grace (dispatch)
+    // The largest member list an OK reported, and who reported it: while
+    // booting, a list smaller than a peer's is a corner of the mesh.
+    uint32_t most_members_reported = 0;
+    core::NodeId reported_by;
+    bool catching_up = false;  // pulled reported_by's list, re-checks at the grace's end
     std::set<core::NodeId> asked;                // sent our REQUEST
     std::set<core::NodeId> pending;              // OK still missing
     std::map<core::NodeId, uint32_t> ok_nonce;   // which life of each peer OKed us
@@ -245,6 +258,9 @@ class Camera {
                          const core::RequestResult& result);
   void on_ok(Resource& r, core::NodeId peer, const proto::MutexOk& ok);
   void check_enter(Resource& r);
+  // While booting without an N.upper floor: true (and the list is being
+  // pulled) when an OK came from a node that lists more nodes than we do.
+  bool behind_a_peer(Resource& r);
   void exit(Resource& r, uint64_t token);
   void abandon(Resource& r);
   proto::MutexBody make_ok(Resource& r, const RequestId& id, bool with_set = true);
@@ -326,6 +342,9 @@ class Camera {
   NetworkSizeEstimator estimator_;
   CameraStore store_;
   core::TimePoint booted_at_;
+  // When a node last joined the member list or was learned from a request
+  // or an OK set (boot_settle).
+  core::TimePoint list_grew_at_;
   membership::MemberView::ListenerHandle listener_ = 0;
   std::shared_ptr<bool> alive_;
 

@@ -32,11 +32,18 @@ void Camera::dispatch(Resource& r) {
   // or a broken Mutual Friend Property. Asking nobody would grant at once,
   // and a tree over lists still in pieces spans only our piece (Theorem 1
   // needs a connected membership graph), so wait for the list to grow.
+  const core::TimePoint now = env_.now();
   const core::TimePoint grace_end = booted_at_ + options_.boot_grace;
   const bool minority = camera_mode() && options_.slow_path_enabled && list.size() * 2 <= upper;
-  if ((list.size() <= 1 || minority) && env_.now() < grace_end) {
+  // Without an N.upper floor, a list still growing is a corner of the mesh,
+  // not a majority of it (boot_settle).
+  const core::TimePoint settled_at = list_grew_at_ + options_.boot_settle;
+  const bool settling = camera_mode() && options_.network_size.floor == 0 && now < settled_at;
+  if ((list.size() <= 1 || minority || settling) && now < grace_end) {
     r.own->parked = true;
-    env_.start_timer(grace_end - env_.now(), [this, alive = alive_] {
+    const core::TimePoint wake = (list.size() <= 1 || minority) ? grace_end : std::min(grace_end, settled_at);
+    core::log("mutex").debug("parked resource={} list={} n_upper={} settling={}", r.name, list.size(), upper, settling);
+    env_.start_timer(wake - now, [this, alive = alive_] {
       if (*alive) resume_parked();
     });
     return;
@@ -129,6 +136,10 @@ void Camera::on_ok(Resource& r, core::NodeId peer, const proto::MutexOk& ok) {
   core::log("mutex").debug("ok node={} resource={} from={} request={} recently_oked={} pending={}", self_.to_string(),
                            r.name, peer.to_string(), own.id.to_string(), ok.recently_oked_size(), own.pending.size());
   own.pending.erase(peer);
+  if (ok.members_known() > own.most_members_reported) {
+    own.most_members_reported = ok.members_known();
+    own.reported_by = peer;
+  }
   raise_high_water(r, ok.high_water());
   if (camera_mode() && !own.slow) {
     for (int k = 0; k < ok.recently_oked_size(); ++k) {
@@ -140,7 +151,10 @@ void Camera::on_ok(Resource& r, core::NodeId peer, const proto::MutexOk& ok) {
       // maybe from a new life of it.
       if (n.is_unspecified() || n == self_ || own.asked.count(n)) continue;
       observe(n);
-      if (!is_live_member(n) && learned_.insert(n).second) learned_total_.add();
+      if (!is_live_member(n) && learned_.insert(n).second) {
+        learned_total_.add();
+        list_grew_at_ = env_.now();
+      }
       ask(r, n);
     }
   }
@@ -149,6 +163,7 @@ void Camera::on_ok(Resource& r, core::NodeId peer, const proto::MutexOk& ok) {
 
 void Camera::check_enter(Resource& r) {
   if (r.state != State::wait || !r.own || r.own->parked || !r.own->pending.empty()) return;
+  if (!r.own->slow && behind_a_peer(r)) return;
   if (r.own->slow) {
     auto t = r.trees.find(self_);
     if (t == r.trees.end() || !t->second.subtree_ok()) return;
@@ -181,6 +196,34 @@ void Camera::check_enter(Resource& r) {
                            g.request.to_string(), token);
   // Dropping the waiter also cancels its timeout.
   finish_waiter(r, r.own->handle, g);
+}
+
+bool Camera::behind_a_peer(Resource& r) {
+  Own& own = *r.own;
+  const core::TimePoint now = env_.now();
+  const core::TimePoint grace_end = booted_at_ + options_.boot_grace;
+  if (!camera_mode() || options_.network_size.floor != 0 || options_.boot_settle == core::Duration::zero() ||
+      now >= grace_end) {
+    return false;
+  }
+  const size_t listed = member_list().size();
+  if (own.most_members_reported <= listed) return false;
+  // A peer that OKed us lists more nodes than we do: our list is a corner
+  // of the booting mesh, and another corner may be granting too. Pull the
+  // peer's list; the nodes it adds are asked as they join (on_member_event),
+  // and their OKs bring us back here.
+  if (!own.catching_up) {
+    own.catching_up = true;
+    core::log("mutex").debug("behind a peer resource={} listed={} peer={} lists={}", r.name, listed,
+                             own.reported_by.to_string(), own.most_members_reported);
+    members_.catch_up_from(own.reported_by);
+    env_.start_timer(grace_end - now, [this, alive = alive_, name = r.name, id = own.id] {
+      if (!*alive) return;
+      Resource* again = find(name);
+      if (again != nullptr && again->own && again->own->id == id) check_enter(*again);
+    });
+  }
+  return true;
 }
 
 void Camera::exit(Resource& r, uint64_t token) {
@@ -217,6 +260,7 @@ proto::MutexBody Camera::make_ok(Resource& r, const RequestId& id, bool with_set
   *ok->mutable_id() = to_proto(id);
   ok->set_high_water(r.high_water);
   ok->set_sender_nonce(nonce_);
+  ok->set_members_known(static_cast<uint32_t>(member_list().size()));
   if (camera_mode() && with_set) {
     for (const auto& [node, rid] : r.recently_oked) {
       if (node == id.node) continue;
@@ -265,6 +309,7 @@ bool Camera::admit(Resource& r, const RequestId& id, uint64_t high_water) {
   // even one our list says failed (it just spoke, so a new life of it).
   if (!is_live_member(id.node) && learned_.insert(id.node).second) {
     learned_total_.add();
+    list_grew_at_ = env_.now();
     // No longer alone: parked requests go out (after this one is handled).
     env_.start_timer(core::Duration::zero(), [this, alive = alive_] {
       if (*alive) resume_parked();

@@ -63,6 +63,13 @@ struct CameraOptions {
   // graph that may still be in pieces. After it, a node really alone grants
   // at once and a small list takes the slow path. 0 turns the wait off.
   core::Duration boot_grace = std::chrono::seconds(15);
+  // Within boot_grace, and only when network_size.floor is not set (then
+  // N.upper is an upper bound and the rule above suffices): a request also
+  // waits until the member list has not grown for this long. Two booting
+  // nodes whose lists are disjoint corners of the mesh (a line: {n1, n2} and
+  // {n3, n4}) are each a "majority" of what they know and would both grant;
+  // while lists still grow, they are not the mesh yet. 0 turns it off.
+  core::Duration boot_settle = std::chrono::seconds(5);
   // An OK (the MutexBody bytes) is kept within this many bytes so that with
   // the envelope and authentication it stays one datagram; when the
   // recently-OKed set would not fit, the OKing node relays the request to

@@ -526,7 +526,7 @@ TEST_F(ConfigTest, MembershipValuesAreValidated) {
 
 TEST_F(ConfigTest, MutexKeysReachCameraOptions) {
   const AgentConfig config = parse(kMinimal +
-                                   "[mutex]\nexpected_nodes = 40\nboot_grace_s = 0\nretry_first_timeout_ms = 100\n"
+                                   "[mutex]\nexpected_nodes = 40\nboot_grace_s = 0\nboot_settle_ms = 750\nretry_first_timeout_ms = 100\n"
                                    "retry_backoff = 1.0\nretry_max_interval_ms = 900\nretry_deadline_s = 30\n"
                                    "tolerated_failures = 2\nsize_window_s = 120\nsize_margin = 0.5\n"
                                    "slow_path = false\nmax_ok_bytes = 600\n"
@@ -535,6 +535,7 @@ TEST_F(ConfigTest, MutexKeysReachCameraOptions) {
   const mutex::CameraOptions& c = config.node.mutex;
   EXPECT_EQ(c.network_size.floor, 40u);
   EXPECT_EQ(c.boot_grace, std::chrono::seconds(0));
+  EXPECT_EQ(c.boot_settle, 750ms);
   EXPECT_EQ(c.retry.first_timeout, 100ms);
   EXPECT_EQ(c.retry.backoff, 1.0);
   EXPECT_EQ(c.retry.max_interval, 900ms);
@@ -754,6 +755,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "kgroup.genesis_failed_memory_s",
                           "mutex.expected_nodes",
                           "mutex.boot_grace_s",
+                          "mutex.boot_settle_ms",
                           "mutex.retry_first_timeout_ms",
                           "mutex.retry_backoff",
                           "mutex.retry_max_interval_ms",
@@ -784,7 +786,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 103u);
+  EXPECT_EQ(keys.size(), 104u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next

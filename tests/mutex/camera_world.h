@@ -32,7 +32,13 @@ struct WorldOptions {
   // "random" (random geometric, the paper's default), "grid" or "line".
   std::string topology = "random";
   sim::LinkParams link;
-  CameraOptions camera;
+  // Member lists here are set by the tests (set_list), not grown by a
+  // membership protocol: there is nothing for boot_settle to wait for.
+  CameraOptions camera = [] {
+    CameraOptions o;
+    o.boot_settle = core::Duration::zero();
+    return o;
+  }();
   core::Messenger::Options messenger;
 };
 
