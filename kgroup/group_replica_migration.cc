@@ -26,6 +26,13 @@ void GroupReplica::maybe_reselect() {
   const bool undersized = selected.size() > config_.members.size();
   if (!undersized && (f == 0 || failed < f)) return;
   if (selected.empty() || selected == config_.members) return;
+  // Never hand over to fewer members than this group has: a successor of
+  // one member tolerates no failure at all. A selection that small comes
+  // from a view missing most of the mesh (this node restarted a moment ago
+  // and counts every member it has not heard of yet as failed); once the
+  // view fills, the members it now misses are live again, or the selection
+  // is large enough.
+  if (selected.size() < config_.members.size()) return;
   core::log("kgroup").info("re-selecting group={} epoch={} generation={} failed={} members={} selected={}",
                            ref_.target(), ref_.epoch(), ref_.generation(), failed, config_.members.size(),
                            selected.size());

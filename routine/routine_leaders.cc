@@ -54,6 +54,9 @@ struct RoutineLeaders::Session {
   std::string routine;
   uint64_t watch = 0;  // DeviceWatcher handle
   std::set<std::string> watched;
+  // The states of the watched devices this node already held when the
+  // session began have not been evaluated yet (see evaluate_seen).
+  bool evaluate_seen = true;
   bool drive_scheduled = false;
   std::map<uint64_t, std::unique_ptr<Driving>> driving;
 };
@@ -159,6 +162,7 @@ void RoutineLeaders::scan() {
       });
     }
     sync_watch(key, *slot);
+    if (slot->evaluate_seen) evaluate_seen(key, *slot, *r);
     drive(key);
   }
   for (auto it = sessions_.begin(); it != sessions_.end();) {
@@ -187,6 +191,24 @@ void RoutineLeaders::sync_watch(const SessionKey& key, Session& s) {
                            [this, key](const std::string& device, const DeviceWatcher::Seen& seen) {
                              on_device_change(key, device, seen);
                            });
+}
+
+void RoutineLeaders::evaluate_seen(const SessionKey& key, Session& s, const kgroup::GroupReplica& replica) {
+  // The watcher tells its listeners only of changes. A change this node
+  // heard before this session began (while it led nothing: it had lost its
+  // quorum and its subscription outlived the session, or another watch on
+  // this node brought it) is never told again, so the session evaluates
+  // what the node already holds, once it can read its group's state. A
+  // change already acted on (cause_version) or too soon after the last
+  // trigger is dropped there as any other.
+  if (s.watched.empty() || !replica.can_read()) return;
+  s.evaluate_seen = false;
+  for (const std::string& device : s.watched) {
+    const auto it = watcher_.view().find(device);
+    if (it == watcher_.view().end()) continue;
+    const DeviceWatcher::Seen seen = it->second;
+    on_device_change(key, device, seen);
+  }
 }
 
 void RoutineLeaders::on_device_change(const SessionKey& key, const std::string& device,

@@ -52,7 +52,9 @@ struct RoutineLeaderOptions {
 // ("routine:ID") this node leads, watch the devices its trigger names,
 // trigger it, and drive each invocation through its phases:
 //
-//  - Trigger: on every change of a trigger device (DeviceWatcher) the
+//  - Trigger: on every change of a trigger device (DeviceWatcher), and when
+//    a session begins on the states its node already holds (a change heard
+//    while the node led nothing is told to no listener again), the
 //    trigger is evaluated at local time; if it holds, a RoutineTrigger
 //    naming the change (device, version) is committed. The group drops it
 //    if that change was already acted on or the routine's minimum interval
@@ -149,6 +151,9 @@ class RoutineLeaders {
 
   void scan();
   void sync_watch(const SessionKey& key, Session& session);
+  // Evaluates the trigger against the states of its devices this node heard
+  // before the session began (once the group's state can be read).
+  void evaluate_seen(const SessionKey& key, Session& session, const kgroup::GroupReplica& replica);
   void on_device_change(const SessionKey& key, const std::string& device, const DeviceWatcher::Seen& seen);
   void drive(const SessionKey& key);
   void drive_invocation(const SessionKey& key, const RoutineGroupState::Invocation& invocation);
