@@ -46,6 +46,7 @@
 #include "routine/device_group_state.h"
 #include "routine/emulated_device.h"
 #include "sim/mesh_sim.h"
+#include "tests/support/quiet_logs.h"
 #include "tests/support/seed_range.h"
 
 namespace mesh::sim {
@@ -57,12 +58,6 @@ using routine::DeviceSpec;
 using routine::EmulatedDevice;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-class QuietLogs : public ::testing::Environment {
- public:
-  void SetUp() override { core::set_log_level("off"); }
-};
-const ::testing::Environment* const kQuietLogs = ::testing::AddGlobalTestEnvironment(new QuietLogs);
 
 struct Plan {
   double loss = 0.0;

@@ -31,6 +31,7 @@
 #include "core/rng.h"
 #include "kgroup/group_target.h"
 #include "sim/mesh_sim.h"
+#include "tests/support/quiet_logs.h"
 #include "tests/support/seed_range.h"
 
 namespace mesh::sim {
@@ -38,12 +39,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-class QuietLogs : public ::testing::Environment {
- public:
-  void SetUp() override { core::set_log_level("off"); }
-};
-const ::testing::Environment* const kQuietLogs = ::testing::AddGlobalTestEnvironment(new QuietLogs);
 
 const kgroup::GroupTarget kTarget{kgroup::TargetKind::device, "lamp"};
 
@@ -389,6 +384,44 @@ std::vector<std::string> fork_and_lost_write_violations(MeshSim& sim,
   return violations;
 }
 
+// A random mesh of 5-9 agents with k = 3 whose nodes boot over
+// [0, 1..max_spread_s) seconds; the draws come from `rng` in a fixed order.
+std::unique_ptr<MeshSim> random_k3_mesh(core::Rng& rng, uint64_t seed, int64_t max_spread_s, const char* file) {
+  const auto n = static_cast<size_t>(rng.between(5, 9));
+  const std::string toml = fmt::format(
+      "[topology]\nkind = \"random\"\nnodes = {}\nseed = {}\n[link]\ndelay_ms = {}\njitter_ms = {}\n"
+      "[run]\nduration_s = 600\n",
+      n, seed, rng.between(1, 5), rng.between(0, 3));
+  MeshSim::Options options;
+  options.start_spread = seconds(rng.between(1, max_spread_s));
+  options.configure = [](agent::NodeConfig& config) { config.kgroup.selection.k = 3; };
+  return std::make_unique<MeshSim>(parse_scenario(toml, file), seed, options);
+}
+
+// Writes one entry to each of a list of targets from a node, and keeps what
+// was acknowledged.
+class TargetWriters {
+ public:
+  explicit TargetWriters(MeshSim& sim) : sim_(sim) {}
+
+  void write_from(size_t node, const std::vector<kgroup::GroupTarget>& targets) {
+    agent::Node* agent = sim_.node(node);
+    if (agent == nullptr) return;
+    for (const auto& target : targets) {
+      const std::string text = fmt::format("n{}-{}", node, next_text_++);
+      agent->kgroups().write(target, text, seconds(20), [this, target, text](const auto& result) {
+        if (result) acked_.push_back({target.to_string(), result->seq, text});
+      });
+    }
+  }
+  const std::vector<TargetAck>& acked() const { return acked_; }
+
+ private:
+  MeshSim& sim_;
+  int next_text_ = 0;
+  std::vector<TargetAck> acked_;
+};
+
 // Genesis while views are still incomplete: nodes boot spread over a few
 // seconds and write at once to several targets from every node, and one
 // node restarted mid-run writes as soon as it is back (its view holds only
@@ -401,34 +434,17 @@ std::vector<std::string> fork_and_lost_write_violations(MeshSim& sim,
 // a group born with two members lost acknowledged writes.)
 std::vector<std::string> genesis_violations(uint64_t seed) {
   core::Rng rng(seed * 104729 + 11);
-  const auto n = static_cast<size_t>(rng.between(5, 9));
-  const std::string toml = fmt::format(
-      "[topology]\nkind = \"random\"\nnodes = {}\nseed = {}\n[link]\ndelay_ms = {}\njitter_ms = {}\n"
-      "[run]\nduration_s = 600\n",
-      n, seed, rng.between(1, 5), rng.between(0, 3));
-  MeshSim::Options options;
-  options.start_spread = seconds(rng.between(1, 4));
-  options.configure = [](agent::NodeConfig& config) { config.kgroup.selection.k = 3; };
-  MeshSim sim(parse_scenario(toml, "kgroup_genesis.toml"), seed, options);
+  const std::unique_ptr<MeshSim> mesh = random_k3_mesh(rng, seed, 4, "kgroup_genesis.toml");
+  MeshSim& sim = *mesh;
+  const size_t n = sim.size();
 
   const std::vector<kgroup::GroupTarget> targets{
       {kgroup::TargetKind::device, "hall"}, {kgroup::TargetKind::device, "pump"}, {kgroup::TargetKind::device, "sprinkler"}};
-  std::vector<TargetAck> acked;
-  int next_text = 0;
-  const auto write_from = [&](size_t node) {
-    agent::Node* agent = sim.node(node);
-    if (agent == nullptr) return;
-    for (const auto& target : targets) {
-      const std::string text = fmt::format("n{}-{}", node, next_text++);
-      agent->kgroups().write(target, text, seconds(20), [&acked, target, text](const auto& result) {
-        if (result) acked.push_back({target.to_string(), result->seq, text});
-      });
-    }
-  };
+  TargetWriters writers(sim);
   // Every node writes as soon as (and a little after) it boots.
   for (int64_t at_ms = 0; at_ms <= 12000; at_ms += 250) {
     sim.run_until(core::TimePoint(milliseconds(at_ms)));
-    write_from(rng.below(n));
+    writers.write_from(rng.below(n), targets);
   }
   // The restarted node does not cut the mesh: a side cut off since boot,
   // that never heard of the other, creates its own groups (KgroupService's
@@ -442,12 +458,12 @@ std::vector<std::string> genesis_violations(uint64_t seed) {
   sim.restart(restarted);
   for (int64_t step = 0; step < 20; ++step) {
     sim.run_until(sim.simulator().now() + milliseconds(100));
-    write_from(restarted);
+    writers.write_from(restarted, targets);
   }
   sim.run_until(sim.simulator().now() + seconds(40));
 
-  std::vector<std::string> violations = fork_and_lost_write_violations(sim, targets, acked);
-  if (acked.empty()) violations.push_back("no write was acknowledged");
+  std::vector<std::string> violations = fork_and_lost_write_violations(sim, targets, writers.acked());
+  if (writers.acked().empty()) violations.push_back("no write was acknowledged");
   return violations;
 }
 
@@ -469,33 +485,16 @@ TEST(KgroupAgentSim, GenesisWhileTheMeshBootsForksNoGroup) {
 // netns testbed (scripts/chaos, seed 20240).
 std::vector<std::string> restart_into_minority_violations(uint64_t seed) {
   core::Rng rng(seed * 7919 + 3);
-  const auto n = static_cast<size_t>(rng.between(5, 9));
-  const std::string toml = fmt::format(
-      "[topology]\nkind = \"random\"\nnodes = {}\nseed = {}\n[link]\ndelay_ms = {}\njitter_ms = {}\n"
-      "[run]\nduration_s = 600\n",
-      n, seed, rng.between(1, 5), rng.between(0, 3));
-  MeshSim::Options options;
-  options.start_spread = seconds(rng.between(1, 3));
-  options.configure = [](agent::NodeConfig& config) { config.kgroup.selection.k = 3; };
-  MeshSim sim(parse_scenario(toml, "kgroup_restart_minority.toml"), seed, options);
+  const std::unique_ptr<MeshSim> mesh = random_k3_mesh(rng, seed, 3, "kgroup_restart_minority.toml");
+  MeshSim& sim = *mesh;
+  const size_t n = sim.size();
 
   const kgroup::GroupTarget existing{kgroup::TargetKind::device, "hall"};
   const std::vector<kgroup::GroupTarget> fresh{{kgroup::TargetKind::device, "pump"},
                                                {kgroup::TargetKind::device, "sprinkler"}};
-  std::vector<TargetAck> acked;
-  int next_text = 0;
-  const auto write_from = [&](size_t node, const std::vector<kgroup::GroupTarget>& targets) {
-    agent::Node* agent = sim.node(node);
-    if (agent == nullptr) return;
-    for (const auto& target : targets) {
-      const std::string text = fmt::format("n{}-{}", node, next_text++);
-      agent->kgroups().write(target, text, seconds(20), [&acked, target, text](const auto& result) {
-        if (result) acked.push_back({target.to_string(), result->seq, text});
-      });
-    }
-  };
+  TargetWriters writers(sim);
   sim.run_until(core::TimePoint(seconds(12)));
-  write_from(rng.below(n), {existing});  // every node has seen the whole mesh and a group
+  writers.write_from(rng.below(n), {existing});  // every node has seen the whole mesh and a group
   sim.run_until(core::TimePoint(seconds(15)));
 
   size_t alone = rng.below(n);
@@ -507,15 +506,15 @@ std::vector<std::string> restart_into_minority_violations(uint64_t seed) {
   // Both sides write to the fresh targets for longer than genesis_settle.
   for (int step = 0; step < 80; ++step) {
     sim.run_until(sim.simulator().now() + milliseconds(250));
-    write_from(step % 2 == 0 ? alone : rng.below(n), fresh);
+    writers.write_from(step % 2 == 0 ? alone : rng.below(n), fresh);
   }
   sim.network().heal();
   sim.run_until(sim.simulator().now() + seconds(60));
 
   std::vector<kgroup::GroupTarget> targets = fresh;
   targets.push_back(existing);
-  std::vector<std::string> violations = fork_and_lost_write_violations(sim, targets, acked);
-  if (acked.empty()) violations.push_back("no write was acknowledged");
+  std::vector<std::string> violations = fork_and_lost_write_violations(sim, targets, writers.acked());
+  if (writers.acked().empty()) violations.push_back("no write was acknowledged");
   return violations;
 }
 

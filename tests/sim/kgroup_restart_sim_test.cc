@@ -26,6 +26,7 @@
 #include "routine/emulated_device.h"
 #include "sim/mesh_sim.h"
 #include "sim/scenario.h"
+#include "tests/support/quiet_logs.h"
 #include "tests/support/seed_range.h"
 
 namespace mesh::sim {
@@ -33,12 +34,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-class QuietLogs : public ::testing::Environment {
- public:
-  void SetUp() override { core::set_log_level("off"); }
-};
-const ::testing::Environment* const kQuietLogs = ::testing::AddGlobalTestEnvironment(new QuietLogs);
 
 enum class Result { skipped, kept, shrunk };
 

@@ -49,6 +49,7 @@
 #include "routine/routine_group_state.h"
 #include "routine/routine_model.h"
 #include "sim/mesh_sim.h"
+#include "tests/support/quiet_logs.h"
 #include "tests/support/seed_range.h"
 
 namespace mesh::sim {
@@ -61,12 +62,6 @@ using routine::EmulatedDevice;
 using routine::RoutineSpec;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-class QuietLogs : public ::testing::Environment {
- public:
-  void SetUp() override { core::set_log_level("off"); }
-};
-const ::testing::Environment* const kQuietLogs = ::testing::AddGlobalTestEnvironment(new QuietLogs);
 
 struct Plan {
   routine::LockStrategy strategy = routine::LockStrategy::sla;

@@ -38,6 +38,7 @@
 #include "routine/routine_group_state.h"
 #include "routine/routine_model.h"
 #include "sim/mesh_sim.h"
+#include "tests/support/quiet_logs.h"
 #include "tests/support/seed_range.h"
 
 namespace mesh::sim {
@@ -50,12 +51,6 @@ using routine::EmulatedDevice;
 using routine::RoutineSpec;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-class QuietLogs : public ::testing::Environment {
- public:
-  void SetUp() override { core::set_log_level("off"); }
-};
-const ::testing::Environment* const kQuietLogs = ::testing::AddGlobalTestEnvironment(new QuietLogs);
 
 // The node leading the newest instance of `target`, and its replica.
 std::pair<size_t, kgroup::GroupReplica*> leader_of(MeshSim& sim, const std::string& target) {

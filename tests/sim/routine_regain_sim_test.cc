@@ -34,6 +34,7 @@
 #include "routine/routine_model.h"
 #include "sim/mesh_sim.h"
 #include "sim/scenario.h"
+#include "tests/support/quiet_logs.h"
 #include "tests/support/seed_range.h"
 
 namespace mesh::sim {
@@ -41,12 +42,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-class QuietLogs : public ::testing::Environment {
- public:
-  void SetUp() override { core::set_log_level("off"); }
-};
-const ::testing::Environment* const kQuietLogs = ::testing::AddGlobalTestEnvironment(new QuietLogs);
 
 enum class Result { skipped, triggered, missed };
 
