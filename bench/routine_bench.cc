@@ -14,6 +14,15 @@
 //   connected) is crashed kChurnLead_s before the trigger and restarted
 //   ROUTINE_BENCH_CHURN_DOWN_S (10) after the crash; the next trigger waits until the mesh
 //   settled again (Fig. 5). Its baseline is the same point with CHURN 0.
+// BM_ClientDelayGradual/TOPOLOGY/DEVICES/STRATEGY/CHURN: the same client
+//   delay under gradual churn (Fig. 5, second reading): over a window of
+//   ROUTINE_BENCH_GRADUAL_S (400) s a trigger fires every kTriggerPeriod_s
+//   (routines in turn, each once the previous one ended: a slot it overran
+//   is skipped and counted), while CHURN percent of the nodes (drawn once,
+//   the rest connected) crash one at a time, evenly spaced over the window
+//   (40 s apart for 10 of 25 nodes, each at a random instant within the
+//   first trigger period of its share) and stay down. CHURN 0 is the same
+//   schedule without crashes, the baseline (same seeds, routines, slots).
 // BM_SyncDelay/TOPOLOGY/DEVICES/STRATEGY: two manual runs of one routine at
 //   the same instant (every device conflicting): from the first invocation's
 //   last lock released (its device groups' serving leaders no longer hold a
@@ -42,11 +51,16 @@
 // coalescing would send one heartbeat per pair and interval instead),
 // invocations_ok in the window. A churn point also reports
 // before_restart_share: triggers that actuated before the crashed nodes
-// came back (fail-over, not recovery).
+// came back (fail-over, not recovery). A gradual point also reports slots,
+// triggers, skipped_slots, and with churn crashes, spacing_s,
+// unrepaired_at_crash (groups whose newest serving instance still had an
+// earlier crashed member when the next node crashed: the spacing was too
+// short for them) and unserved_at_crash (groups with no serving instance).
 //
 // Environment: ROUTINE_BENCH_SEEDS (3) seeds per delay point,
 // ROUTINE_BENCH_NODES (25) nodes for the delay points,
-// ROUTINE_BENCH_CHURN_DOWN_S (10) how long churned nodes stay down,
+// ROUTINE_BENCH_CHURN_DOWN_S (10) how long churned nodes stay down (all at
+// once), ROUTINE_BENCH_GRADUAL_S (400) the gradual-churn window,
 // ROUTINE_BENCH_MEASURE_S (60) traffic window, ROUTINE_BENCH_TRAFFIC_NODES
 // (50) nodes for the traffic points (random topology, 64 plugs), ROUTINE_BENCH_FULL=1 every
 // point (without it: 1 and 4 devices, 5 and 20 routines),
@@ -476,6 +490,26 @@ std::set<size_t> churn_victims(const mesh::sim::Topology& topology, int percent,
   return down;
 }
 
+// One client-delay sample: sets routine `r`'s sensor on now, runs (through
+// `advance`) until its first actuation or kTriggerTimeout_s, then until the
+// routine ended (no other routine active: the next trigger waits for this
+// one), sets the sensor off and runs 2 s more.
+Sample trigger_once(RoutineMesh& mesh, size_t r, const std::function<void(mesh::core::Duration)>& advance) {
+  const TimePoint triggered = mesh.sim->simulator().now();
+  mesh.sensors[r]->set_state({{"motion", true}});
+  const TimePoint give_up = triggered + seconds(kTriggerTimeout_s);
+  std::optional<TimePoint> actuated;
+  while (!actuated && mesh.sim->simulator().now() < give_up) {
+    advance(milliseconds(20));
+    actuated = mesh.first_actuation(r, mesh.routines[r].id + "#", triggered);
+  }
+  while (!mesh.routine_idle(r) && mesh.sim->simulator().now() < give_up) advance(milliseconds(100));
+  Sample out = mesh.sample(r, triggered, actuated);
+  mesh.sensors[r]->set_state({{"motion", false}});
+  advance(seconds(2));
+  return out;
+}
+
 void BM_ClientDelay(benchmark::State& state) {
   mesh::core::log_to_null();
   const Setup setup = delay_setup(state);
@@ -511,19 +545,7 @@ void BM_ClientDelay(benchmark::State& state) {
         }
         led_total += mesh::bench::led_device_shares(*mesh.sim, mesh.devices.devices).first /
                      static_cast<double>(mesh.routines.size());
-        const TimePoint triggered = mesh.sim->simulator().now();
-        mesh.sensors[r]->set_state({{"motion", true}});
-        const TimePoint give_up = triggered + seconds(kTriggerTimeout_s);
-        std::optional<TimePoint> actuated;
-        while (!actuated && mesh.sim->simulator().now() < give_up) {
-          advance(milliseconds(20));
-          actuated = mesh.first_actuation(r, mesh.routines[r].id + "#", triggered);
-        }
-        // No other routine active: the next trigger waits for this one to end.
-        while (!mesh.routine_idle(r) && mesh.sim->simulator().now() < give_up) advance(milliseconds(100));
-        seed_samples.push_back(mesh.sample(r, triggered, actuated));
-        mesh.sensors[r]->set_state({{"motion", false}});
-        advance(seconds(2));
+        seed_samples.push_back(trigger_once(mesh, r, advance));
         // With churn, every trigger starts from a whole mesh that settled again.
         while (!down.empty()) advance(milliseconds(100));
         if (churn > 0) {
@@ -542,6 +564,150 @@ void BM_ClientDelay(benchmark::State& state) {
                                       [restart_ms](const Sample& x) { return x.delay >= 0 && x.delay < restart_ms; });
     state.counters["before_restart_share"] =
         samples.empty() ? 0 : static_cast<double>(before) / static_cast<double>(samples.size());
+  }
+}
+
+// Gradual churn: `victims` in a crash order (drawn with `rng`) after each
+// step of which the live nodes stay connected (where one exists).
+std::vector<size_t> crash_order(const mesh::sim::Topology& topology, std::set<size_t> victims,
+                                mesh::core::Rng& rng) {
+  std::vector<size_t> order;
+  std::set<size_t> down;
+  while (!victims.empty()) {
+    std::vector<size_t> fits;
+    for (size_t v : victims) {
+      std::set<size_t> next = down;
+      next.insert(v);
+      if (topology.connected_without(next)) fits.push_back(v);
+    }
+    if (fits.empty()) fits.assign(victims.begin(), victims.end());
+    const size_t v = fits[rng.below(fits.size())];
+    order.push_back(v);
+    down.insert(v);
+    victims.erase(v);
+  }
+  return order;
+}
+
+// Groups whose newest serving instance still counts a crashed node among its
+// members (not yet re-selected away from it), and groups with no serving
+// instance at all.
+std::pair<int, int> groups_not_repaired(mesh::sim::MeshSim& sim, const std::set<size_t>& down) {
+  std::set<mesh::core::NodeId> crashed;
+  for (size_t n : down) crashed.insert(sim.id_of(n));
+  std::map<std::string, const mesh::kgroup::GroupConfig*> newest;
+  std::set<std::string> known;
+  for (size_t n = 0; n < sim.size(); ++n) {
+    mesh::agent::Node* node = sim.node(n);
+    if (node == nullptr) continue;
+    for (mesh::kgroup::GroupReplica* replica : node->kgroups().host().replicas()) {
+      const auto& config = replica->config();
+      const std::string target = config.target.to_string();
+      known.insert(target);
+      if (!replica->serving()) continue;
+      auto& best = newest[target];
+      if (best == nullptr || std::make_pair(config.epoch, config.generation) > std::make_pair(best->epoch, best->generation)) {
+        best = &config;
+      }
+    }
+  }
+  int with_crashed = 0;
+  for (const auto& [target, config] : newest) {
+    with_crashed += std::any_of(config->members.begin(), config->members.end(),
+                                [&](mesh::core::NodeId m) { return crashed.count(m) != 0; });
+  }
+  return {with_crashed, static_cast<int>(known.size() - newest.size())};
+}
+
+// BM_ClientDelayGradual/TOPOLOGY/DEVICES/STRATEGY/CHURN: the same client
+// delay (trigger_once, report_delays) under gradual churn. Over a window of
+// ROUTINE_BENCH_GRADUAL_S (400) virtual seconds a trigger fires at every
+// kTriggerPeriod_s slot (routines in turn; a slot whose predecessor has not
+// ended yet is skipped, counted in skipped_slots). CHURN percent of the nodes
+// (drawn once, the rest connected; crashed in an order that keeps the live
+// nodes connected) crash one at a time, evenly spread over the window
+// (spacing = window / crashes: 40 s for 10 of 25 nodes) at a random instant
+// within the first trigger period (or spacing, if shorter) of their share,
+// and stay down. CHURN 0 is
+// the same schedule without crashes: the baseline, same seeds and routines.
+void BM_ClientDelayGradual(benchmark::State& state) {
+  mesh::core::log_to_null();
+  const Setup setup = delay_setup(state);
+  const int churn = static_cast<int>(state.range(3));
+  const int seeds = env_int("ROUTINE_BENCH_SEEDS", 3, 1);
+  const int window_s = env_int("ROUTINE_BENCH_GRADUAL_S", 400, kTriggerPeriod_s);
+  std::vector<Sample> samples;
+  double settle_total = 0;
+  double led_total = 0;
+  int slots = 0;
+  int skipped = 0;
+  int crashes = 0;
+  int unrepaired = 0;  // groups still holding an earlier crashed member, summed at each crash
+  int unserved = 0;    // groups with no serving instance, summed at each crash
+  double spacing_s = 0;
+  for (auto _ : state) {
+    for (int s = 1; s <= seeds; ++s) {
+      const auto seed = static_cast<uint64_t>(s);
+      const auto scenario = scenario_for(setup, seed, 3600);
+      RoutineMesh mesh(setup, seed, scenario);
+      settle_total += mesh.settle();
+      mesh::core::Rng rng(seed * 131 + 5);
+      const TimePoint start = mesh.sim->simulator().now();
+      std::vector<std::pair<TimePoint, size_t>> schedule;  // crash instants, in order
+      if (churn > 0) {
+        const auto order = crash_order(mesh.sim->topology(), churn_victims(mesh.sim->topology(), churn, rng), rng);
+        const auto spacing = milliseconds(int64_t{window_s} * 1000 / static_cast<int64_t>(order.size()));
+        spacing_s = mesh::core::to_millis(spacing) / 1000.0;
+        const auto jitter_ms = static_cast<uint64_t>(std::min<int64_t>(kTriggerPeriod_s * 1000, spacing.count()));
+        for (size_t j = 0; j < order.size(); ++j) {
+          const auto jitter = milliseconds(static_cast<int64_t>(rng.below(jitter_ms)));
+          schedule.emplace_back(start + spacing * static_cast<int64_t>(j) + jitter, order[j]);
+        }
+      }
+      size_t next_crash = 0;
+      std::set<size_t> down;
+      const auto run_to = [&](TimePoint until) {
+        while (next_crash < schedule.size() && schedule[next_crash].first <= until) {
+          mesh.sim->run_until(schedule[next_crash].first);
+          const auto [with_crashed, none] = groups_not_repaired(*mesh.sim, down);
+          unrepaired += with_crashed;
+          unserved += none;
+          mesh.sim->crash(schedule[next_crash].second);
+          down.insert(schedule[next_crash].second);
+          ++crashes;
+          ++next_crash;
+        }
+        mesh.sim->run_until(until);
+      };
+      const auto advance = [&](mesh::core::Duration step) { run_to(mesh.sim->simulator().now() + step); };
+      std::vector<Sample> seed_samples;
+      for (int slot = 0; slot < window_s / kTriggerPeriod_s; ++slot) {
+        ++slots;
+        const TimePoint at = start + seconds(int64_t{slot} * kTriggerPeriod_s);
+        if (mesh.sim->simulator().now() > at) {
+          ++skipped;
+          continue;
+        }
+        run_to(at);
+        const size_t r = static_cast<size_t>(slot) % mesh.routines.size();
+        led_total += mesh::bench::led_device_shares(*mesh.sim, mesh.devices.devices).first;
+        seed_samples.push_back(trigger_once(mesh, r, advance));
+      }
+      run_to(start + seconds(window_s));  // every scheduled crash happens, even after the last trigger
+      write_delays("client_gradual", setup, churn, seed, seed_samples);
+      samples.insert(samples.end(), seed_samples.begin(), seed_samples.end());
+    }
+  }
+  report_delays(state, samples, settle_total / seeds, samples.empty() ? 0 : led_total / static_cast<double>(samples.size()));
+  state.counters["slots"] = slots;
+  state.counters["triggers"] = static_cast<double>(samples.size());
+  state.counters["skipped_slots"] = static_cast<double>(skipped);
+  state.counters["window_s"] = window_s;
+  if (churn > 0) {
+    state.counters["crashes"] = crashes;
+    state.counters["spacing_s"] = spacing_s;
+    state.counters["unrepaired_at_crash"] = crashes == 0 ? 0 : static_cast<double>(unrepaired) / crashes;
+    state.counters["unserved_at_crash"] = crashes == 0 ? 0 : static_cast<double>(unserved) / crashes;
   }
 }
 
@@ -702,6 +868,12 @@ void delay_args(benchmark::internal::Benchmark* b) {
   }
   for (int d : devices) b->Args({0, d, 0, 40});
 }
+void gradual_args(benchmark::internal::Benchmark* b) {
+  const std::vector<int> devices = full_run() ? std::vector<int>{1, 2, 4, 8, 16} : std::vector<int>{1, 4};
+  for (int d : devices) {
+    for (int churn : {0, 40}) b->Args({0, d, 0, churn});
+  }
+}
 void sync_args(benchmark::internal::Benchmark* b) {
   const std::vector<int> devices = full_run() ? std::vector<int>{1, 2, 4, 8, 16} : std::vector<int>{1, 4};
   for (int d : devices) {
@@ -716,6 +888,7 @@ void traffic_args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_ClientDelay)->Apply(delay_args)->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_ClientDelayGradual)->Apply(gradual_args)->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK(BM_SyncDelay)->Apply(sync_args)->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK(BM_RoutineTraffic)->Apply(traffic_args)->Unit(benchmark::kSecond)->Iterations(1);
 

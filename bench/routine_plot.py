@@ -10,7 +10,8 @@ Each RUN (merged; say, a second mesh size for the traffic run apart) holds the r
 trigger never actuated) and routine_traffic.csv (bytes per second per node and
 traffic class) and routine_heartbeats.csv the bench wrote. Writes OUTDIR/routine_client_delay.svg (Fig. 4:
 client delay against devices per routine, SLA and OLA, per topology; Fig. 5:
-grid SLA with and without churn), OUTDIR/routine_sync_delay.svg and
+grid SLA with and without churn, all at once and, if the run has it, gradual
+(experiment client_gradual: its own no-churn baseline)), OUTDIR/routine_sync_delay.svg and
 OUTDIR/routine_traffic_N_nodes.svg (Fig. 11: bytes per node per second against
 routines, decentralized and central, background and foreground, and central /
 decentralized).
@@ -57,7 +58,7 @@ def fmt(value):
     return "-" if value != value else f"{value:.0f}"
 
 
-def client_delay(points, outdir):
+def client_delay(points, outdir, gradual=None):
     topologies = ["grid", "random", "clustered"]
     panels = []
     legend = [("SLA p50", COLOURS[0], False), ("SLA p90", COLOURS[0], True),
@@ -79,6 +80,16 @@ def client_delay(points, outdir):
                           {d: quantile(p["delay"], q) for (t, s, c, d), p in points.items()
                            if t == "grid" and s == "sla" and c == churned and p["delay"]}))
     panels.append((churn, "grid, SLA: churn (ms)", "devices per routine", ""))
+    if gradual:
+        series = []
+        for churned, colour in ((0, COLOURS[0]), (40, COLOURS[3])):
+            for q, dashed in ((0.5, False), (0.9, True)):
+                series.append((f"g{churned}", colour, dashed,
+                               {d: quantile(p["delay"], q) for (t, s, c, d), p in gradual.items()
+                                if t == "grid" and s == "sla" and c == churned and p["delay"]}))
+        panels.append((series, "grid, SLA: gradual churn (ms)", "devices per routine", "paper: +25 %"))
+        legend += [("gradual: no churn, p50", COLOURS[0], False),
+                   ("gradual: 40 % crashed one at a time, p50", COLOURS[3], False), ("... p90", COLOURS[3], True)]
     write_svg(os.path.join(outdir, "routine_client_delay.svg"), panels, legend, caption=FIG4 + "; " + FIG5)
 
     print("\nClient delay (ms, trigger device changed -> first command actuated; "
@@ -99,6 +110,28 @@ def client_delay(points, outdir):
         print(f"| {topology} | {devices} | {strategy.upper()} | {churned} % | {fmt(quantile(p['delay'], 0.5))} | "
               f"{fmt(quantile(p['delay'], 0.9))} | {fmt(quantile(p['after'], 0.5))} / "
               f"{fmt(quantile(p['after'], 0.9))} | {len(p['delay'])}/{p['tried']} | {ratio} | {before} |")
+
+
+def gradual_table(points):
+    """Fig. 5, gradual churn (experiment client_gradual): every trigger counted, none dropped."""
+    print("\nFig. 5, gradual churn (grid, SLA; ms, trigger device changed -> first command actuated; "
+          "paper: +25 %)\n")
+    print("| devices | no churn p50 / p90 | gradual 40 % p50 / p90 | ratio p50 | ratio p90 | "
+          "after trigger p50 / p90 (no churn; churn) | within 30 s (no churn; churn) |")
+    print("| ---: | --- | --- | ---: | ---: | --- | --- |")
+    for devices in sorted({k[3] for k in points}):
+        base = points.get(("grid", "sla", 0, devices))
+        churned = points.get(("grid", "sla", 40, devices))
+        if not base or not churned:
+            continue
+        q = lambda p, x: quantile(p["delay"], x)
+        ratio = lambda x: (f"{q(churned, x) / q(base, x):.2f}"
+                           if base["delay"] and churned["delay"] else "")
+        print(f"| {devices} | {fmt(q(base, 0.5))} / {fmt(q(base, 0.9))} | {fmt(q(churned, 0.5))} / "
+              f"{fmt(q(churned, 0.9))} | {ratio(0.5)} | {ratio(0.9)} | "
+              f"{fmt(quantile(base['after'], 0.5))} / {fmt(quantile(base['after'], 0.9))}; "
+              f"{fmt(quantile(churned['after'], 0.5))} / {fmt(quantile(churned['after'], 0.9))} | "
+              f"{len(base['delay'])}/{base['tried']}; {len(churned['delay'])}/{churned['tried']} |")
 
 
 def sync_delay(points, outdir):
@@ -192,7 +225,10 @@ def main():
     os.makedirs(outdir, exist_ok=True)
     delays = read_tables(run, "routine_delays.csv")
     if delays:
-        client_delay(delay_points(delays, "client"), outdir)
+        gradual = delay_points(delays, "client_gradual")
+        client_delay(delay_points(delays, "client"), outdir, gradual)
+        if gradual:
+            gradual_table(gradual)
         sync = delay_points(delays, "sync")
         if sync:
             sync_delay(sync, outdir)
