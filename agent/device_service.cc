@@ -36,8 +36,6 @@ DeviceService::DeviceService(core::Env& env, core::NodeId self, KgroupService& k
 DeviceService::~DeviceService() { *alive_ = false; }
 
 void DeviceService::start() {
-  view_version_ = view_.version();
-  view_changed_at_ = env_.now();
   ensure_timer_.start_periodic(options_.ensure_interval, [this] { ensure_groups(); });
 }
 
@@ -46,12 +44,6 @@ void DeviceService::ensure_groups() {
   // their leaders watch the devices and the routines' triggers. The preferred leader of a missing group creates it
   // with an empty write (KgroupService runs genesis, which first asks every
   // live node whether the group exists somewhere already).
-  if (view_.version() != view_version_) {
-    view_version_ = view_.version();
-    view_changed_at_ = env_.now();
-    return;
-  }
-  if (env_.now() - view_changed_at_ < options_.ensure_quiet) return;
   // A node that sees no other member (just booted, or cut off) would create
   // groups of itself alone; a mesh of one node (k = 1) is the exception.
   if (view_.live_members().size() < std::min<size_t>(kgroups_.config().selection.k, 2)) return;
@@ -67,13 +59,21 @@ void DeviceService::ensure_groups() {
   for (const auto& [id, spec] : catalog_.routines()) {
     targets[kgroup::GroupTarget{kgroup::TargetKind::routine, id}.to_string()] = routine_hello.SerializeAsString();
   }
+  const core::TimePoint now = env_.now();
+  std::map<std::string, StableSelection> still_missing;
   for (const auto& entry : targets) {
     const std::string& key = entry.first;
     const std::string& hello = entry.second;
     const auto target = kgroup::GroupTarget::parse(key);
     if (!target || ensuring_.count(key) != 0 || kgroups_.host().latest(key) != nullptr) continue;
-    const auto selected = kgroups_.select(*target);
-    if (selected.members.empty() || selected.members.front().id != self_) continue;
+    std::vector<core::NodeId> members;
+    for (const auto& member : kgroups_.select(*target).members) members.push_back(member.id);
+    const auto seen = missing_groups_.find(key);
+    StableSelection& selection = still_missing[key];
+    selection.members = std::move(members);
+    selection.since = seen != missing_groups_.end() && seen->second.members == selection.members ? seen->second.since : now;
+    if (now - selection.since < options_.ensure_quiet) continue;
+    if (selection.members.empty() || selection.members.front() != self_) continue;
     ensuring_.insert(key);
     kgroups_.write(*target, hello, options_.ensure_interval * 5, [this, alive = alive_, key](const auto& result) {
       if (!*alive) return;
@@ -81,6 +81,7 @@ void DeviceService::ensure_groups() {
       if (result) core::log("routine").info("group {} ready", key);
     });
   }
+  missing_groups_ = std::move(still_missing);
 }
 
 void DeviceService::change_catalog(proto::CatalogChange change, core::Duration timeout, CatalogCallback callback) {

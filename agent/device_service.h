@@ -28,9 +28,12 @@ struct DeviceServiceOptions {
   // How often this node creates the device and routine groups it is the preferred
   // leader of and that do not exist yet.
   core::Duration ensure_interval = std::chrono::seconds(2);
-  // ...but only once its member list has not changed for this long: nodes
-  // whose views still disagree would each see themselves as the preferred
-  // leader and create the same group twice.
+  // ...but only once the group's selected members have stayed the same for
+  // this long: nodes whose views still disagree would each see themselves as
+  // the preferred leader and create the same group twice. Per group, not per
+  // member list: a crash or restart elsewhere in the mesh must not hold back
+  // a group whose members it does not change (a device moved into a new
+  // cluster during a restart stayed leaderless past its failover bound).
   core::Duration ensure_quiet = std::chrono::seconds(10);
 };
 
@@ -88,12 +91,16 @@ class DeviceService {
   core::NodeId self_;
   KgroupService& kgroups_;
   const membership::MemberView& view_;
-  uint64_t view_version_ = 0;
-  core::TimePoint view_changed_at_{};
   const routine::Catalog& catalog_;
   DeviceServiceOptions options_;
   core::ScopedTimer ensure_timer_;
   std::set<std::string> ensuring_;
+  // Each missing group's members as this node last selected them, and since when.
+  struct StableSelection {
+    std::vector<core::NodeId> members;
+    core::TimePoint since;
+  };
+  std::map<std::string, StableSelection> missing_groups_;
   std::map<uint64_t, std::unique_ptr<PendingCommand>> commands_;
   uint64_t next_command_ = 1;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
