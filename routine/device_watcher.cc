@@ -88,7 +88,7 @@ void DeviceWatcher::renew() {
         if (!leader) return;
         group_heard_[group] = env_.now();
         for (const auto& part : parts) messages_.send(*leader, part);
-        for (const auto& msg : states) take(msg, group, {}, *leader, /*current=*/true);
+        for (const auto& msg : states) take(msg, group, std::nullopt, *leader, /*current=*/true);
       });
     }
     std::set<core::NodeId> destinations = leaders[group];
@@ -102,23 +102,29 @@ void DeviceWatcher::renew() {
 void DeviceWatcher::on_notify(const core::Message& /*message*/, const proto::DeviceNotify& notify) {
   group_heard_[notify.group()] = env_.now();
   for (const auto& msg : notify.devices()) {
-    take(msg, notify.group(), {notify.epoch(), notify.generation()}, core::NodeId(notify.leader()), notify.answer());
+    take(msg, notify.group(), std::pair<uint64_t, uint32_t>{notify.epoch(), notify.generation()},
+         core::NodeId(notify.leader()), notify.answer());
   }
 }
 
 void DeviceWatcher::take(const proto::DeviceStateMsg& msg, const std::string& group,
-                         std::pair<uint64_t, uint32_t> instance, core::NodeId leader, bool current) {
+                         std::optional<std::pair<uint64_t, uint32_t>> instance, core::NodeId leader, bool current) {
   Seen seen;
   seen.record = from_proto(msg);
   seen.group = group;
-  seen.instance = instance;
   seen.leader = leader;
   seen.heard_at = env_.now();
   auto it = view_.find(msg.device());
-  if (it != view_.end() && !current && it->second.group == seen.group) {
-    const auto& held = it->second;
-    const bool older = held.instance > instance || (held.instance == instance && held.record.version >= seen.record.version);
-    if (older) return;
+  const Seen* held = it != view_.end() && it->second.group == group ? &it->second : nullptr;
+  // A read through the leader does not say which instance answered: within
+  // one group it counts as the instance held.
+  seen.instance = instance.value_or(held != nullptr ? held->instance : std::pair<uint64_t, uint32_t>{});
+  if (held != nullptr) {
+    const bool same_instance = held->instance == seen.instance;
+    const bool overtaken = same_instance && held->record.version > seen.record.version;
+    const bool older =
+        !current && (held->instance > seen.instance || (same_instance && held->record.version >= seen.record.version));
+    if (overtaken || older) return;
   }
   if (it != view_.end() && it->second.record.version == seen.record.version && it->second.group == seen.group &&
       it->second.record.attributes == seen.record.attributes && it->second.record.up == seen.record.up) {

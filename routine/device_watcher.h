@@ -29,7 +29,10 @@ struct DeviceWatcherOptions {
 // routine leaders of the next layer). See DeviceLeaders for the leader's
 // side. A notification replaces the view of a device only if it is newer:
 // a higher version from the same group, or any version from another group
-// (the device's group changes when the catalog re-clusters it).
+// (the device's group changes when the catalog re-clusters it). A leader's
+// answer replaces it too, unless it carries a lower version from the same
+// group instance: versions only grow within one instance, so that answer was
+// computed before a notification that overtook it.
 //
 // Subscriptions go to every member this node computes for the device's
 // group and to the leader that last notified; a group this node has not
@@ -80,8 +83,10 @@ class DeviceWatcher {
   void on_notify(const core::Message& message, const proto::DeviceNotify& notify);
   // Takes one device's state if it is newer than the view's: `current`
   // (a leader's answer to this node, or a read through the leader) always is.
-  void take(const proto::DeviceStateMsg& msg, const std::string& group, std::pair<uint64_t, uint32_t> instance,
-            core::NodeId leader, bool current);
+  // `instance` is unknown for a read through the leader; `current` marks a
+  // leader's answer (to a subscription or a read) rather than a change.
+  void take(const proto::DeviceStateMsg& msg, const std::string& group,
+            std::optional<std::pair<uint64_t, uint32_t>> instance, core::NodeId leader, bool current);
 
   core::Env& env_;
   RoutineMessages& messages_;
