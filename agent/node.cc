@@ -126,8 +126,7 @@ Node::Node(const NodeConfig& config, NodeContext context)
   medley_options.location = config_.location;
   medley_ = std::make_unique<membership::Medley>(context_.env, *messenger_, metrics_, *hop_distances_,
                                                  std::move(medley_options));
-  camera_ =
-      std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, *storage_, config_.mutex);
+  camera_ = std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, *storage_, config_.mutex);
   routine_messages_ = std::make_unique<routine::RoutineMessages>(*messenger_, metrics_);
   catalog_.set_base(config_.devices.catalog, config_.devices.catalog_digest, config_.devices.routines);
   catalog_sync_ = std::make_unique<routine::CatalogSync>(context_.env, *routine_messages_, *storage_, *medley_,
@@ -151,8 +150,8 @@ Node::Node(const NodeConfig& config, NodeContext context)
     return std::make_unique<TextLog>();
   };
   // Rejoins the groups persisted in storage (after a restart) right away.
-  kgroups_ = std::make_unique<KgroupService>(context_.env, *messenger_, *storage_, *medley_, metrics_,
-                                             config_.kgroup, state_for);
+  kgroups_ = std::make_unique<KgroupService>(context_.env, *messenger_, *storage_, *medley_, metrics_, config_.kgroup,
+                                             state_for);
   kgroups_->set_devices(locations_of(catalog_));
   catalog_.set_on_change([this] { kgroups_->set_devices(locations_of(catalog_)); });
   routine::DriverFactory* drivers = context_.drivers;

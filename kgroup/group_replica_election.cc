@@ -275,7 +275,7 @@ void GroupReplica::step_down(core::Duration wait) {
 void GroupReplica::handle_election(const core::Message& request, core::Responder responder) {
   const bool following = lease_held();
   const bool standing = !rebuilding() && (role_ == Role::leader || role_ == Role::electing ||
-                                           role_ == Role::candidate || following || env_.now() >= not_standing_until_);
+                                          role_ == Role::candidate || following || env_.now() >= not_standing_until_);
   proto::KgroupBody body;
   auto* answer = body.mutable_election_answer();
   answer->set_term(log_.promised_term());

@@ -156,7 +156,7 @@ class KgroupWorld {
 
  private:
   struct Slot {
-    core::MemoryStorage storage;  // survives crashes
+    core::MemoryStorage storage;                        // survives crashes
     std::unique_ptr<core::ChecksummedStorage> checked;  // `storage` as the node sees it, opened at boot
     std::unique_ptr<SimEnv> env;
     std::unique_ptr<core::Metrics> metrics;

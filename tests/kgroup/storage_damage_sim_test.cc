@@ -15,6 +15,7 @@
 
 #include "kgroup/replicated_log.h"
 #include "seed_sweep.h"
+#include "tests/support/quiet_logs.h"
 
 namespace mesh::kgroup::testing {
 namespace {
@@ -93,10 +94,11 @@ SeedOutcome run_seed(uint64_t seed, const SimScenario& scenario) {
   GroupReplica* replica_a = world.replica(a, config);
   if (replica_a == nullptr || replica_a->last_seq() <= b_holds) {
     fail("no write reached A while B was down (A " +
-         (replica_a == nullptr ? std::string("absent") : std::string(to_string(replica_a->role())) + " holds " +
-                                                             std::to_string(replica_a->last_seq())) +
-         ", L " + std::string(to_string(first->role())) + " holds " + std::to_string(first->last_seq()) +
-         " commit " + std::to_string(first->commit()) + ", B held " + std::to_string(b_holds) + ")");
+         (replica_a == nullptr
+              ? std::string("absent")
+              : std::string(to_string(replica_a->role())) + " holds " + std::to_string(replica_a->last_seq())) +
+         ", L " + std::string(to_string(first->role())) + " holds " + std::to_string(first->last_seq()) + " commit " +
+         std::to_string(first->commit()) + ", B held " + std::to_string(b_holds) + ")");
     return outcome;
   }
   const uint64_t a_holds = replica_a->last_seq();
