@@ -22,8 +22,16 @@ constexpr std::string_view kBootKey = "auth/boot";
 constexpr unsigned kBootCounterShift = 32;
 
 uint64_t read_boot_count(const core::Storage& storage) {
-  const std::optional<std::string> text = storage.get(kBootKey);
-  if (!text) return 0;
+  const core::StoredValue stored = storage.read(kBootKey);
+  if (stored.damaged()) {
+    throw std::runtime_error(fmt::format(
+        "storage key {} is damaged (checksum mismatch); the authentication counter cannot be restored safely. "
+        "Remove the file of that key under the data directory and restart every agent of the mesh (their replay "
+        "windows would otherwise drop this node's restarted counters)",
+        kBootKey));
+  }
+  if (!stored.found()) return 0;
+  const std::string* text = &stored.value;
   uint64_t value = 0;
   const char* end = text->data() + text->size();
   const auto [ptr, ec] = std::from_chars(text->data(), end, value);
@@ -55,7 +63,10 @@ std::vector<kgroup::DeviceLocation> locations_of(const routine::Catalog& catalog
 
 Node::Node(const NodeConfig& config, NodeContext context)
     : config_(config), context_(context), started_at_(context.env.now()) {
-  const uint64_t previous = read_boot_count(context_.storage);
+  auto opened = core::ChecksummedStorage::open(context_.storage);
+  if (!opened) throw std::runtime_error(opened.error());
+  storage_ = std::move(*opened);
+  const uint64_t previous = read_boot_count(*storage_);
   if ((previous + 1) >> (64 - kBootCounterShift) != 0) {
     throw std::runtime_error(
         fmt::format("storage key {} holds boot count {}, too large for the "
@@ -63,7 +74,7 @@ Node::Node(const NodeConfig& config, NodeContext context)
                     kBootKey, previous));
   }
   boot_count_ = previous + 1;
-  if (!context_.storage.put(kBootKey, std::to_string(boot_count_))) {
+  if (!storage_->put(kBootKey, std::to_string(boot_count_))) {
     throw std::runtime_error(
         fmt::format("cannot persist boot count {} to storage key {}; refusing to start, "
                     "since authentication counters could repeat after a restart",
@@ -115,11 +126,10 @@ Node::Node(const NodeConfig& config, NodeContext context)
   medley_options.location = config_.location;
   medley_ = std::make_unique<membership::Medley>(context_.env, *messenger_, metrics_, *hop_distances_,
                                                  std::move(medley_options));
-  camera_ =
-      std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, context_.storage, config_.mutex);
+  camera_ = std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, *storage_, config_.mutex);
   routine_messages_ = std::make_unique<routine::RoutineMessages>(*messenger_, metrics_);
   catalog_.set_base(config_.devices.catalog, config_.devices.catalog_digest, config_.devices.routines);
-  catalog_sync_ = std::make_unique<routine::CatalogSync>(context_.env, *routine_messages_, context_.storage, *medley_,
+  catalog_sync_ = std::make_unique<routine::CatalogSync>(context_.env, *routine_messages_, *storage_, *medley_,
                                                          metrics_, catalog_, config_.devices.sync);
   catalog_sync_->start();
   // Each group hosts the state its target needs: the catalog's change list,
@@ -140,8 +150,8 @@ Node::Node(const NodeConfig& config, NodeContext context)
     return std::make_unique<TextLog>();
   };
   // Rejoins the groups persisted in storage (after a restart) right away.
-  kgroups_ = std::make_unique<KgroupService>(context_.env, *messenger_, context_.storage, *medley_, metrics_,
-                                             config_.kgroup, state_for);
+  kgroups_ = std::make_unique<KgroupService>(context_.env, *messenger_, *storage_, *medley_, metrics_, config_.kgroup,
+                                             state_for);
   kgroups_->set_devices(locations_of(catalog_));
   catalog_.set_on_change([this] { kgroups_->set_devices(locations_of(catalog_)); });
   routine::DriverFactory* drivers = context_.drivers;

@@ -17,6 +17,7 @@
 #include "core/messenger.h"
 #include "core/metrics.h"
 #include "core/packet_auth.h"
+#include "core/checksummed_storage.h"
 #include "core/storage.h"
 #include "membership/medley.h"
 #include "membership/olsr_hop_distances.h"
@@ -51,9 +52,11 @@ struct NodeContext {
 // class. Single-threaded: every call and callback on the Env's thread.
 class Node {
  public:
-  // Reads and bumps the boot count in storage (the authentication counter
-  // must never repeat across restarts); throws std::runtime_error if storage
-  // cannot persist it, since sending would then risk counter reuse.
+  // Opens the storage checksummed (migrating bare values once), reads and
+  // bumps the boot count in it (the authentication counter must never repeat
+  // across restarts); throws std::runtime_error if storage cannot be
+  // migrated, or the boot count is damaged or cannot be persisted, since
+  // sending would then risk counter reuse.
   Node(const NodeConfig& config, NodeContext context);
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -135,6 +138,8 @@ class Node {
   NodeContext context_;
   core::TimePoint started_at_;
   uint64_t boot_count_ = 0;
+  // context_.storage behind checksums: every layer reads and writes this.
+  std::unique_ptr<core::ChecksummedStorage> storage_;
   core::Metrics metrics_;
   std::unique_ptr<core::PacketAuth> auth_;
   std::unique_ptr<core::AuthenticatedLink> link_;

@@ -2,10 +2,15 @@
 
 namespace mesh::core {
 
-std::optional<std::string> MemoryStorage::get(std::string_view key) const {
+StoredValue MemoryStorage::read(std::string_view key) const {
   auto it = data_.find(key);
-  if (it == data_.end()) return std::nullopt;
-  return it->second;
+  if (it == data_.end()) return {};
+  return {ReadStatus::found, it->second};
+}
+
+std::string* MemoryStorage::raw(std::string_view key) {
+  auto it = data_.find(key);
+  return it == data_.end() ? nullptr : &it->second;
 }
 
 bool MemoryStorage::put(std::string_view key, std::string_view value) {

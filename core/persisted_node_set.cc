@@ -13,8 +13,16 @@ PersistedNodeSet::PersistedNodeSet(Storage& storage, std::string key, size_t max
       max_nodes_(max_nodes),
       log_component_(std::move(log_component)),
       write_failures_(write_failures) {
-  const std::optional<std::string> text = storage_.get(key_);
-  if (!text) return;
+  const StoredValue stored = storage_.read(key_);
+  if (stored.damaged()) {
+    // Only a hint for the first contacts after a restart: start as a first
+    // boot would, and the next remember() rewrites the key.
+    unreadable.add();
+    log(log_component_).error("storage key {} is damaged; starting without the node ids kept there", key_);
+    return;
+  }
+  if (!stored.found()) return;
+  const std::string* text = &stored.value;
   size_t start = 0;
   while (start < text->size() && nodes_.size() < max_nodes_) {
     size_t comma = text->find(',', start);

@@ -103,7 +103,14 @@ ReplicaHooks GroupHost::hooks_for(const GroupConfig& config) {
 }
 
 std::optional<std::pair<uint64_t, uint32_t>> GroupHost::retired_watermark(const std::string& target) const {
-  const auto value = storage_.get(ReplicatedLog::target_prefix(target) + "retired");
+  const std::string key = ReplicatedLog::target_prefix(target) + "retired";
+  const core::StoredValue stored = storage_.read(key);
+  if (stored.damaged()) {
+    // Only matters for a group retired just before a crash and not yet
+    // erased: restored, it asks its old peers, which answer "retired".
+    core::log("kgroup").error("retirement mark damaged; restoring the target's groups key={}", key);
+  }
+  const std::optional<std::string> value = stored.found() ? std::optional(stored.value) : std::nullopt;
   if (!value || value->size() != 12) return std::nullopt;
   uint64_t epoch = 0;
   uint32_t generation = 0;

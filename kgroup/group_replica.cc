@@ -124,8 +124,15 @@ void GroupReplica::on_member_event(const membership::MemberEvent& event) {
 }
 
 void GroupReplica::start() {
-  if (!log_.load()) {
-    core::log("kgroup").error("group state partly unreadable group={} epoch={}", ref_.target(), ref_.epoch());
+  if (const ReplicatedLog::Damage damage = log_.load(); damage != ReplicatedLog::Damage::none) {
+    core::log("kgroup").error(
+        "group state damaged; discarding it and rebuilding from the group as a non-voter group={} epoch={} "
+        "generation={} promise_lost={}",
+        ref_.target(), ref_.epoch(), ref_.generation(), damage == ReplicatedLog::Damage::promise);
+    if (!log_.begin_rebuild(damage)) {
+      core::log("kgroup").error("could not persist the rebuild of group={} epoch={}; not voting in this life",
+                                ref_.target(), ref_.epoch());
+    }
   }
   proto::KgroupConfigRecord record;
   *record.mutable_group() = ref_;

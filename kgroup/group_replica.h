@@ -137,6 +137,17 @@ struct SubmitResult {
 //    member that applied the seal, commits it as its first entries, and then
 //    decommissions the old members. Every step is retried by whichever
 //    leader holds the step's group, so any of them may crash (cases 2a-2d).
+//  - Damaged storage (ChecksummedStorage reports it; ReplicatedLog::load
+//    names what): a member voting with a damaged copy could make a quorum
+//    that lacks a committed entry, or promise one term twice. So it discards
+//    the group's entries and applied point and rebuilds as a non-voter: it
+//    grants no promise, never stands, and tells the leader in every append
+//    reply that its copy does not count toward commits or the lease. Once it
+//    holds everything up to the leader's last entry (hence every committed
+//    one) it votes again, its promise record being intact. A member that lost
+//    the promise record itself cannot know which terms it promised, so it
+//    stays a non-voter for the group's life (the next epoch's or
+//    re-selection's group starts afresh).
 class GroupReplica {
  public:
   using SubmitCallback = std::function<void(const SubmitResult& result)>;
@@ -177,6 +188,8 @@ class GroupReplica {
   uint64_t commit() const { return role_ == Role::leader ? commit_ : log_.applied(); }
   uint64_t applied() const { return log_.applied(); }
   uint64_t last_seq() const { return log_.last_seq(); }
+  // Rebuilding damaged state: not voting, promising or counting (see above).
+  bool rebuilding() const { return log_.rebuilding() != ReplicatedLog::Damage::none; }
   bool inherited() const { return inherited_; }
   // The seal is applied: the group is read-only and hands over to successor().
   bool sealed() const { return sealed_; }
@@ -193,6 +206,7 @@ class GroupReplica {
     uint64_t match = 0;  // holds every entry up to here as this leader has it
     bool inflight = false;
     core::TimePoint acked_sent{core::TimePoint::min()};  // send time of the latest acknowledged append
+    bool voting = true;  // false while the follower rebuilds damaged state: its copy does not count
   };
 
   size_t rank_of(core::NodeId id) const;

@@ -29,7 +29,7 @@ void GroupReplica::on_election_timer() {
 }
 
 void GroupReplica::start_election() {
-  if (role_ != Role::follower) return;
+  if (role_ != Role::follower || rebuilding()) return;
   if (!election_started_) {
     election_started_ = env_.now();
     election_trigger_ = preempting_       ? ElectionTrigger::preempt
@@ -274,8 +274,8 @@ void GroupReplica::step_down(core::Duration wait) {
 
 void GroupReplica::handle_election(const core::Message& request, core::Responder responder) {
   const bool following = lease_held();
-  const bool standing = role_ == Role::leader || role_ == Role::electing || role_ == Role::candidate || following ||
-                        env_.now() >= not_standing_until_;
+  const bool standing = !rebuilding() && (role_ == Role::leader || role_ == Role::electing ||
+                                          role_ == Role::candidate || following || env_.now() >= not_standing_until_);
   proto::KgroupBody body;
   auto* answer = body.mutable_election_answer();
   answer->set_term(log_.promised_term());
@@ -306,6 +306,12 @@ void GroupReplica::handle_prepare(const core::Message& request, const proto::Kgr
     responder.respond(encode_body(body));
   };
   highest_seen_term_ = std::max(highest_seen_term_, term);
+  if (rebuilding()) {
+    // Not even a claim this member promised before its restart: its entries
+    // are gone, so what it would hand over could lack a committed one.
+    refuse(options_.lease);
+    return;
+  }
   const bool continuing = term == log_.promised_term() && log_.promised_to() == src;
   if (!continuing) {
     if (term <= log_.promised_term() || !is_member(src)) {

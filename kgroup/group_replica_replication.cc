@@ -14,7 +14,9 @@ namespace mesh::kgroup {
 bool GroupReplica::quorum_lease_valid(core::TimePoint at, core::Duration slack) const {
   if (role_ != Role::leader) return false;
   std::vector<core::TimePoint> acks{at};
-  for (const auto& [member, progress] : progress_) acks.push_back(progress.acked_sent);
+  for (const auto& [member, progress] : progress_) {
+    acks.push_back(progress.voting ? progress.acked_sent : core::TimePoint::min());
+  }
   std::sort(acks.begin(), acks.end(), std::greater<>());
   const core::TimePoint start = acks[quorum() - 1];
   if (start == core::TimePoint::min()) return false;
@@ -50,6 +52,7 @@ void GroupReplica::send_append(core::NodeId member) {
   *append->mutable_group() = ref_;
   append->set_term(leader_term_);
   append->set_commit(commit_);
+  append->set_last_seq(next_seq_ - 1);
   uint64_t next = progress.next;
   bool more = false;
   if (progress.next < next_seq_) {
@@ -92,6 +95,7 @@ void GroupReplica::on_append_result(core::NodeId member, uint64_t term, core::Ti
     return;
   }
   if (!reply.ok()) return;
+  progress.voting = !reply.rebuilding();
   progress.acked_sent = std::max(progress.acked_sent, sent);
   progress.match = std::min(reply.match(), next_seq_ - 1);
   progress.next = progress.match + 1;
@@ -108,7 +112,7 @@ void GroupReplica::advance_commit() {
   while (commit + 1 < next_seq_) {
     size_t copies = 1;
     for (const auto& [member, progress] : progress_) {
-      if (progress.match >= commit + 1) ++copies;
+      if (progress.voting && progress.match >= commit + 1) ++copies;
     }
     if (copies < quorum()) break;
     ++commit;
@@ -269,11 +273,21 @@ void GroupReplica::handle_append(const core::Message& request, const proto::Kgro
     ++expected;
   }
   apply_up_to(std::min(append.commit(), synced_));
+  if (log_.rebuilding() == ReplicatedLog::Damage::entries && stored && synced_ >= append.last_seq() &&
+      log_.applied() >= append.commit()) {
+    // Everything this leader holds, so every committed entry, is stored again.
+    if (log_.finish_rebuild()) {
+      core::log("kgroup").info("rebuilt group={} epoch={} generation={} seq={}; voting again", ref_.target(),
+                               ref_.epoch(), ref_.generation(), synced_);
+    }
+  }
+  reply->set_rebuilding(rebuilding());
   reply->set_ok(stored);
   reply->set_term(term);
   reply->set_match(synced_);
   responder.respond(encode_body(body));
-  if (rank_of(self_) < rank_of(src) && synced_ >= append.commit() && env_.now() >= not_standing_until_ && !sealed_) {
+  if (rank_of(self_) < rank_of(src) && synced_ >= append.commit() && env_.now() >= not_standing_until_ && !sealed_ &&
+      !rebuilding()) {
     // We outrank this leader: stop renewing its lease and claim once it lapses.
     preempting_ = true;
     core::log("kgroup").debug("pre-empting group={} leader={} term={}", ref_.target(), src.to_string(), term);

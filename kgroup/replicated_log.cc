@@ -1,5 +1,6 @@
 #include "kgroup/replicated_log.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/log.h"
@@ -10,6 +11,8 @@ namespace {
 constexpr uint8_t kMetaVersion = 1;
 constexpr size_t kMetaSize = 1 + 8 + 4 + 8;
 constexpr size_t kSeqDigits = 20;
+constexpr std::string_view kRebuildEntries = "entries";
+constexpr std::string_view kRebuildPromise = "promise";
 
 void put_u64(std::string& out, uint64_t v) {
   for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
@@ -60,30 +63,70 @@ std::string ReplicatedLog::entry_key(uint64_t seq) const {
   return prefix_ + "log/" + digits;
 }
 
-bool ReplicatedLog::load() {
-  bool clean = true;
-  entries_.clear();
-  if (const auto meta = storage_.get(prefix_ + "meta")) {
-    if (meta->size() == kMetaSize && static_cast<uint8_t>((*meta)[0]) == kMetaVersion) {
-      promised_term_ = get_u64(*meta, 1, 8);
-      promised_to_ = core::NodeId(static_cast<uint32_t>(get_u64(*meta, 9, 4)));
-      applied_ = get_u64(*meta, 13, 8);
-    } else {
-      core::log("kgroup").error("unreadable group meta key={}{}", prefix_, "meta");
-      clean = false;
-    }
+ReplicatedLog::Damage ReplicatedLog::load_meta() {
+  const core::StoredValue meta = storage_.read(prefix_ + "meta");
+  if (meta.status == core::ReadStatus::absent) return Damage::none;
+  if (meta.found() && meta.value.size() == kMetaSize && static_cast<uint8_t>(meta.value[0]) == kMetaVersion) {
+    promised_term_ = get_u64(meta.value, 1, 8);
+    promised_to_ = core::NodeId(static_cast<uint32_t>(get_u64(meta.value, 9, 4)));
+    applied_ = get_u64(meta.value, 13, 8);
+    return Damage::none;
   }
+  core::log("kgroup").error("group meta damaged key={}meta", prefix_);
+  return Damage::promise;
+}
+
+ReplicatedLog::Damage ReplicatedLog::load() {
+  entries_.clear();
+  Damage damage = Damage::none;
+  if (const core::StoredValue marker = storage_.read(prefix_ + "rebuild"); !marker.damaged()) {
+    rebuilding_ = !marker.found() ? Damage::none : marker.value == kRebuildEntries ? Damage::entries : Damage::promise;
+  } else {
+    rebuilding_ = Damage::promise;  // which rebuild is unknown: assume the one that never ends
+  }
+  damage = std::max(damage, load_meta());
   for (const std::string& key : storage_.keys(prefix_ + "log/")) {
-    const auto value = storage_.get(key);
+    const core::StoredValue value = storage_.read(key);
     proto::KgroupEntry entry;
-    if (!value || !entry.ParseFromString(*value) || entry.seq() == 0 || entry_key(entry.seq()) != key) {
-      core::log("kgroup").error("unreadable log entry key={}", key);
-      clean = false;
+    if (!value.found() || !entry.ParseFromString(value.value) || entry.seq() == 0 || entry_key(entry.seq()) != key) {
+      core::log("kgroup").error("log entry damaged key={}", key);
+      damage = std::max(damage, Damage::entries);
       continue;
     }
     entries_[entry.seq()] = std::move(entry);
   }
-  return clean;
+  // Members store entries in order and remove them only from the top, so a
+  // hole means an entry's file was lost.
+  if (!entries_.empty() && entries_.rbegin()->first - entries_.begin()->first + 1 != entries_.size()) {
+    core::log("kgroup").error("log has a hole group={} first={} last={} held={}", prefix_, entries_.begin()->first,
+                              entries_.rbegin()->first, entries_.size());
+    damage = std::max(damage, Damage::entries);
+  }
+  return damage;
+}
+
+bool ReplicatedLog::begin_rebuild(Damage damage) {
+  rebuilding_ = std::max(rebuilding_, damage);
+  if (rebuilding_ == Damage::none) return true;
+  if (!storage_.put(prefix_ + "rebuild", rebuilding_ == Damage::entries ? kRebuildEntries : kRebuildPromise)) {
+    return false;
+  }
+  bool ok = true;
+  for (const std::string& key : storage_.keys(prefix_ + "log/")) ok = storage_.remove(key) && ok;
+  entries_.clear();
+  applied_ = 0;
+  if (rebuilding_ == Damage::promise) {
+    promised_term_ = 0;
+    promised_to_ = core::NodeId();
+  }
+  return write_meta() && ok;
+}
+
+bool ReplicatedLog::finish_rebuild() {
+  if (rebuilding_ != Damage::entries) return rebuilding_ == Damage::none;
+  if (!storage_.remove(prefix_ + "rebuild")) return false;
+  rebuilding_ = Damage::none;
+  return true;
 }
 
 bool ReplicatedLog::write_meta() {
@@ -160,6 +203,7 @@ bool ReplicatedLog::erase_all() {
   promised_term_ = 0;
   promised_to_ = core::NodeId();
   applied_ = 0;
+  rebuilding_ = Damage::none;
   return ok;
 }
 
@@ -171,9 +215,11 @@ std::vector<proto::KgroupConfigRecord> ReplicatedLog::stored_configs(const core:
   std::vector<proto::KgroupConfigRecord> out;
   for (const std::string& key : storage.keys("kgroup/")) {
     if (!key.ends_with("/config")) continue;
-    const auto value = storage.get(key);
+    const core::StoredValue value = storage.read(key);
     proto::KgroupConfigRecord record;
-    if (!value || !record.ParseFromString(*value) ||
+    // Skipping a damaged record is safe: the node does not rejoin that group,
+    // as if it had crashed for good, and votes in it nowhere.
+    if (!value.found() || !record.ParseFromString(value.value) ||
         key_prefix(record.group().target(), record.group().epoch(), record.group().generation()) + "config" != key) {
       core::log("kgroup").error("unreadable group config key={}", key);
       continue;

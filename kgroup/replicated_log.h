@@ -21,9 +21,30 @@ class ReplicatedLog {
  public:
   ReplicatedLog(core::Storage& storage, std::string_view target, uint64_t epoch, uint32_t generation);
 
-  // Reads what an earlier incarnation persisted. False if something stored
-  // is unreadable (the unreadable parts are ignored and logged).
-  bool load();
+  // What load() found stored but not readable as it was written (a checksum
+  // mismatch, an entry that does not parse or sits under the wrong key, a
+  // hole between held entries).
+  enum class Damage {
+    none,
+    entries,  // log entries or the applied point; the promised term is known
+    promise,  // the promised term itself (the meta record) is unknown
+  };
+
+  // Reads what an earlier incarnation persisted and reports the worst damage
+  // (logged). Damaged parts are not loaded; the caller must not vote with
+  // what is left (GroupReplica::start begins a rebuild).
+  Damage load();
+
+  // Since a rebuild began, durably: `entries` while the member re-learns its
+  // entries from its leader, `promise` for the rest of the group's life.
+  Damage rebuilding() const { return rebuilding_; }
+  // Persists the rebuild marker first (so a crash from here on stays
+  // rebuilding), then forgets every entry and the applied point, and for
+  // promise damage the promise as well. False on a storage error; the
+  // member is still rebuilding in memory.
+  bool begin_rebuild(Damage damage);
+  // The entries are re-learnt: removes the marker (promise damage never ends).
+  bool finish_rebuild();
 
   uint64_t promised_term() const { return promised_term_; }
   core::NodeId promised_to() const { return promised_to_; }
@@ -60,6 +81,7 @@ class ReplicatedLog {
 
  private:
   bool write_meta();
+  Damage load_meta();
   std::string entry_key(uint64_t seq) const;
 
   core::Storage& storage_;
@@ -68,6 +90,7 @@ class ReplicatedLog {
   core::NodeId promised_to_;
   uint64_t applied_ = 0;
   std::map<uint64_t, proto::KgroupEntry> entries_;
+  Damage rebuilding_ = Damage::none;
 };
 
 }  // namespace mesh::kgroup

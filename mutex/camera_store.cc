@@ -35,7 +35,13 @@ std::string CameraStore::token_key(const std::string& resource) {
 uint64_t CameraStore::restore_high_water(const std::string& resource, uint64_t unreadable_fallback) {
   const std::string key = token_key(resource);
   uint64_t value = 0;
-  if (const std::optional<std::string> text = storage_.get(key)) {
+  const core::StoredValue stored = storage_.read(key);
+  if (stored.damaged()) {
+    unreadable_.add();
+    core::log("mutex").error("storage key {} (resource {}) is damaged; resuming at {}", key, resource,
+                             unreadable_fallback);
+    value = unreadable_fallback;
+  } else if (const std::optional<std::string> text = stored.found() ? std::optional(stored.value) : std::nullopt) {
     if (auto parsed = parse_u64(*text)) {
       value = *parsed;
     } else {

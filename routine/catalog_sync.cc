@@ -29,7 +29,10 @@ CatalogSync::CatalogSync(core::Env& env, RoutineMessages& messages, core::Storag
 }
 
 void CatalogSync::start() {
-  if (const auto stored = storage_.get(kStorageKey)) {
+  const core::StoredValue copy = storage_.read(kStorageKey);
+  if (copy.damaged()) {
+    core::log("routine").warn("catalog copy on disk is damaged; fetching it from the mesh again");
+  } else if (const auto stored = copy.found() ? std::optional(copy.value) : std::nullopt) {
     const auto snapshot = parse_message<proto::CatalogSnapshot>(*stored);
     std::vector<proto::CatalogEntry> entries;
     if (snapshot) entries.assign(snapshot->entries().begin(), snapshot->entries().end());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 #include <utility>
 
 namespace mesh::sim {
@@ -114,6 +115,9 @@ void KgroupWorld::boot(size_t i) {
   const bool first = s.incarnation == 0;
   s.env = std::make_unique<SimEnv>(simulator_, seed_, static_cast<uint32_t>(i), s.incarnation++);
   s.metrics = std::make_unique<core::Metrics>();
+  auto checked = core::ChecksummedStorage::open(s.storage);
+  if (!checked) throw std::logic_error("memory storage failed to open: " + checked.error());
+  s.checked = std::move(*checked);
   s.messenger =
       std::make_unique<core::Messenger>(*s.env, routing_.transport(ids_[i]), *s.metrics, core::Messenger::Options{});
   s.view = std::make_unique<membership::StaticMemberView>(ids_[i]);
@@ -135,7 +139,7 @@ void KgroupWorld::boot(size_t i) {
   }
   const size_t index = i;
   s.host = std::make_unique<kgroup::GroupHost>(
-      *s.env, *s.messenger, s.storage, *s.view, *s.metrics, options_.replica,
+      *s.env, *s.messenger, *s.checked, *s.view, *s.metrics, options_.replica,
       [this, index](const kgroup::GroupTarget& target) {
         std::function<void()> restored;
         if (on_restored_) {
@@ -169,6 +173,7 @@ void KgroupWorld::crash(size_t i) {
   s.messenger.reset();
   s.env.reset();
   s.metrics.reset();
+  s.checked.reset();
 }
 
 void KgroupWorld::crash_for_a_while(size_t i, core::Rng& rng, const CrashTiming& timing) {

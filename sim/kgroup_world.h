@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checksummed_storage.h"
 #include "core/memory_storage.h"
 #include "core/messenger.h"
 #include "core/metrics.h"
@@ -90,6 +91,9 @@ class KgroupWorld {
   // Node i's metrics since it last booted; null while it is down.
   const core::Metrics* metrics(size_t i) const { return slots_[i].metrics.get(); }
   const std::optional<kgroup::EpochSchedule>& schedule() const { return schedule_; }
+  // Node i's stored bytes (framed by ChecksummedStorage), kept across
+  // crashes: tests damage them as a failing disk would.
+  core::MemoryStorage& disk(size_t i) { return slots_[i].storage; }
   // While frozen no successor can be selected, so groups stop migrating.
   void freeze_migrations() { frozen_ = true; }
 
@@ -152,7 +156,8 @@ class KgroupWorld {
 
  private:
   struct Slot {
-    core::MemoryStorage storage;  // survives crashes
+    core::MemoryStorage storage;                        // survives crashes
+    std::unique_ptr<core::ChecksummedStorage> checked;  // `storage` as the node sees it, opened at boot
     std::unique_ptr<SimEnv> env;
     std::unique_ptr<core::Metrics> metrics;
     std::unique_ptr<core::Messenger> messenger;

@@ -120,18 +120,19 @@ FileStorage::FileStorage(std::string directory) : directory_(std::move(directory
   }
 }
 
-std::optional<std::string> FileStorage::get(std::string_view key) const {
+core::StoredValue FileStorage::read(std::string_view key) const {
   if (const std::string problem = key_error(key); !problem.empty()) {
     core::log("agent").warn("storage get refused key={} reason={}", key, problem);
-    return std::nullopt;
+    return {};
   }
   const std::string path = path_of(key);
   const int fd = retry([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); });
   if (fd < 0) {
-    if (errno != ENOENT && errno != ENOTDIR) {
-      core::log("agent").warn("storage read failed key={} file={} error={}", key, path, errno_text(errno));
-    }
-    return std::nullopt;
+    if (errno == ENOENT || errno == ENOTDIR) return {};
+    // The file exists but cannot be read (EIO from a failing card, EACCES):
+    // what it held is unknown, which is damage, not absence.
+    core::log("agent").warn("storage read failed key={} file={} error={}", key, path, errno_text(errno));
+    return {core::ReadStatus::damaged, {}};
   }
   std::string value;
   char buffer[8192];
@@ -140,13 +141,13 @@ std::optional<std::string> FileStorage::get(std::string_view key) const {
     if (n < 0) {
       core::log("agent").warn("storage read failed key={} file={} error={}", key, path, errno_text(errno));
       ::close(fd);
-      return std::nullopt;
+      return {core::ReadStatus::damaged, {}};
     }
     if (n == 0) break;
     value.append(buffer, static_cast<size_t>(n));
   }
   ::close(fd);
-  return value;
+  return {core::ReadStatus::found, std::move(value)};
 }
 
 bool FileStorage::put(std::string_view key, std::string_view value) {

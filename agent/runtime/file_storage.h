@@ -25,7 +25,7 @@ class FileStorage final : public core::Storage {
   // cannot be created or written.
   explicit FileStorage(std::string directory);
 
-  std::optional<std::string> get(std::string_view key) const override;
+  core::StoredValue read(std::string_view key) const override;
   bool put(std::string_view key, std::string_view value) override;
   bool remove(std::string_view key) override;
   std::vector<std::string> keys(std::string_view prefix) const override;

@@ -273,12 +273,12 @@ TEST_F(NodeTest, BootCountIncrementsAcrossRestartsWithTheSameStorage) {
   {
     Node node(test_config(1), NodeContext{env_, link, graph_.add_routing(ip(1)), storage});
     EXPECT_EQ(node.boot_count(), 1u);
-    EXPECT_EQ(storage.get("auth/boot"), "1");
+    EXPECT_EQ(core::ChecksummedStorage::unframe("auth/boot", *storage.get("auth/boot")).value, "1");
   }
   {
     Node node(test_config(1), NodeContext{env_, link, graph_.add_routing(ip(1)), storage});
     EXPECT_EQ(node.boot_count(), 2u);
-    EXPECT_EQ(storage.get("auth/boot"), "2");
+    EXPECT_EQ(core::ChecksummedStorage::unframe("auth/boot", *storage.get("auth/boot")).value, "2");
     ASSERT_FALSE(node.status().empty());
     EXPECT_EQ(node.status()[0].layer, "core");
     EXPECT_THAT(node.status()[0].summary, HasSubstr("boot 2"));
@@ -286,17 +286,20 @@ TEST_F(NodeTest, BootCountIncrementsAcrossRestartsWithTheSameStorage) {
   }
 }
 
-class FailingStorage final : public core::Storage {
+// Memory storage that cannot persist the boot count.
+class BootCountFailingStorage final : public core::Storage {
  public:
-  std::optional<std::string> get(std::string_view) const override { return value; }
-  bool put(std::string_view, std::string_view) override { return false; }
-  bool remove(std::string_view) override { return false; }
-  std::vector<std::string> keys(std::string_view) const override { return {}; }
-  std::optional<std::string> value;
+  core::StoredValue read(std::string_view key) const override { return inner.read(key); }
+  bool put(std::string_view key, std::string_view value) override {
+    return key != "auth/boot" && inner.put(key, value);
+  }
+  bool remove(std::string_view key) override { return inner.remove(key); }
+  std::vector<std::string> keys(std::string_view prefix) const override { return inner.keys(prefix); }
+  core::MemoryStorage inner;
 };
 
 TEST_F(NodeTest, RefusesToStartWhenTheBootCountCannotBePersisted) {
-  FailingStorage storage;
+  BootCountFailingStorage storage;
   core::Link& link = graph_.add(ip(1));
   try {
     Node node(test_config(1), NodeContext{env_, link, graph_.add_routing(ip(1)), storage});
@@ -307,10 +310,24 @@ TEST_F(NodeTest, RefusesToStartWhenTheBootCountCannotBePersisted) {
 }
 
 TEST_F(NodeTest, RefusesACorruptBootCount) {
-  FailingStorage storage;
-  storage.value = "seven";
+  core::MemoryStorage storage;
+  ASSERT_TRUE(storage.put("auth/boot", "seven"));  // a legacy bare value, migrated as it is
   core::Link& link = graph_.add(ip(1));
   EXPECT_THROW(Node(test_config(1), NodeContext{env_, link, graph_.add_routing(ip(1)), storage}), std::runtime_error);
+}
+
+TEST_F(NodeTest, RefusesADamagedBootCount) {
+  core::MemoryStorage storage;
+  core::Link& link = graph_.add(ip(1));
+  { Node node(test_config(1), NodeContext{env_, link, graph_.add_routing(ip(1)), storage}); }
+  std::string& raw = *storage.raw("auth/boot");
+  raw.back() = static_cast<char>(raw.back() ^ 0x10);
+  try {
+    Node node(test_config(1), NodeContext{env_, link, graph_.add_routing(ip(1)), storage});
+    FAIL() << "started with a damaged boot count";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("auth/boot is damaged"));
+  }
 }
 
 // OLSR is plain RFC 3626 (other daemons must understand it), so a node with
