@@ -37,6 +37,7 @@ FIRST_PORT = 19961
 CLIENT_PAUSE_S = (0.05, 0.6)
 ROUTINE_PAUSE_S = (0.2, 2.0)
 ON, OFF = '"on"', '"off"'
+FINAL_ATTEMPTS = 3
 
 
 def chaos_routines():
@@ -167,14 +168,20 @@ class DeviceClient(threading.Thread):
         self.stop = threading.Event()
         self.count = 0
 
-    def command(self, device, power):
+    def command(self, device, power, attempts=1):
+        """One command; with attempts > 1 it is asked again under the same id while no outcome came back (exit 1),
+        which meshctl documents as safe: the device group actuates an id at most once."""
         self.count += 1
         cid = f"chaos.{self.node}.{self.phase.replace(' ', '-')}.{self.count}"
         record = {"client": f"device@{self.node}", "node": self.node, "device": device, "power": power,
                   "command_id": cid, "phase": self.phase, "sent": self.clock.now(), "acked": False}
-        out = meshctl(self.tb, self.node, "device", "set", device, f"power={'on' if power else 'off'}", "--id", cid,
-                      "--timeout", str(self.op_timeout), timeout=self.op_timeout + 30)
-        record.update(exit=out.returncode, acked=out.returncode == 0, error=first_line(out.stderr or out.stdout))
+        for attempt in range(1, attempts + 1):
+            out = meshctl(self.tb, self.node, "device", "set", device, f"power={'on' if power else 'off'}", "--id",
+                          cid, "--timeout", str(self.op_timeout), timeout=self.op_timeout + 30)
+            record.update(exit=out.returncode, acked=out.returncode == 0, attempts=attempt,
+                          error=first_line(out.stderr or out.stdout))
+            if out.returncode != 1:
+                break
         record["answered"] = self.clock.now()
         self.records.append(record)
         return record
@@ -248,11 +255,12 @@ def wait_invocations_ended(tb, names, deadline):
 
 def final_commands(tb, names, seed, devices, op_timeout, clock, records):
     """After the heal, once every client has stopped: one command per device-client plug, one at a time, so the
-    plug's final state is defined (the invariant's 'last acknowledged command')."""
+    plug's final state is defined (the invariant's 'last acknowledged command'). Each is asked up to
+    FINAL_ATTEMPTS times under its one id while no outcome comes back."""
     rng = random.Random(f"{seed}-final")
     for i, device in enumerate(devices):
         client = DeviceClient(tb, names[i % len(names)], seed, devices, op_timeout, clock, records, phase="final")
-        client.command(device, rng.random() < 0.5)
+        client.command(device, rng.random() < 0.5, attempts=FINAL_ATTEMPTS)
 
 
 # ---------------------------------------------------------------- invariants
