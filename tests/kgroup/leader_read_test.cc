@@ -11,6 +11,7 @@
 
 #include "kgroup/hash_selection.h"
 #include "sim/kgroup_world.h"
+#include "tests/support/quiet_logs.h"
 
 namespace mesh::kgroup {
 namespace {
@@ -99,6 +100,7 @@ TEST(LeaderReadTest, AFollowerRedirectsReadsAndWritesToItsLeader) {
 // heartbeat after its quorum lease ran out; reads must stop before that,
 // when the lease (less its clock-drift margin) lapses, and never be served
 // again while it is cut off, least of all once the others elected a leader.
+// That new leader refuses reads until its take-over is committed.
 TEST(LeaderReadTest, ACutOffLeaderRefusesReadsOnceItsLeaseLapses) {
   for (uint64_t seed = 3; seed < 13; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -106,8 +108,15 @@ TEST(LeaderReadTest, ACutOffLeaderRefusesReadsOnceItsLeaseLapses) {
     const auto old_leader = group.leader_index();
     ASSERT_TRUE(old_leader);
     std::optional<uint64_t> new_term;
-    group.world().set_on_elected([&](size_t node, GroupReplica&, uint64_t term) {
-      if (node != *old_leader) new_term = term;
+    // The new leader has just won: the entries it took over are not yet
+    // committed in its term, so its commit point is not yet the group's.
+    std::optional<ReadAdmission> at_election;
+    bool taking_over = false;
+    group.world().set_on_elected([&](size_t node, GroupReplica& replica, uint64_t term) {
+      if (node == *old_leader) return;
+      new_term = term;
+      taking_over = replica.recovering();
+      at_election = admit_read(replica);
     });
     group.world().network().partition({{group.world().id(*old_leader)}});
 
@@ -132,6 +141,10 @@ TEST(LeaderReadTest, ACutOffLeaderRefusesReadsOnceItsLeaseLapses) {
     EXPECT_FALSE(served_after_refusal);
     EXPECT_FALSE(served_alongside_new_leader);
     EXPECT_TRUE(new_term) << "the majority elected no new leader";
+    ASSERT_TRUE(at_election);
+    EXPECT_TRUE(taking_over) << "the new leader had nothing to take over";
+    EXPECT_EQ(at_election->route.verdict, ClientVerdict::retry);
+    EXPECT_NE(at_election->route.reason.find("taking over"), std::string::npos) << at_election->route.reason;
     // The new leader serves, in its own term.
     const auto now_leading = group.leader_index();
     ASSERT_TRUE(now_leading);

@@ -716,6 +716,7 @@ struct ReadTotals {
   uint64_t failed_reads = 0;
   uint64_t acked = 0;
   std::vector<uint64_t> failing_seeds;
+  std::string first_violation;  // of the first failing seed
 };
 
 // KGROUP_READS_SEED / _SEED_SCALE: tests/support/seed_range.h.
@@ -729,7 +730,10 @@ ReadTotals sweep_reads(ReadMode mode, uint64_t first_seed, uint64_t seeds, bool 
     totals.reads += o.reads;
     totals.failed_reads += o.failed_reads;
     totals.acked += o.acked;
-    if (!o.violations.empty()) totals.failing_seeds.push_back(seed);
+    if (!o.violations.empty()) {
+      if (totals.failing_seeds.empty()) totals.first_violation = o.violations.front();
+      totals.failing_seeds.push_back(seed);
+    }
     if (report && test_support::report_violations("KGROUP_READS", seed, o.violations)) break;
   }
   std::string failing;
@@ -755,6 +759,7 @@ TEST(KgroupAgentSim, ReadsThroughTheLeaderAreLinearizable) {
 TEST(KgroupAgentSim, LocalCopiesAreCaughtServingStaleReads) {
   const ReadTotals totals = sweep_reads(ReadMode::local_copy, 1, 40, /*report=*/false);
   EXPECT_FALSE(totals.failing_seeds.empty()) << "no stale local read caught in " << totals.seeds << " seeds";
+  if (!totals.failing_seeds.empty()) std::printf("first caught: %s\n", totals.first_violation.c_str());
 }
 }  // namespace
 }  // namespace mesh::sim
