@@ -113,8 +113,8 @@ class KgroupService : public kgroup::GroupClient {
   using WriteCallback = std::function<void(const core::Expected<WriteResult, std::string>& result)>;
   struct ReadResult {
     std::string answer;
-    core::NodeId leader;  // the leader that answered, in
-    uint64_t term = 0;    // this term,
+    core::NodeId leader;      // the leader that answered, in
+    uint64_t term = 0;        // this term,
     uint64_t read_index = 0;  // having applied its commit point up to here
     uint64_t epoch = 0;
     uint32_t generation = 0;

@@ -37,11 +37,11 @@ void read_page(const std::shared_ptr<Reading>& reading) {
     proto::TextLogPage page;
     if (result->answer.size() > static_cast<size_t>(INT32_MAX) ||
         !page.ParseFromArray(result->answer.data(), static_cast<int>(result->answer.size())) ||
-        page.first() != reading->log.records.size() + 1 ||
-        page.total() + 1 < page.first() || (page.entries().empty() && page.total() >= page.first())) {
-      reading->callback(core::Unexpected(fmt::format(
-          "{} answered page {} with something that is not the text log page asked for (from position {})",
-          result->leader.to_string(), reading->log.pages + 1, reading->log.records.size() + 1)));
+        page.first() != reading->log.records.size() + 1 || page.total() + 1 < page.first() ||
+        (page.entries().empty() && page.total() >= page.first())) {
+      reading->callback(core::Unexpected(
+          fmt::format("{} answered page {} with something that is not the text log page asked for (from position {})",
+                      result->leader.to_string(), reading->log.pages + 1, reading->log.records.size() + 1)));
       return;
     }
     LeaderLog& log = reading->log;

@@ -535,7 +535,6 @@ TEST(KgroupAgentSim, NodeRestartedIntoAMinorityCreatesNoGroup) {
   }
 }
 
-
 // ---- issue 16: linearizable reads through the leader ------------------------
 //
 // Two clients write to one target's log in a loop while two readers read the
