@@ -12,6 +12,7 @@
 
 #include "agent/admin_response.h"
 #include "agent/text_log.h"
+#include "agent/text_log_reader.h"
 #include "core/log.h"
 #include "core/version.h"
 
@@ -95,7 +96,11 @@ void AdminService::handle(const proto::AdminRequest& request, Reply reply, Conne
       reply(kgroups());
       return;
     case proto::AdminRequest::kKgroup:
-      reply(kgroup(request.kgroup()));
+      if (request.kgroup().through_leader()) {
+        kgroup_through_leader(request.kgroup(), std::move(reply));
+      } else {
+        reply(kgroup(request.kgroup()));
+      }
       return;
     case proto::AdminRequest::kKgroupWrite:
       kgroup_write(request.kgroup_write(), std::move(reply));
@@ -496,6 +501,47 @@ proto::AdminResponse AdminService::kgroup(const proto::KgroupRequest& request) {
     }
   }
   return response;
+}
+
+void AdminService::kgroup_through_leader(const proto::KgroupRequest& request, Reply reply) {
+  const auto target = kgroup::GroupTarget::parse(request.target());
+  if (!target) {
+    reply(error_response(fmt::format("'{}' is not a k-group target: write {}", request.target(), kTargetForm)));
+    return;
+  }
+  if (!request.log()) {
+    reply(error_response("through_leader reads the log: set log too (meshctl kgroup TARGET --log --through-leader)"));
+    return;
+  }
+  KgroupService& kgroups = node_.kgroups();
+  read_leader_log(
+      kgroups, *target, std::chrono::milliseconds(request.timeout_ms()), kgroups.config().replica.max_batch_bytes,
+      [alive = alive_, reply = std::move(reply),
+       target_text = target->to_string()](const core::Expected<LeaderLog, std::string>& result) {
+        if (!*alive) return;
+        if (!result) {
+          reply(error_response(fmt::format(
+              "no leader of {} answered a read of its log: {} (a group electing, or on the other side of a "
+              "partition, answers nothing; try a longer --timeout, or --log without --through-leader for this "
+              "node's possibly stale copy)",
+              target_text, result.error())));
+          return;
+        }
+        proto::AdminResponse response;
+        proto::KgroupReply& out = *response.mutable_kgroup();
+        out.set_target(target_text);
+        out.set_log_epoch(result->epoch);
+        out.set_log_generation(result->generation);
+        out.set_log_role(std::string(kgroup::to_string(kgroup::Role::leader)));
+        out.set_log_leader(result->leader.to_string());
+        out.set_log_term(result->term);
+        for (const TextLog::Record& record : result->records) {
+          proto::TextLogRecord& entry = *out.add_records();
+          entry.set_seq(record.seq);
+          entry.set_text(record.text);
+        }
+        reply(std::move(response));
+      });
 }
 
 void AdminService::kgroup_write(const proto::KgroupWriteRequest& request, Reply reply) {

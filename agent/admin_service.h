@@ -17,7 +17,8 @@ namespace mesh::agent {
 // (agent/runtime/admin_server.h carries it over the Unix socket). Runs on the Node's
 // thread. `reply` is called exactly once, synchronously for most commands
 // and later for ping, which waits for the echo, lock, which waits for the
-// grant, and kgroup_write, which waits for the commit.
+// grant, kgroup_write, which waits for the commit, and kgroup --log
+// --through-leader, which waits for the group's leader.
 //
 // A lock belongs to the connection that asked for it: UnlockRequest from
 // that connection or connection_closed() releases it (or withdraws it while
@@ -55,6 +56,9 @@ class AdminService {
   proto::AdminResponse kgroups() const;
   proto::AdminResponse kgroup(const proto::KgroupRequest& request);
   void kgroup_write(const proto::KgroupWriteRequest& request, Reply reply);
+  // kgroup TARGET --log --through-leader: the log as the group's leader
+  // holds it, read page by page (agent/text_log_reader.h).
+  void kgroup_through_leader(const proto::KgroupRequest& request, Reply reply);
 
   struct LockClaim {
     ConnectionId connection = 0;

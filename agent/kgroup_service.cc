@@ -6,8 +6,9 @@
 #include <fmt/format.h>
 
 #include "agent/text_log.h"
-#include "kgroup/client_state_machine.h"
 #include "core/log.h"
+#include "kgroup/client_state_machine.h"
+#include "kgroup/leader_read.h"
 
 namespace mesh::agent {
 namespace {
@@ -36,6 +37,13 @@ proto::KgroupClientReply make_reply(proto::KgroupClientStatus status, core::Node
   reply.set_leader(leader.value());
   reply.set_detail(std::move(detail));
   return reply;
+}
+
+// A member that cannot serve says where to go instead.
+proto::KgroupClientReply make_reply(const kgroup::ClientRoute& route) {
+  return route.verdict == kgroup::ClientVerdict::redirect
+             ? make_reply(proto::KGROUP_CLIENT_REDIRECT, route.next, route.reason)
+             : make_reply(proto::KGROUP_CLIENT_RETRY, {}, route.reason);
 }
 
 std::string encode_reply(const proto::KgroupClientReply& reply) {
@@ -297,7 +305,14 @@ void KgroupService::on_reply(uint64_t id, core::NodeId from, const proto::Kgroup
   switch (reply.status()) {
     case proto::KGROUP_CLIENT_COMMITTED: {
       if (write.is_read) {
-        finish_read(id, ReadResult{reply.result(), core::NodeId(reply.leader())});
+        ReadResult result;
+        result.answer = reply.result();
+        result.leader = core::NodeId(reply.leader());
+        result.term = reply.term();
+        result.read_index = reply.read_index();
+        result.epoch = reply.epoch();
+        result.generation = reply.generation();
+        finish_read(id, result);
         return;
       }
       WriteResult result;
@@ -463,19 +478,8 @@ GroupReplica* KgroupService::route(const GroupTarget& target, bool create, Reply
     reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "creating the group"));
     return nullptr;
   }
-  if (replica->sealed()) {
-    const auto& successor = replica->successor();
-    const core::NodeId next = successor.members().empty() ? core::NodeId() : core::NodeId(successor.members(0));
-    reply(next.is_unspecified() || next == messenger_.self()
-              ? make_reply(proto::KGROUP_CLIENT_RETRY, {}, "migrating to the next group")
-              : make_reply(proto::KGROUP_CLIENT_REDIRECT, next));
-    return nullptr;
-  }
-  if (replica->role() != kgroup::Role::leader) {
-    const core::NodeId leader = replica->leader();
-    reply(!leader.is_unspecified() && leader != messenger_.self()
-              ? make_reply(proto::KGROUP_CLIENT_REDIRECT, leader)
-              : make_reply(proto::KGROUP_CLIENT_RETRY, {}, "electing a leader"));
+  if (const kgroup::ClientRoute route = kgroup::route_client(*replica); route.verdict != kgroup::ClientVerdict::serve) {
+    reply(make_reply(route));
     return nullptr;
   }
   return replica;
@@ -484,8 +488,9 @@ GroupReplica* KgroupService::route(const GroupTarget& target, bool create, Reply
 void KgroupService::serve_read(const GroupTarget& target, const std::string& query, Reply reply) {
   GroupReplica* replica = route(target, /*create=*/false, reply);
   if (replica == nullptr) return;
-  if (!replica->can_read()) {
-    reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "the leader is taking over or renewing its lease"));
+  const kgroup::ReadAdmission admission = kgroup::admit_read(*replica);
+  if (admission.route.verdict != kgroup::ClientVerdict::serve) {
+    reply(make_reply(admission.route));
     return;
   }
   const auto* state = dynamic_cast<const kgroup::ClientStateMachine*>(&replica->state_machine());
@@ -501,6 +506,8 @@ void KgroupService::serve_read(const GroupTarget& target, const std::string& que
   proto::KgroupClientReply out = make_reply(proto::KGROUP_CLIENT_COMMITTED, messenger_.self());
   out.set_epoch(replica->config().epoch);
   out.set_generation(replica->config().generation);
+  out.set_term(admission.term);
+  out.set_read_index(admission.read_index);
   out.set_result(std::move(*answer));
   reply(out);
 }

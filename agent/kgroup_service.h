@@ -113,7 +113,11 @@ class KgroupService : public kgroup::GroupClient {
   using WriteCallback = std::function<void(const core::Expected<WriteResult, std::string>& result)>;
   struct ReadResult {
     std::string answer;
-    core::NodeId leader;
+    core::NodeId leader;      // the leader that answered, in
+    uint64_t term = 0;        // this term,
+    uint64_t read_index = 0;  // having applied its commit point up to here
+    uint64_t epoch = 0;
+    uint32_t generation = 0;
   };
   using ReadCallback = std::function<void(const core::Expected<ReadResult, std::string>& result)>;
   // The state machine each group hosts, by target; every one must be a
@@ -130,7 +134,7 @@ class KgroupService : public kgroup::GroupClient {
   // zero means config().write_timeout.
   void write(const kgroup::GroupTarget& target, std::string text, core::Duration timeout, WriteCallback callback);
   // Asks `target`'s leader to answer `query` from its state machine
-  // (ClientStateMachine::read) once it holds its quorum lease: a
+  // (ClientStateMachine::read) once kgroup::admit_read lets it: a
   // linearizable read. Routed like a write (redirects, retries) but never
   // creates a group: with no group of the target, the preferred leader
   // answers "no group". The callback runs once.
@@ -153,6 +157,7 @@ class KgroupService : public kgroup::GroupClient {
   kgroup::GroupHost& host() { return *host_; }
   const kgroup::GroupHost& host() const { return *host_; }
   const KgroupConfig& config() const { return config_; }
+  core::Env& env() const { return env_; }
   size_t writes_in_flight() const { return writes_.size(); }
 
  private:

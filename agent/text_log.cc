@@ -1,5 +1,7 @@
 #include "agent/text_log.h"
 
+#include <algorithm>
+
 #include "proto/kgroup_client.pb.h"
 
 namespace mesh::agent {
@@ -28,7 +30,29 @@ std::optional<uint64_t> TextLog::position_of(uint64_t group_seq) const {
   return it->second;
 }
 
-core::Expected<std::string, std::string> TextLog::read(std::string_view /*query*/) const { return snapshot(); }
+core::Expected<std::string, std::string> TextLog::read(std::string_view query) const {
+  proto::TextLogQuery decoded;
+  if (query.size() > static_cast<size_t>(INT32_MAX) ||
+      !decoded.ParseFromArray(query.data(), static_cast<int>(query.size()))) {
+    return core::Unexpected(std::string("a text log read wants a TextLogQuery (proto/kgroup_client.proto)"));
+  }
+  const uint64_t from = std::max<uint64_t>(decoded.from(), 1);
+  proto::TextLogPage page;
+  page.set_first(from);
+  page.set_total(records_.size());
+  size_t bytes = 0;
+  for (uint64_t position = from; position <= records_.size(); ++position) {
+    const Record& record = records_[position - 1];
+    // What the entry adds on the wire, tags and lengths included, roughly.
+    const size_t cost = record.text.size() + 16;
+    if (decoded.max_bytes() != 0 && page.entries_size() > 0 && bytes + cost > decoded.max_bytes()) break;
+    bytes += cost;
+    proto::TextLogEntry& entry = *page.add_entries();
+    entry.set_write_id(record.write_id);
+    entry.set_text(record.text);
+  }
+  return page.SerializeAsString();
+}
 
 std::string TextLog::snapshot() const {
   proto::TextLogSnapshot snapshot;

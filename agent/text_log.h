@@ -39,7 +39,8 @@ class TextLog : public kgroup::ClientStateMachine {
   // The log position of the write applied as group sequence number
   // `group_seq` of this replica (remembered for the latest kMaxRemembered).
   std::optional<uint64_t> position_of(uint64_t group_seq) const override;
-  // Any query: the whole log, as a snapshot() (proto TextLogSnapshot).
+  // A TextLogQuery: one page of the log from its `from` position, as a
+  // TextLogPage (agent/text_log_reader.h reads the whole log page by page).
   core::Expected<std::string, std::string> read(std::string_view query) const override;
   // Updates that did not decode (never written by this agent): skipped, so
   // every replica skips the same ones.

@@ -173,10 +173,14 @@ class GroupReplica {
   // True at a leader that finished its take-over and holds a quorum lease:
   // its state machine reflects every committed update (linearizable reads).
   bool can_read() const;
+  // This leader's quorum lease, less the clock-drift margin, is running:
+  // no other member can have been elected (kgroup/leader_read.h).
+  bool read_lease_held() const;
   // A leader accepting submissions right now.
   bool serving() const;
 
   const GroupConfig& config() const { return config_; }
+  core::NodeId self() const { return self_; }
   const proto::KgroupRef& ref() const { return ref_; }
   StateMachine& state_machine() { return state_machine_; }
   Role role() const { return role_; }

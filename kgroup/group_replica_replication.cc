@@ -23,9 +23,9 @@ bool GroupReplica::quorum_lease_valid(core::TimePoint at, core::Duration slack) 
   return at < start + options_.lease - slack;
 }
 
-bool GroupReplica::can_read() const {
-  return role_ == Role::leader && !recovering_ && inherited_ && quorum_lease_valid(env_.now(), options_.lease_margin);
-}
+bool GroupReplica::can_read() const { return role_ == Role::leader && !recovering_ && inherited_ && read_lease_held(); }
+
+bool GroupReplica::read_lease_held() const { return quorum_lease_valid(env_.now(), options_.lease_margin); }
 
 bool GroupReplica::serving() const {
   return role_ == Role::leader && !recovering_ && inherited_ && !sealing_ && !sealed_;

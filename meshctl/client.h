@@ -37,6 +37,7 @@ struct CommandLine {
   bool json = false;
   bool all = false;
   bool log = false;
+  bool through_leader = false;  // kgroup --log: read the log at the group's leader
   bool prometheus = false;  // metrics
   std::optional<double> timeout_s;
   std::optional<unsigned> count;

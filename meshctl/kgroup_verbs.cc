@@ -22,7 +22,7 @@ constexpr std::string_view kHelp = R"(    kgroups
         a follower), whether the group is sealed (migrated to its
         successor), and the members in priority order.
 
-    kgroup TARGET [--log]
+    kgroup TARGET [--log [--through-leader] [--timeout S]]
         Computes the group of TARGET (device:ID, cluster:ID or
         routine:ID) in the current epoch from this node's membership view
         alone, without messages: its members in priority order with their
@@ -36,7 +36,22 @@ constexpr std::string_view kHelp = R"(    kgroups
         in the target's log, kept across migrations). Exits 1 if this
         node serves in no group of TARGET. With --json: {"target",
         "epoch", "generation", "role", "sealed", "entries": [{"seq",
-        "text"}]}.
+        "text"}]}. This copy may be stale: a follower applies entries
+        after the leader commits them, and a member cut off from the rest
+        keeps its old log.
+        With --log --through-leader, prints instead the log as the
+        group's leader holds it: a linearizable read, which contains
+        every write acknowledged before the read was asked, and only
+        committed writes. Any agent accepts it (it need not serve in the
+        group) and asks the leader, following redirects; the leader
+        answers only while it holds its quorum lease, has finished taking
+        over, and has applied its commit point, else the agent asks again
+        or another member. The first line names the leader and the term
+        that answered. --timeout S (default: the agent's
+        kgroup.write_timeout_ms) bounds the wait; meshctl exits 1 if no
+        leader answered by then (an election, or this node on the small
+        side of a partition). With --json: {"target", "epoch",
+        "generation", "leader", "term", "entries": [{"seq", "text"}]}.
 
     kgroup-write TARGET TEXT [--timeout S]
         Appends TEXT (one argument, 1 to 512 bytes) to TARGET's replicated
@@ -53,6 +68,23 @@ constexpr std::string_view kHelp = R"(    kgroups
 
 std::string member_label(const mesh::proto::KgroupMember& member) {
   return member.name().empty() ? member.id() : fmt::format("{}({})", member.name(), member.id());
+}
+
+// The log entries of a kgroup --log answer, as JSON array elements and as a table.
+std::string entries_json(const mesh::proto::KgroupReply& reply) {
+  std::string out;
+  for (int i = 0; i < reply.records_size(); ++i) {
+    out += fmt::format(R"({}{{"seq": {}, "text": {}}})", i == 0 ? "" : ", ", reply.records(i).seq(),
+                       json_string(reply.records(i).text()));
+  }
+  return out;
+}
+
+void print_entries(const mesh::proto::KgroupReply& reply) {
+  if (reply.records().empty()) return;
+  std::vector<std::vector<std::string>> rows = {{"SEQ", "TEXT"}};
+  for (const auto& r : reply.records()) rows.push_back({std::to_string(r.seq()), r.text()});
+  print_table(rows, {true, false});
 }
 
 int run_kgroups(AgentConnection& connection, const CommandLine& line) {
@@ -88,31 +120,48 @@ int run_kgroup(AgentConnection& connection, const CommandLine& line) {
   mesh::proto::AdminRequest request;
   request.mutable_kgroup()->set_target(line.words[1]);
   request.mutable_kgroup()->set_log(line.log);
-  auto response = connection.call(request, line.timeout_s.value_or(kDefaultTimeoutS));
+  double wait_s = line.timeout_s.value_or(kDefaultTimeoutS);
+  if (line.through_leader) {
+    request.mutable_kgroup()->set_through_leader(true);
+    if (line.timeout_s) {
+      request.mutable_kgroup()->set_timeout_ms(static_cast<uint32_t>(std::min(*line.timeout_s * 1000.0, 3.6e6)));
+    }
+    // The agent reports a timeout itself; this only bounds a hung agent.
+    wait_s += kPingAnswerGraceS;
+  }
+  auto response = connection.call(request, wait_s);
   if (!response) return no_agent(connection, response.error());
   if (!response->error().empty()) return agent_error(response->error());
   if (!response->has_kgroup()) return unexpected_answer("kgroup");
   const mesh::proto::KgroupReply& reply = response->kgroup();
+  if (line.through_leader) {
+    if (line.json) {
+      std::string out = fmt::format(R"({{"target": {}, "epoch": {}, "generation": {}, "leader": {}, "term": {}, )"
+                                    R"("entries": [)",
+                                    json_string(reply.target()), reply.log_epoch(), reply.log_generation(),
+                                    json_string(reply.log_leader()), reply.log_term());
+      std::cout << out << entries_json(reply) << "]}\n";
+      return kExitOk;
+    }
+    std::cout << fmt::format("{} epoch {} generation {}: read through leader {} (term {}), {} entries\n",
+                             reply.target(), reply.log_epoch(), reply.log_generation(), reply.log_leader(),
+                             reply.log_term(), reply.records_size());
+    print_entries(reply);
+    return kExitOk;
+  }
   if (line.log) {
     if (line.json) {
       std::string out = fmt::format(R"({{"target": {}, "epoch": {}, "generation": {}, "role": {}, "sealed": {}, )"
                                     R"("entries": [)",
                                     json_string(reply.target()), reply.log_epoch(), reply.log_generation(),
                                     json_string(reply.log_role()), reply.log_sealed() ? "true" : "false");
-      for (int i = 0; i < reply.records_size(); ++i) {
-        out += fmt::format(R"({}{{"seq": {}, "text": {}}})", i == 0 ? "" : ", ", reply.records(i).seq(),
-                           json_string(reply.records(i).text()));
-      }
-      std::cout << out << "]}\n";
+      std::cout << out << entries_json(reply) << "]}\n";
       return kExitOk;
     }
     std::cout << fmt::format("{} epoch {} generation {}: this node is {}{}, {} entries\n", reply.target(),
                              reply.log_epoch(), reply.log_generation(), reply.log_role(),
                              reply.log_sealed() ? " (sealed)" : "", reply.records_size());
-    if (reply.records().empty()) return kExitOk;
-    std::vector<std::vector<std::string>> rows = {{"SEQ", "TEXT"}};
-    for (const auto& r : reply.records()) rows.push_back({std::to_string(r.seq()), r.text()});
-    print_table(rows, {true, false});
+    print_entries(reply);
     return kExitOk;
   }
   if (line.json) {

@@ -77,6 +77,10 @@ OPTIONS
     --log
         kgroup: print this node's copy of the target's log.
 
+    --through-leader
+        kgroup --log: print the log as the group's leader holds it (a
+        linearizable read) instead of this node's copy.
+
     --timeout S
         Seconds to wait for the agent's answer (default 10). For ping, the
         agent waits S seconds for each echo (default: its ping_timeout)
@@ -122,6 +126,7 @@ EXAMPLES
     meshctl kgroup device:lamp
     meshctl kgroup-write device:lamp 'on at 18:00' --timeout 5
     meshctl --json kgroup device:lamp --log
+    meshctl kgroup device:lamp --log --through-leader --timeout 5
     meshctl kgroups
     meshctl devices
     meshctl device set hall_light power=on brightness=30 --timeout 5
@@ -220,6 +225,10 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
       line.log = true;
       continue;
     }
+    if (arg == "--through-leader") {
+      line.through_leader = true;
+      continue;
+    }
     if (arg == "--prometheus") {
       line.prometheus = true;
       continue;
@@ -291,6 +300,9 @@ int run(int argc, char** argv) {
   }
   if (line.all && command != "members") return usage_error("--all applies to members only");
   if (line.log && command != "kgroup") return usage_error("--log applies to kgroup only");
+  if (line.through_leader && (command != "kgroup" || !line.log)) {
+    return usage_error("--through-leader applies to kgroup TARGET --log only");
+  }
   if (line.prometheus && command != "metrics") return usage_error("--prometheus applies to metrics only");
   const std::string sub =
       line.words.size() > 1 && (command == "device" || command == "routine") ? line.words[1] : std::string();

@@ -434,6 +434,62 @@ TEST_F(AdminServiceTest, KgroupWriteCreatesTheGroupCommitsAndTheLogsShowIt) {
   }
 }
 
+TEST_F(AdminServiceTest, KgroupLogThroughTheLeaderNamesTheLeaderAndTermFromEitherNode) {
+  for (const char* text : {"on", "off"}) {
+    proto::AdminRequest request;
+    request.mutable_kgroup_write()->set_target("device:lamp");
+    request.mutable_kgroup_write()->set_text(text);
+    const auto response = ask(request);
+    ASSERT_TRUE(response.has_value() && response->has_kgroup_write()) << (response ? response->error() : "none");
+  }
+  const kgroup::GroupReplica* replica = nodes_[1]->kgroups().host().latest("device:lamp");
+  ASSERT_NE(replica, nullptr);
+  const std::string leader = replica->leader().to_string();
+  // One node leads and answers itself; the other asks it.
+  for (uint8_t node : {1, 2}) {
+    AdminService service(*nodes_[node]);
+    proto::AdminRequest log;
+    log.mutable_kgroup()->set_target("device:lamp");
+    log.mutable_kgroup()->set_log(true);
+    log.mutable_kgroup()->set_through_leader(true);
+    log.mutable_kgroup()->set_timeout_ms(5000);
+    std::optional<proto::AdminResponse> answer;
+    service.handle(log, [&](proto::AdminResponse r) { answer = std::move(r); });
+    env_.advance(seconds(5));
+    ASSERT_TRUE(answer.has_value() && answer->has_kgroup()) << (answer ? answer->error() : "none");
+    const proto::KgroupReply& reply = answer->kgroup();
+    EXPECT_EQ(reply.log_leader(), leader) << "asked at node " << int{node};
+    EXPECT_EQ(reply.log_term(), replica->leader_term());
+    EXPECT_EQ(reply.log_role(), "leader");
+    ASSERT_EQ(reply.records_size(), 2);
+    EXPECT_EQ(reply.records(1).seq(), 2u);
+    EXPECT_EQ(reply.records(1).text(), "off");
+  }
+}
+
+TEST_F(AdminServiceTest, KgroupThroughTheLeaderWantsTheLogAndReportsATimeout) {
+  proto::AdminRequest request;
+  request.mutable_kgroup()->set_target("device:lamp");
+  request.mutable_kgroup()->set_through_leader(true);
+  auto response = ask(request, milliseconds(1));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("set log too"));
+  proto::AdminRequest write;
+  write.mutable_kgroup_write()->set_target("device:lamp");
+  write.mutable_kgroup_write()->set_text("on");
+  const auto written = ask(write);
+  ASSERT_TRUE(written.has_value() && written->has_kgroup_write()) << (written ? written->error() : "none");
+  // Cut in two, neither member has a quorum of the group of two: its leader's
+  // lease lapses and no read is answered.
+  graph_.disconnect(ip(1), ip(2));
+  env_.advance(seconds(2));  // beyond the lease (600 ms): until then the leader may still answer
+  request.mutable_kgroup()->set_log(true);
+  request.mutable_kgroup()->set_timeout_ms(2000);
+  response = ask(request, seconds(5));
+  ASSERT_TRUE(response.has_value());
+  EXPECT_THAT(response->error(), HasSubstr("no leader of device:lamp answered a read of its log"));
+}
+
 TEST_F(AdminServiceTest, KgroupWriteRefusesTextOverTheLimitAndReportsATimeout) {
   proto::AdminRequest request;
   request.mutable_kgroup_write()->set_target("device:lamp");

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "proto/kgroup_client.pb.h"
+
 namespace mesh::agent {
 namespace {
 
@@ -61,6 +63,49 @@ TEST(TextLogTest, RestoreRejectsWhatIsNoSnapshotAndKeepsTheState) {
   EXPECT_EQ(log.records()[0].text, "kept");
   EXPECT_TRUE(log.restore(""));  // the empty log
   EXPECT_TRUE(log.records().empty());
+}
+
+proto::TextLogPage read_page(const TextLog& log, uint64_t from, uint32_t max_bytes) {
+  proto::TextLogQuery query;
+  query.set_from(from);
+  query.set_max_bytes(max_bytes);
+  const auto answer = log.read(query.SerializeAsString());
+  EXPECT_TRUE(answer) << answer.error();
+  proto::TextLogPage page;
+  EXPECT_TRUE(answer && page.ParseFromString(*answer));
+  return page;
+}
+
+TEST(TextLogTest, ReadsOnePageFromAPositionWithinItsBudget) {
+  TextLog log;
+  for (uint64_t i = 1; i <= 10; ++i) log.apply(i, TextLog::encode_update(100 + i, std::string(20, 'a' + i)));
+  // 20 bytes of text and 16 of framing each: two fit in 80 bytes.
+  const proto::TextLogPage page = read_page(log, 4, 80);
+  EXPECT_EQ(page.first(), 4u);
+  EXPECT_EQ(page.total(), 10u);
+  ASSERT_EQ(page.entries_size(), 2);
+  EXPECT_EQ(page.entries(0).text(), std::string(20, 'a' + 4));
+  EXPECT_EQ(page.entries(1).write_id(), 105u);
+  // One entry even above the budget, so a read always advances.
+  EXPECT_EQ(read_page(log, 1, 1).entries_size(), 1);
+  // No budget: the rest of the log; past the end: nothing, and the total.
+  EXPECT_EQ(read_page(log, 3, 0).entries_size(), 8);
+  const proto::TextLogPage past = read_page(log, 11, 80);
+  EXPECT_EQ(past.entries_size(), 0);
+  EXPECT_EQ(past.total(), 10u);
+  // The empty query reads from the start.
+  proto::TextLogPage all;
+  ASSERT_TRUE(all.ParseFromString(*log.read("")));
+  EXPECT_EQ(all.first(), 1u);
+  EXPECT_EQ(all.entries_size(), 10);
+}
+
+TEST(TextLogTest, ReadRejectsWhatIsNoQuery) {
+  TextLog log;
+  log.apply(1, TextLog::encode_update(1, "kept"));
+  const auto answer = log.read("\xff\xff\xff");
+  ASSERT_FALSE(answer);
+  EXPECT_NE(answer.error().find("TextLogQuery"), std::string::npos);
 }
 
 }  // namespace

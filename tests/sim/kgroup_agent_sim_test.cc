@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/text_log.h"
+#include "agent/text_log_reader.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "kgroup/group_target.h"
@@ -142,6 +143,31 @@ std::string describe(const agent::TextLog& log) {
   return out;
 }
 
+// The node holding the longest applied log of the newest group `after`,
+// the reference. With a leader every member has applied all that is
+// committed and the logs are equal; without one (a partition) followers may
+// lag, but each holds a prefix of it. Disagreements go to `violations`.
+size_t reference_log(MeshSim& sim, const Newest& after, std::vector<std::string>& violations) {
+  size_t reference_node = after.nodes.front();
+  for (size_t node : after.nodes) {
+    if (log_of(sim, node).records().size() > log_of(sim, reference_node).records().size()) reference_node = node;
+  }
+  const agent::TextLog& reference = log_of(sim, reference_node);
+  for (size_t node : after.nodes) {
+    const agent::TextLog& log = log_of(sim, node);
+    const bool prefix = log.records().size() <= reference.records().size() &&
+                        std::equal(log.records().begin(), log.records().end(), reference.records().begin(),
+                                   [](const auto& a, const auto& b) { return a.seq == b.seq && a.text == b.text; });
+    const bool complete = log.records().size() == reference.records().size();
+    if (!prefix || (!complete && after.leader)) {
+      violations.push_back(fmt::format("n{} and n{} disagree (epoch {} generation {}):\n    {}\n    {}", node,
+                                       reference_node, after.epoch, after.generation, describe(log),
+                                       describe(reference)));
+    }
+  }
+  return reference_node;
+}
+
 Outcome run(const Plan& plan, uint64_t seed) {
   core::Rng rng(seed * 7919 + 3);
   const auto n =
@@ -224,26 +250,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     out.violations.push_back(fmt::format("only {} live replicas of the newest group", after.nodes.size()));
     return out;
   }
-  // The longest applied log is the reference. With a leader every member
-  // has applied all that is committed and the logs are equal; without one
-  // (a partition) followers may lag, but each holds a prefix of it.
-  size_t reference_node = after.nodes.front();
-  for (size_t node : after.nodes) {
-    if (log_of(sim, node).records().size() > log_of(sim, reference_node).records().size()) reference_node = node;
-  }
-  const agent::TextLog& reference = log_of(sim, reference_node);
-  for (size_t node : after.nodes) {
-    const agent::TextLog& log = log_of(sim, node);
-    const bool prefix = log.records().size() <= reference.records().size() &&
-                        std::equal(log.records().begin(), log.records().end(), reference.records().begin(),
-                                   [](const auto& a, const auto& b) { return a.seq == b.seq && a.text == b.text; });
-    const bool complete = log.records().size() == reference.records().size();
-    if (!prefix || (!complete && after.leader)) {
-      out.violations.push_back(fmt::format("n{} and n{} disagree (epoch {} generation {}):\n    {}\n    {}", node,
-                                           reference_node, after.epoch, after.generation, describe(log),
-                                           describe(reference)));
-    }
-  }
+  const agent::TextLog& reference = log_of(sim, reference_log(sim, after, out.violations));
   std::set<std::string> seen;
   for (const auto& record : reference.records()) {
     if (!seen.insert(record.text).second) out.violations.push_back("applied twice: " + record.text);
@@ -528,5 +535,230 @@ TEST(KgroupAgentSim, NodeRestartedIntoAMinorityCreatesNoGroup) {
   }
 }
 
+// ---- issue 16: linearizable reads through the leader ------------------------
+//
+// Two clients write to one target's log in a loop while two readers read the
+// whole log from random agents. Mid-run the group's leader is cut off alone
+// (a partition, for 2-8 s: the majority elects a new leader and goes on
+// committing while the old one still holds its log), and another node
+// crashes for a few seconds. The oracle, once healed and settled:
+//  - the live members of the newest group hold identical logs, the
+//    committed log (reference_log);
+//  - every read returned a prefix of that committed log;
+//  - every read that started after a write was acknowledged contains it at
+//    the acknowledged position.
+// ReadMode::local_copy reads each agent's own replica, as meshctl kgroup
+// TARGET --log did before --through-leader: the sweep catches it.
+
+enum class ReadMode {
+  through_leader,  // agent::read_leader_log: meshctl kgroup TARGET --log --through-leader
+  local_copy,      // the reading node's own replica, if it serves in the group
+};
+
+struct LogRead {
+  core::TimePoint started;
+  std::vector<std::string> texts;  // the log returned, position i + 1 at i
+  std::string served_by;
+};
+
+class Readers {
+ public:
+  Readers(MeshSim& sim, ReadMode mode, core::TimePoint stop, uint64_t seed)
+      : sim_(sim), mode_(mode), stop_(stop), rng_(seed * 31337 + 17) {}
+
+  // Reads the whole log again and again, each time from a random agent.
+  void loop() {
+    if (sim_.simulator().now() >= stop_) return;
+    const size_t node = rng_.below(sim_.size());
+    agent::Node* agent = sim_.node(node);
+    if (agent == nullptr) {
+      again();
+      return;
+    }
+    if (mode_ == ReadMode::local_copy) {
+      if (kgroup::GroupReplica* replica = agent->kgroups().host().latest(kTarget.to_string())) {
+        LogRead read{sim_.simulator().now(), {}, fmt::format("n{}'s copy", node)};
+        for (const auto& record : dynamic_cast<const agent::TextLog&>(replica->state_machine()).records()) {
+          read.texts.push_back(record.text);
+        }
+        reads_.push_back(std::move(read));
+      }
+      again();
+      return;
+    }
+    const core::TimePoint started = sim_.simulator().now();
+    agent::read_leader_log(agent->kgroups(), kTarget, seconds(5), agent->kgroups().config().replica.max_batch_bytes,
+                           [this, started, node](const auto& result) {
+                             if (result) {
+                               LogRead read{started, {},
+                                            fmt::format("leader {} term {} (asked at n{}, {} pages)",
+                                                        result->leader.to_string(), result->term, node,
+                                                        result->pages)};
+                               for (const auto& record : result->records) read.texts.push_back(record.text);
+                               reads_.push_back(std::move(read));
+                             } else {
+                               ++failed_;
+                             }
+                             again();
+                           });
+  }
+
+  const std::vector<LogRead>& reads() const { return reads_; }
+  uint64_t failed() const { return failed_; }
+
+ private:
+  void again() {
+    sim_.simulator().after(milliseconds(rng_.between(20, 120)), [this] { loop(); });
+  }
+
+  MeshSim& sim_;
+  ReadMode mode_;
+  core::TimePoint stop_;
+  core::Rng rng_;
+  std::vector<LogRead> reads_;
+  uint64_t failed_ = 0;
+};
+
+struct ReadOutcome {
+  std::vector<std::string> violations;
+  uint64_t reads = 0;
+  uint64_t failed_reads = 0;
+  uint64_t acked = 0;
+  bool leader_cut_off = false;
+};
+
+std::string describe(const std::vector<std::string>& texts) {
+  std::string out;
+  for (size_t i = 0; i < texts.size(); ++i) out += fmt::format("{}:{} ", i + 1, texts[i]);
+  return out;
+}
+
+ReadOutcome run_reads(ReadMode mode, uint64_t seed) {
+  core::Rng rng(seed * 6151 + 7);
+  const std::unique_ptr<MeshSim> mesh = random_k3_mesh(rng, seed, 1, "kgroup_reads.toml");
+  MeshSim& sim = *mesh;
+  const size_t n = sim.size();
+  ReadOutcome out;
+
+  const core::TimePoint settle(seconds(25));
+  const core::TimePoint stop = settle + seconds(25);
+  sim.run_until(settle);
+  Clients writers(sim, stop);
+  writers.loop(rng.below(n), 0);
+  writers.loop(rng.below(n), 1);
+  Readers readers(sim, mode, stop, seed);
+  readers.loop();
+  readers.loop();
+
+  // Cut the leader off alone once there is one, then crash someone else.
+  core::TimePoint cut_at = settle + milliseconds(rng.between(3000, 8000));
+  sim.run_until(cut_at);
+  Newest before = newest_group(sim);
+  for (int tries = 0; !before.leader && tries < 100; ++tries) {
+    sim.run_until(sim.simulator().now() + milliseconds(100));
+    before = newest_group(sim);
+  }
+  if (!before.leader) {
+    out.violations.push_back("no leader to cut off");
+    return out;
+  }
+  const size_t old_leader = *before.leader;
+  sim.network().partition({{sim.id_of(old_leader)}});
+  out.leader_cut_off = true;
+  size_t crashed = rng.below(n);
+  if (crashed == old_leader) crashed = (crashed + 1) % n;
+  sim.run_until(sim.simulator().now() + milliseconds(rng.between(500, 3000)));
+  sim.crash(crashed);
+  sim.run_until(sim.simulator().now() + milliseconds(rng.between(1500, 5000)));
+  sim.network().heal();
+  sim.run_until(sim.simulator().now() + milliseconds(rng.between(500, 4000)));
+  sim.restart(crashed);
+  sim.run_until(stop + seconds(20));
+
+  const Newest after = newest_group(sim);
+  if (!after.leader) {
+    out.violations.push_back(fmt::format("no leader of the newest group (epoch {} generation {}) once healed",
+                                         after.epoch, after.generation));
+    return out;
+  }
+  const agent::TextLog& reference = log_of(sim, reference_log(sim, after, out.violations));
+  std::vector<std::string> committed;
+  for (const auto& record : reference.records()) committed.push_back(record.text);
+
+  for (const LogRead& read : readers.reads()) {
+    const bool prefix = read.texts.size() <= committed.size() &&
+                        std::equal(read.texts.begin(), read.texts.end(), committed.begin());
+    if (!prefix) {
+      out.violations.push_back(fmt::format("read at t={}ms from {} is not a prefix of the committed log:\n    {}\n    {}",
+                                           core::to_millis(read.started.time_since_epoch()), read.served_by,
+                                           describe(read.texts), describe(committed)));
+    }
+    for (const auto& ack : writers.acked()) {
+      if (ack.at >= read.started) continue;
+      if (ack.seq <= read.texts.size() && read.texts[ack.seq - 1] == ack.text) continue;
+      out.violations.push_back(fmt::format(
+          "read at t={}ms from {} misses {} at seq {}, acknowledged at t={}ms (the read holds {} entries)",
+          core::to_millis(read.started.time_since_epoch()), read.served_by, ack.text, ack.seq,
+          core::to_millis(ack.at.time_since_epoch()), read.texts.size()));
+      break;  // one stale write names the read
+    }
+  }
+  out.reads = readers.reads().size();
+  out.failed_reads = readers.failed();
+  out.acked = writers.acked().size();
+  return out;
+}
+
+struct ReadTotals {
+  uint64_t seeds = 0;
+  uint64_t reads = 0;
+  uint64_t failed_reads = 0;
+  uint64_t acked = 0;
+  std::vector<uint64_t> failing_seeds;
+  std::string first_violation;  // of the first failing seed
+};
+
+// KGROUP_READS_SEED / _SEED_SCALE: tests/support/seed_range.h.
+ReadTotals sweep_reads(ReadMode mode, uint64_t first_seed, uint64_t seeds, bool report) {
+  const test_support::SeedRange range = test_support::seed_range("KGROUP_READS", first_seed, seeds);
+  if (range.replaying) core::set_log_level("info", "kgroup");
+  ReadTotals totals;
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
+    const ReadOutcome o = run_reads(mode, seed);
+    ++totals.seeds;
+    totals.reads += o.reads;
+    totals.failed_reads += o.failed_reads;
+    totals.acked += o.acked;
+    if (!o.violations.empty()) {
+      if (totals.failing_seeds.empty()) totals.first_violation = o.violations.front();
+      totals.failing_seeds.push_back(seed);
+    }
+    if (report && test_support::report_violations("KGROUP_READS", seed, o.violations)) break;
+  }
+  std::string failing;
+  for (uint64_t seed : totals.failing_seeds) failing += fmt::format(" {}", seed);
+  std::printf("%s: seeds=%llu reads=%llu (unanswered %llu) acknowledged writes=%llu failing seeds:%s\n",
+              mode == ReadMode::through_leader ? "through the leader" : "local copies",
+              static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.reads),
+              static_cast<unsigned long long>(totals.failed_reads), static_cast<unsigned long long>(totals.acked),
+              failing.empty() ? " none" : failing.c_str());
+  return totals;
+}
+
+TEST(KgroupAgentSim, ReadsThroughTheLeaderAreLinearizable) {
+  const ReadTotals totals = sweep_reads(ReadMode::through_leader, 1, 40, /*report=*/true);
+  EXPECT_GT(totals.reads, 0u);
+  EXPECT_GT(totals.acked, 0u);
+}
+
+// The same sweep reading each agent's own copy (meshctl kgroup TARGET --log)
+// breaks linearizability: followers apply a commit a heartbeat after the
+// leader acknowledged it, and the cut-off old leader keeps its old log. If
+// this passes the oracle above could not tell a stale read.
+TEST(KgroupAgentSim, LocalCopiesAreCaughtServingStaleReads) {
+  const ReadTotals totals = sweep_reads(ReadMode::local_copy, 1, 40, /*report=*/false);
+  EXPECT_FALSE(totals.failing_seeds.empty()) << "no stale local read caught in " << totals.seeds << " seeds";
+  if (!totals.failing_seeds.empty()) std::printf("first caught: %s\n", totals.first_violation.c_str());
+}
 }  // namespace
 }  // namespace mesh::sim
