@@ -74,6 +74,7 @@ void GroupReplica::become_candidate() {
   leader_ = core::NodeId();
   gathered_ = {self_};
   refused_.clear();
+  awaiting_snapshot_.clear();
   refusal_was_silent_ = true;
   retry_after_ = core::Duration::zero();
   merged_.clear();
@@ -132,6 +133,14 @@ void GroupReplica::on_prepare_result(core::NodeId member, uint64_t term, const c
       return;
     }
     note_refusal(member, std::chrono::milliseconds(reply.retry_after_ms()), false);
+    return;
+  }
+  if (reply.snapshot_seq() > log_.applied()) {
+    // It compacted entries this candidate has not applied. They are
+    // committed, and it may be the only member of this quorum holding them:
+    // take its snapshot, then ask it again for what follows.
+    awaiting_snapshot_.insert(member);
+    pull_snapshot(member, reply.snapshot_seq());
     return;
   }
   for (const auto& entry : reply.entries()) merge(entry);
@@ -344,6 +353,7 @@ void GroupReplica::handle_prepare(const core::Message& request, const proto::Kgr
   }
   reply->set_more(more);
   reply->set_next_seq(next);
+  if (prepare.from_seq() <= snapshot_seq_) reply->set_snapshot_seq(snapshot_seq_);
   responder.respond(encode_body(body));
 }
 

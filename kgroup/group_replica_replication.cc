@@ -57,6 +57,7 @@ void GroupReplica::send_append(core::NodeId member) {
       *append->add_entries() = std::move(entry);
     }
   }
+  if (progress.next <= snapshot_seq_) append->set_snapshot_seq(snapshot_seq_);
   progress.inflight = true;
   const uint64_t term = leader_term_;
   const core::TimePoint sent = env_.now();
@@ -273,6 +274,8 @@ void GroupReplica::handle_append(const core::Message& request, const proto::Kgro
   reply->set_term(term);
   reply->set_match(synced_);
   responder.respond(encode_body(body));
+  // The leader compacted away the entries that come next for us.
+  if (append.snapshot_seq() > synced_) pull_snapshot(src, append.snapshot_seq());
   if (rank_of(self_) < rank_of(src) && synced_ >= append.commit() && env_.now() >= not_standing_until_ && !sealed_) {
     // We outrank this leader: stop renewing its lease and claim once it lapses.
     preempting_ = true;

@@ -183,4 +183,36 @@ std::vector<proto::KgroupConfigRecord> ReplicatedLog::stored_configs(const core:
   return out;
 }
 
+bool ReplicatedLog::save_snapshot(const LogSnapshot& snapshot) {
+  return snapshot.last_seq != 0 && storage_.put(snapshot_key(), encode_log_snapshot(snapshot));
+}
+
+bool ReplicatedLog::compact_through(uint64_t seq) {
+  while (!entries_.empty() && entries_.begin()->first <= seq) {
+    const uint64_t first = entries_.begin()->first;
+    if (!storage_.remove(entry_key(first))) return false;
+    entries_.erase(first);
+  }
+  return true;
+}
+
+std::optional<LogSnapshot> ReplicatedLog::restore_snapshot() {
+  const auto stored = storage_.get(snapshot_key());
+  if (!stored) return std::nullopt;
+  auto snapshot = decode_log_snapshot(*stored);
+  if (!snapshot) {
+    core::log("kgroup").error("damaged log snapshot ignored key={}", snapshot_key());
+    return std::nullopt;
+  }
+  // The snapshot was durable before any entry it covers was removed, and the
+  // applied point it stands for may not have been written yet.
+  if (!compact_through(snapshot->last_seq)) {
+    core::log("kgroup").error("could not remove compacted entries key={}", snapshot_key());
+  }
+  if (applied_ < snapshot->last_seq && !set_applied(snapshot->last_seq)) {
+    core::log("kgroup").error("could not persist applied point key={}meta", prefix_);
+  }
+  return snapshot;
+}
+
 }  // namespace mesh::kgroup

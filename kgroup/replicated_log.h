@@ -2,12 +2,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/node_id.h"
 #include "core/storage.h"
+#include "kgroup/log_snapshot.h"
 #include "proto/kgroup.pb.h"
 
 namespace mesh::kgroup {
@@ -57,6 +59,18 @@ class ReplicatedLog {
   // kgroup/<kind>/<escaped id>/: every group of one target lives below it.
   static std::string target_prefix(std::string_view target);
   static std::string key_prefix(std::string_view target, uint64_t epoch, uint32_t generation);
+
+  // Log compaction. The snapshot is stored under <prefix>snapshot, replacing
+  // the previous one; only then may the entries it covers be removed
+  // (compact_through), so a crash between the two leaves both.
+  bool save_snapshot(const LogSnapshot& snapshot);
+  // Removes every entry at or below `seq`.
+  bool compact_through(uint64_t seq);
+  // After load(): the stored snapshot, if any and undamaged (a damaged one is
+  // logged and ignored). Finishes a compaction a crash interrupted: drops the
+  // entries the snapshot covers and raises the applied point to it.
+  std::optional<LogSnapshot> restore_snapshot();
+  std::string snapshot_key() const { return prefix_ + "snapshot"; }
 
  private:
   bool write_meta();
