@@ -753,6 +753,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "membership.push_pull_fast_rounds",
                           "kgroup.genesis_settle_ms",
                           "kgroup.genesis_failed_memory_s",
+                          "kgroup.snapshot_after_entries",
                           "mutex.expected_nodes",
                           "mutex.boot_grace_s",
                           "mutex.boot_settle_ms",
@@ -786,7 +787,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 104u);
+  EXPECT_EQ(keys.size(), 105u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
