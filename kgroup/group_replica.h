@@ -272,7 +272,8 @@ class GroupReplica {
   void pull_snapshot(core::NodeId from, uint64_t seq);
   void request_snapshot_chunk();
   void on_snapshot_chunk(const core::RequestResult& result);
-  // Installs a received snapshot ahead of the applied point; false if it is
+  // Installs a received snapshot ahead of the applied point. True if the
+  // member has applied through it now (or already had); false if it is
   // damaged or could not be persisted.
   bool install_snapshot(std::string_view bytes);
   // A candidate: the members whose promise waited for a snapshot are asked again.

@@ -129,8 +129,10 @@ bool GroupReplica::install_snapshot(std::string_view bytes) {
     core::log("kgroup").warn("damaged log snapshot received group={}", ref_.target());
     return false;
   }
-  // Behind it no longer, or leading (a leader holds every committed entry).
-  if (snapshot->last_seq <= log_.applied() || role_ == Role::leader) return false;
+  // Already there (another snapshot or the entries got it there first).
+  if (snapshot->last_seq <= log_.applied()) return true;
+  // A leader holds every committed entry; it never needs one.
+  if (role_ == Role::leader) return false;
   if (!log_.save_snapshot(*snapshot)) {
     core::log("kgroup").error("could not persist received log snapshot group={} seq={}", ref_.target(),
                               snapshot->last_seq);

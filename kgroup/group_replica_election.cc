@@ -139,8 +139,16 @@ void GroupReplica::on_prepare_result(core::NodeId member, uint64_t term, const c
     // It compacted entries this candidate has not applied. They are
     // committed, and it may be the only member of this quorum holding them:
     // take its snapshot, then ask it again for what follows.
+    core::log("kgroup").debug("claim needs a snapshot group={} term={} member={} applied={} snapshot_seq={}",
+                              ref_.target(), term, member.to_string(), log_.applied(), reply.snapshot_seq());
     awaiting_snapshot_.insert(member);
     pull_snapshot(member, reply.snapshot_seq());
+    return;
+  }
+  if (reply.snapshot_seq() != 0) {
+    // Compacted where this page began, but no further than what this
+    // candidate installed meanwhile: its entries start after that.
+    send_prepare(member, log_.applied() + 1);
     return;
   }
   for (const auto& entry : reply.entries()) merge(entry);
@@ -348,12 +356,16 @@ void GroupReplica::handle_prepare(const core::Message& request, const proto::Kgr
   reply->set_term(term);
   uint64_t next = prepare.from_seq();
   bool more = false;
-  for (auto& entry : log_.range(prepare.from_seq(), options_.max_batch_bytes, next, more)) {
-    *reply->add_entries() = std::move(entry);
+  if (prepare.from_seq() <= snapshot_seq_) {
+    // Compacted away here: the candidate takes the snapshot, then asks again.
+    reply->set_snapshot_seq(snapshot_seq_);
+  } else {
+    for (auto& entry : log_.range(prepare.from_seq(), options_.max_batch_bytes, next, more)) {
+      *reply->add_entries() = std::move(entry);
+    }
   }
   reply->set_more(more);
   reply->set_next_seq(next);
-  if (prepare.from_seq() <= snapshot_seq_) reply->set_snapshot_seq(snapshot_seq_);
   responder.respond(encode_body(body));
 }
 

@@ -52,12 +52,15 @@ void GroupReplica::send_append(core::NodeId member) {
   append->set_commit(commit_);
   uint64_t next = progress.next;
   bool more = false;
-  if (progress.next < next_seq_) {
+  if (progress.next <= snapshot_seq_) {
+    // Compacted away here: the follower pulls the snapshot, then the entries
+    // after it come as usual.
+    append->set_snapshot_seq(snapshot_seq_);
+  } else if (progress.next < next_seq_) {
     for (auto& entry : log_.range(progress.next, options_.max_batch_bytes, next, more)) {
       *append->add_entries() = std::move(entry);
     }
   }
-  if (progress.next <= snapshot_seq_) append->set_snapshot_seq(snapshot_seq_);
   progress.inflight = true;
   const uint64_t term = leader_term_;
   const core::TimePoint sent = env_.now();

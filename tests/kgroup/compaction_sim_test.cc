@@ -1,6 +1,6 @@
 // Simulation of log compaction: one k-group under a steady stream of
 // updates, leader and member crashes at random points (up to f at once),
-// message loss, and then one follower down for long enough that its leader
+// message loss, partitions, and then one follower down for long enough that its leader
 // compacts away every entry it missed, restarted. Checks, for every seed:
 //  - storage stays bounded: sampled every 100 ms on every member, it holds at
 //    most snapshot_after_entries applied log entries; once settled, its
@@ -119,7 +119,9 @@ SeedOutcome run_seed(uint64_t seed, const SimScenario& scenario, LaggardStats& s
   std::function<void()> chaos = [&] {
     if (world.simulator().now() >= chaos_end) return;
     const uint64_t action = rng.below(10);
-    if (action < 5) {
+    if (scenario.partitions && rng.below(3) == 0) {
+      world.partition_for_a_while(rng);
+    } else if (action < 5) {
       if (auto leader = current_leader(); leader && down_members() < f) world.crash_for_a_while(*leader, rng);
     } else if (action < 8) {
       const size_t m = members[rng.below(members.size())];
@@ -218,6 +220,7 @@ void sweep(const SimScenario& scenario, uint64_t first_seed, uint64_t count) {
 TEST(CompactionSim, K3BoundedStorageUnderCrashes) { sweep({7, 3, 0.0}, 0, 40); }
 TEST(CompactionSim, K3BoundedStorageUnderCrashesLossy) { sweep({7, 3, 0.02}, 1000, 40); }
 TEST(CompactionSim, K5BoundedStorageUnderCrashesLossy) { sweep({9, 5, 0.02}, 2000, 30); }
+TEST(CompactionSim, K3BoundedStorageUnderPartitions) { sweep({7, 3, 0.01, true}, 3000, 40); }
 
 }  // namespace
 }  // namespace mesh::kgroup::testing
