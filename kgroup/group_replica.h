@@ -52,6 +52,7 @@ struct ReplicaOptions {
   // Log compaction: once this many applied entries are held, the member
   // stores a snapshot of its state machine and removes them. A member then
   // holds at most this many applied entries (plus those not yet applied).
+  // 0 never compacts.
   size_t snapshot_after_entries = 512;
 };
 
@@ -141,6 +142,12 @@ struct SubmitResult {
 //    member that applied the seal, commits it as its first entries, and then
 //    decommissions the old members. Every step is retried by whichever
 //    leader holds the step's group, so any of them may crash (cases 2a-2d).
+//  - Log compaction: every member, once it holds snapshot_after_entries
+//    applied entries, stores a snapshot of its state machine (durable first)
+//    and removes them. A follower whose next entries its leader compacted,
+//    or a candidate whose promiser compacted entries it has not applied,
+//    pulls that member's snapshot in datagram-sized chunks (the migration's
+//    state request) and continues with the entries after it.
 class GroupReplica {
  public:
   using SubmitCallback = std::function<void(const SubmitResult& result)>;

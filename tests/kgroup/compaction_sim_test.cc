@@ -9,9 +9,9 @@
 //  - no acknowledged update lost and every member ends with the same state
 //    (KgroupWorld::check_settled, the checker's invariants throughout);
 //  - the long-down follower caught up through a snapshot it received.
-#include <gtest/gtest.h>
-
 #include <charconv>
+
+#include <gtest/gtest.h>
 
 #include "seed_sweep.h"
 
@@ -26,10 +26,10 @@ constexpr size_t kSnapshotAfter = 16;
 constexpr size_t kOtherKeys = 3;
 
 struct GroupStorage {
-  size_t keys = 0;            // every key of the group
-  size_t entries = 0;         // log entries
-  size_t applied_entries = 0; // log entries at or below `applied`
-  size_t bytes = 0;           // keys and values of the group
+  size_t keys = 0;             // every key of the group
+  size_t entries = 0;          // log entries
+  size_t applied_entries = 0;  // log entries at or below `applied`
+  size_t bytes = 0;            // keys and values of the group
 };
 
 GroupStorage group_storage(const core::MemoryStorage& storage, const std::string& target, uint64_t applied) {
@@ -103,11 +103,12 @@ SeedOutcome run_seed(uint64_t seed, const SimScenario& scenario, LaggardStats& s
       if (r == nullptr) continue;
       const GroupStorage held = group_storage(world.storage(m), target, r->applied());
       if (held.applied_entries > kSnapshotAfter && failures.size() < 3) {
-        failures.push_back("n" + std::to_string(m) + " holds " + std::to_string(held.applied_entries) +
-                           " applied log entries (applied " + std::to_string(r->applied()) + ", " +
-                           std::to_string(held.bytes) + " bytes) at " +
-                           std::to_string(static_cast<int64_t>(core::to_millis(world.simulator().now().time_since_epoch()))) +
-                           " ms, more than snapshot_after_entries = " + std::to_string(kSnapshotAfter));
+        failures.push_back(
+            "n" + std::to_string(m) + " holds " + std::to_string(held.applied_entries) +
+            " applied log entries (applied " + std::to_string(r->applied()) + ", " + std::to_string(held.bytes) +
+            " bytes) at " +
+            std::to_string(static_cast<int64_t>(core::to_millis(world.simulator().now().time_since_epoch()))) +
+            " ms, more than snapshot_after_entries = " + std::to_string(kSnapshotAfter));
       }
     }
     world.simulator().after(milliseconds(100), sample);
@@ -184,10 +185,9 @@ SeedOutcome run_seed(uint64_t seed, const SimScenario& scenario, LaggardStats& s
     GroupReplica* r = world.replica(m, config);
     const GroupStorage held = group_storage(world.storage(m), target, r != nullptr ? r->applied() : 0);
     if (held.keys > kSnapshotAfter + kOtherKeys) {
-      outcome.failures.push_back("settled n" + std::to_string(m) + " holds " + std::to_string(held.keys) +
-                                 " keys (" + std::to_string(held.entries) + " log entries, " +
-                                 std::to_string(held.bytes) + " bytes) for its group, more than " +
-                                 std::to_string(kSnapshotAfter + kOtherKeys));
+      outcome.failures.push_back("settled n" + std::to_string(m) + " holds " + std::to_string(held.keys) + " keys (" +
+                                 std::to_string(held.entries) + " log entries, " + std::to_string(held.bytes) +
+                                 " bytes) for its group, more than " + std::to_string(kSnapshotAfter + kOtherKeys));
     }
   }
   if (laggard && others_compacted > laggard_applied) {
@@ -208,9 +208,10 @@ SeedOutcome run_seed(uint64_t seed, const SimScenario& scenario, LaggardStats& s
 void sweep(const SimScenario& scenario, uint64_t first_seed, uint64_t count) {
   LaggardStats stats;
   sweep_seeds(scenario, first_seed, count, [&](uint64_t seed) { return run_seed(seed, scenario, stats); });
-  std::printf("snapshot_after_entries=%zu seeds whose long-down follower had to catch up by snapshot=%zu "
-              "(snapshots it installed=%zu)\n",
-              kSnapshotAfter, stats.must_install, stats.installed);
+  std::printf(
+      "snapshot_after_entries=%zu seeds whose long-down follower had to catch up by snapshot=%zu "
+      "(snapshots it installed=%zu)\n",
+      kSnapshotAfter, stats.must_install, stats.installed);
   // Otherwise the sweep never exercised the transfer it is here for.
   if (test_support::seed_range("KGROUP", first_seed, count).count > 1) {
     EXPECT_GT(stats.must_install, 0u);
