@@ -1259,6 +1259,11 @@ const std::vector<SectionSpec>& Parser::sections() {
            millis_key("migration_retry_ms", 1, kMaxIntervalMs,
                       "milliseconds between retries of unanswered migration steps",
                       [](C& c, D v) { c.node.kgroup.replica.migration_retry = v; }),
+           integer_key("snapshot_after_entries", 16, 1000000,
+                       "applied log entries a group member holds before it snapshots its state and removes "
+                       "them (log compaction); it bounds a group's storage within an epoch, and must exceed "
+                       "the updates a group commits while one snapshot transfers to a member that is behind",
+                       [](C& c, int64_t v) { c.node.kgroup.replica.snapshot_after_entries = static_cast<size_t>(v); }),
            millis_key("write_timeout_ms", 1, 3600000,
                       "milliseconds a client write may take before it is reported unacknowledged",
                       [](C& c, D v) { c.node.kgroup.write_timeout = v; }),

@@ -64,6 +64,7 @@ GroupReplica::GroupReplica(core::Env& env, core::Messenger& messenger, core::Sto
       election_requests_(messenger),
       leader_requests_(messenger),
       migration_requests_(messenger),
+      snapshot_requests_(messenger),
       election_timer_(env),
       heartbeat_timer_(env),
       epoch_timer_(env),
@@ -145,11 +146,13 @@ void GroupReplica::start() {
     core::log("kgroup").error("could not persist group config group={} epoch={}", ref_.target(), ref_.epoch());
   }
   inherited_ = !config_.source.has_value();
-  // Rebuild the state machine from the applied prefix: applied entries are
-  // committed, so every copy of them is the committed one.
-  const uint64_t applied = log_.applied();
-  uint64_t replayed = 0;
-  for (uint64_t seq = 1; seq <= applied; ++seq) {
+  // Rebuild the state machine from the snapshot and the applied entries
+  // after it: applied entries are committed, so every copy of them is the
+  // committed one.
+  const uint64_t restored = restore_snapshot();
+  const uint64_t applied = std::max(log_.applied(), restored);
+  uint64_t replayed = restored;
+  for (uint64_t seq = restored + 1; seq <= applied; ++seq) {
     const proto::KgroupEntry* entry = log_.get(seq);
     if (entry == nullptr) break;
     apply_entry(*entry);
@@ -194,6 +197,7 @@ void GroupReplica::apply_up_to(uint64_t upto) {
   if (applied != log_.applied() && !log_.set_applied(applied)) {
     core::log("kgroup").error("could not persist applied point group={} seq={}", ref_.target(), applied);
   }
+  maybe_compact();
 }
 
 void GroupReplica::apply_entry(const proto::KgroupEntry& entry) {
@@ -254,7 +258,11 @@ void GroupReplica::on_request(const core::Message& request, const proto::KgroupB
       handle_append(request, body.append(), std::move(responder));
       return;
     case proto::KgroupBody::kStateRequest:
-      handle_state_request(body.state_request(), std::move(responder));
+      if (body.state_request().compacted()) {
+        handle_snapshot_request(body.state_request(), std::move(responder));
+      } else {
+        handle_state_request(body.state_request(), std::move(responder));
+      }
       return;
     case proto::KgroupBody::kDecommission:
       handle_decommission(std::move(responder));

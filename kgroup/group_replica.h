@@ -49,6 +49,11 @@ struct ReplicaOptions {
   size_t max_batch_bytes = 900;   // entries per append, per page of a claim
   size_t max_update_bytes = 700;  // larger updates are refused; inherited state is cut to this
   size_t max_queued = 4096;       // submissions waiting for a take-over
+  // Log compaction: once this many applied entries are held, the member
+  // stores a snapshot of its state machine and removes them. A member then
+  // holds at most this many applied entries (plus those not yet applied).
+  // 0 never compacts.
+  size_t snapshot_after_entries = 512;
 };
 
 // The group whose state a group inherits (the sealed predecessor).
@@ -148,6 +153,12 @@ struct SubmitResult {
 //    the promise record itself cannot know which terms it promised, so it
 //    stays a non-voter for the group's life (the next epoch's or
 //    re-selection's group starts afresh).
+//  - Log compaction: every member, once it holds snapshot_after_entries
+//    applied entries, stores a snapshot of its state machine (durable first)
+//    and removes them. A follower whose next entries its leader compacted,
+//    or a candidate whose promiser compacted entries it has not applied,
+//    pulls that member's snapshot in datagram-sized chunks (the migration's
+//    state request) and continues with the entries after it.
 class GroupReplica {
  public:
   using SubmitCallback = std::function<void(const SubmitResult& result)>;
@@ -200,6 +211,8 @@ class GroupReplica {
   const proto::KgroupSuccessor& successor() const { return successor_; }
   // The state at the seal (empty until sealed()).
   const std::string& final_state() const { return final_state_; }
+  // The last entry of the log snapshot this member holds (0: none).
+  uint64_t snapshot_seq() const { return snapshot_seq_; }
 
   // Called each time this member wins a term (tests check one leader per term).
   void set_on_elected(ElectedCallback callback) { on_elected_ = std::move(callback); }
@@ -273,6 +286,25 @@ class GroupReplica {
   void handle_state_request(const proto::KgroupStateRequest& request, core::Responder responder);
   void handle_decommission(core::Responder responder);
 
+  // Log compaction (group_replica_compaction.cc).
+  // At start: restores the stored snapshot into the state machine; returns
+  // the sequence number replay continues after (0 if none).
+  uint64_t restore_snapshot();
+  // Snapshots the state machine and compacts the log once enough applied
+  // entries are held.
+  void maybe_compact();
+  // Fetches `from`'s log snapshot (at least `seq`), chunked, and installs it.
+  void pull_snapshot(core::NodeId from, uint64_t seq);
+  void request_snapshot_chunk();
+  void on_snapshot_chunk(const core::RequestResult& result);
+  // Installs a received snapshot ahead of the applied point. True if the
+  // member has applied through it now (or already had); false if it is
+  // damaged or could not be persisted.
+  bool install_snapshot(std::string_view bytes);
+  // A candidate: the members whose promise waited for a snapshot are asked again.
+  void after_snapshot_pull(bool installed);
+  void handle_snapshot_request(const proto::KgroupStateRequest& request, core::Responder responder);
+
   core::Env& env_;
   membership::MemberView& view_;
   GroupConfig config_;
@@ -309,6 +341,21 @@ class GroupReplica {
   // Follower: entries up to synced_ came from the leader of synced_term_ (or were applied).
   uint64_t synced_ = 0;
   uint64_t synced_term_ = 0;
+
+  // Log compaction: the snapshot this member holds, and the one before it
+  // (encoded), so a transfer that began before the latest compaction can finish.
+  uint64_t snapshot_seq_ = 0;
+  std::string snapshot_bytes_;
+  uint64_t previous_snapshot_seq_ = 0;
+  std::string previous_snapshot_bytes_;
+  struct SnapshotPull {
+    core::NodeId from;
+    uint64_t seq = 0;  // 0 until the first chunk names it
+    std::string buffer;
+  };
+  std::optional<SnapshotPull> snapshot_pull_;  // under way while set
+  // Candidate: granting members whose compacted entries it lacks.
+  std::set<core::NodeId> awaiting_snapshot_;
 
   // Applied state beyond the state machine.
   bool inherited_ = true;        // no source, or its state was applied
@@ -357,6 +404,7 @@ class GroupReplica {
   OutstandingRequests election_requests_;
   OutstandingRequests leader_requests_;
   OutstandingRequests migration_requests_;
+  OutstandingRequests snapshot_requests_;
   core::ScopedTimer election_timer_;
   core::ScopedTimer heartbeat_timer_;
   core::ScopedTimer epoch_timer_;

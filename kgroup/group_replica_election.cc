@@ -74,6 +74,7 @@ void GroupReplica::become_candidate() {
   leader_ = core::NodeId();
   gathered_ = {self_};
   refused_.clear();
+  awaiting_snapshot_.clear();
   refusal_was_silent_ = true;
   retry_after_ = core::Duration::zero();
   merged_.clear();
@@ -132,6 +133,22 @@ void GroupReplica::on_prepare_result(core::NodeId member, uint64_t term, const c
       return;
     }
     note_refusal(member, std::chrono::milliseconds(reply.retry_after_ms()), false);
+    return;
+  }
+  if (reply.snapshot_seq() > log_.applied()) {
+    // It compacted entries this candidate has not applied. They are
+    // committed, and it may be the only member of this quorum holding them:
+    // take its snapshot, then ask it again for what follows.
+    core::log("kgroup").debug("claim needs a snapshot group={} term={} member={} applied={} snapshot_seq={}",
+                              ref_.target(), term, member.to_string(), log_.applied(), reply.snapshot_seq());
+    awaiting_snapshot_.insert(member);
+    pull_snapshot(member, reply.snapshot_seq());
+    return;
+  }
+  if (reply.snapshot_seq() != 0) {
+    // Compacted where this page began, but no further than what this
+    // candidate installed meanwhile: its entries start after that.
+    send_prepare(member, log_.applied() + 1);
     return;
   }
   for (const auto& entry : reply.entries()) merge(entry);
@@ -345,8 +362,13 @@ void GroupReplica::handle_prepare(const core::Message& request, const proto::Kgr
   reply->set_term(term);
   uint64_t next = prepare.from_seq();
   bool more = false;
-  for (auto& entry : log_.range(prepare.from_seq(), options_.max_batch_bytes, next, more)) {
-    *reply->add_entries() = std::move(entry);
+  if (prepare.from_seq() <= snapshot_seq_) {
+    // Compacted away here: the candidate takes the snapshot, then asks again.
+    reply->set_snapshot_seq(snapshot_seq_);
+  } else {
+    for (auto& entry : log_.range(prepare.from_seq(), options_.max_batch_bytes, next, more)) {
+      *reply->add_entries() = std::move(entry);
+    }
   }
   reply->set_more(more);
   reply->set_next_seq(next);

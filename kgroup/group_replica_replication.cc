@@ -55,7 +55,11 @@ void GroupReplica::send_append(core::NodeId member) {
   append->set_last_seq(next_seq_ - 1);
   uint64_t next = progress.next;
   bool more = false;
-  if (progress.next < next_seq_) {
+  if (progress.next <= snapshot_seq_) {
+    // Compacted away here: the follower pulls the snapshot, then the entries
+    // after it come as usual.
+    append->set_snapshot_seq(snapshot_seq_);
+  } else if (progress.next < next_seq_) {
     for (auto& entry : log_.range(progress.next, options_.max_batch_bytes, next, more)) {
       *append->add_entries() = std::move(entry);
     }
@@ -286,6 +290,8 @@ void GroupReplica::handle_append(const core::Message& request, const proto::Kgro
   reply->set_term(term);
   reply->set_match(synced_);
   responder.respond(encode_body(body));
+  // The leader compacted away the entries that come next for us.
+  if (append.snapshot_seq() > synced_) pull_snapshot(src, append.snapshot_seq());
   if (rank_of(self_) < rank_of(src) && synced_ >= append.commit() && env_.now() >= not_standing_until_ && !sealed_ &&
       !rebuilding()) {
     // We outrank this leader: stop renewing its lease and claim once it lapses.

@@ -20,7 +20,9 @@ ReplicaMetrics::ReplicaMetrics(core::Metrics& metrics)
     : quorum_commit_(metrics.histogram("kgroup_quorum_commit_ms")),
       seal_commit_(metrics.histogram("kgroup_seal_commit_ms")),
       state_transfer_(metrics.histogram("kgroup_state_transfer_ms")),
-      state_pull_(metrics.histogram("kgroup_state_pull_ms")) {
+      state_pull_(metrics.histogram("kgroup_state_pull_ms")),
+      snapshots_taken_(metrics.counter("kgroup_snapshots_taken_total")),
+      snapshots_installed_(metrics.counter("kgroup_snapshots_installed_total")) {
   for (const ElectionTrigger trigger :
        {ElectionTrigger::first, ElectionTrigger::leader_lost, ElectionTrigger::preempt}) {
     const auto i = static_cast<size_t>(trigger);

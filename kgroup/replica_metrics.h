@@ -31,6 +31,10 @@ std::string_view to_string(ElectionTrigger trigger);
 //                                     inherited state at a quorum (its election included)
 //   kgroup_state_pull_ms              the successor's leader asked an old member for the sealed state
 //                                     -> it committed the inherited state
+// and counts log compaction (not latencies):
+//   kgroup_snapshots_taken_total      snapshots this member took of its own state (log compaction)
+//   kgroup_snapshots_installed_total  snapshots it received from another member because the entries it
+//                                     needed were compacted away there
 class ReplicaMetrics {
  public:
   explicit ReplicaMetrics(core::Metrics& metrics);
@@ -40,6 +44,8 @@ class ReplicaMetrics {
   void seal_commit(core::Duration d) { seal_commit_.record(core::to_millis(d)); }
   void state_transfer(core::Duration d) { state_transfer_.record(core::to_millis(d)); }
   void state_pull(core::Duration d) { state_pull_.record(core::to_millis(d)); }
+  void snapshot_taken() { snapshots_taken_.add(); }
+  void snapshot_installed() { snapshots_installed_.add(); }
 
  private:
   static constexpr size_t kTriggers = 3;
@@ -49,6 +55,8 @@ class ReplicaMetrics {
   core::Histogram& seal_commit_;
   core::Histogram& state_transfer_;
   core::Histogram& state_pull_;
+  core::Counter& snapshots_taken_;
+  core::Counter& snapshots_installed_;
 };
 
 }  // namespace mesh::kgroup

@@ -102,6 +102,25 @@ ReplicatedLog::Damage ReplicatedLog::load() {
                               entries_.rbegin()->first, entries_.size());
     damage = std::max(damage, Damage::entries);
   }
+  // Compaction stores its snapshot before it removes the entries the snapshot
+  // covers, so the entries follow on from the snapshot (from 1 without one),
+  // and what was applied is held in one or the other.
+  uint64_t covered = 0;
+  if (const core::StoredValue stored = storage_.read(snapshot_key()); stored.found() || stored.damaged()) {
+    const auto snapshot = stored.found() ? decode_log_snapshot(stored.value) : std::nullopt;
+    if (!snapshot) {
+      core::log("kgroup").error("log snapshot damaged key={}", snapshot_key());
+      return std::max(damage, Damage::entries);
+    }
+    covered = snapshot->last_seq;
+  }
+  const uint64_t first = entries_.empty() ? covered + 1 : entries_.begin()->first;
+  const uint64_t held_through = entries_.empty() ? covered : entries_.rbegin()->first;
+  if (first > covered + 1 || applied_ > std::max(held_through, covered)) {
+    core::log("kgroup").error("log entries lost group={} snapshot_through={} first={} applied={}", prefix_, covered,
+                              first, applied_);
+    damage = std::max(damage, Damage::entries);
+  }
   return damage;
 }
 
@@ -111,7 +130,10 @@ bool ReplicatedLog::begin_rebuild(Damage damage) {
   if (!storage_.put(prefix_ + "rebuild", rebuilding_ == Damage::entries ? kRebuildEntries : kRebuildPromise)) {
     return false;
   }
-  bool ok = true;
+  // The snapshot goes too: what is rebuilt comes whole from the group (its
+  // leader's snapshot, then entries), and a damaged snapshot left behind
+  // would be found damaged again at every start.
+  bool ok = storage_.remove(snapshot_key());
   for (const std::string& key : storage_.keys(prefix_ + "log/")) ok = storage_.remove(key) && ok;
   entries_.clear();
   applied_ = 0;
@@ -227,6 +249,38 @@ std::vector<proto::KgroupConfigRecord> ReplicatedLog::stored_configs(const core:
     out.push_back(std::move(record));
   }
   return out;
+}
+
+bool ReplicatedLog::save_snapshot(const LogSnapshot& snapshot) {
+  return snapshot.last_seq != 0 && storage_.put(snapshot_key(), encode_log_snapshot(snapshot));
+}
+
+bool ReplicatedLog::compact_through(uint64_t seq) {
+  while (!entries_.empty() && entries_.begin()->first <= seq) {
+    const uint64_t first = entries_.begin()->first;
+    if (!storage_.remove(entry_key(first))) return false;
+    entries_.erase(first);
+  }
+  return true;
+}
+
+std::optional<LogSnapshot> ReplicatedLog::restore_snapshot() {
+  const auto stored = storage_.get(snapshot_key());
+  if (!stored) return std::nullopt;
+  auto snapshot = decode_log_snapshot(*stored);
+  if (!snapshot) {
+    core::log("kgroup").error("damaged log snapshot ignored key={}", snapshot_key());
+    return std::nullopt;
+  }
+  // The snapshot was durable before any entry it covers was removed, and the
+  // applied point it stands for may not have been written yet.
+  if (!compact_through(snapshot->last_seq)) {
+    core::log("kgroup").error("could not remove compacted entries key={}", snapshot_key());
+  }
+  if (applied_ < snapshot->last_seq && !set_applied(snapshot->last_seq)) {
+    core::log("kgroup").error("could not persist applied point key={}meta", prefix_);
+  }
+  return snapshot;
 }
 
 }  // namespace mesh::kgroup

@@ -2,12 +2,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/node_id.h"
 #include "core/storage.h"
+#include "kgroup/log_snapshot.h"
 #include "proto/kgroup.pb.h"
 
 namespace mesh::kgroup {
@@ -22,8 +24,9 @@ class ReplicatedLog {
   ReplicatedLog(core::Storage& storage, std::string_view target, uint64_t epoch, uint32_t generation);
 
   // What load() found stored but not readable as it was written (a checksum
-  // mismatch, an entry that does not parse or sits under the wrong key, a
-  // hole between held entries).
+  // mismatch, an entry or snapshot that does not parse or sits under the
+  // wrong key, a hole between held entries, entries that do not follow on
+  // from the snapshot, an applied point beyond what is held).
   enum class Damage {
     none,
     entries,  // log entries or the applied point; the promised term is known
@@ -39,8 +42,8 @@ class ReplicatedLog {
   // entries from its leader, `promise` for the rest of the group's life.
   Damage rebuilding() const { return rebuilding_; }
   // Persists the rebuild marker first (so a crash from here on stays
-  // rebuilding), then forgets every entry and the applied point, and for
-  // promise damage the promise as well. False on a storage error; the
+  // rebuilding), then forgets the snapshot, every entry and the applied
+  // point, and for promise damage the promise as well. False on a storage error; the
   // member is still rebuilding in memory.
   bool begin_rebuild(Damage damage);
   // The entries are re-learnt: removes the marker (promise damage never ends).
@@ -78,6 +81,18 @@ class ReplicatedLog {
   // kgroup/<kind>/<escaped id>/: every group of one target lives below it.
   static std::string target_prefix(std::string_view target);
   static std::string key_prefix(std::string_view target, uint64_t epoch, uint32_t generation);
+
+  // Log compaction. The snapshot is stored under <prefix>snapshot, replacing
+  // the previous one; only then may the entries it covers be removed
+  // (compact_through), so a crash between the two leaves both.
+  bool save_snapshot(const LogSnapshot& snapshot);
+  // Removes every entry at or below `seq`.
+  bool compact_through(uint64_t seq);
+  // After load(): the stored snapshot, if any and undamaged (a damaged one is
+  // logged and ignored). Finishes a compaction a crash interrupted: drops the
+  // entries the snapshot covers and raises the applied point to it.
+  std::optional<LogSnapshot> restore_snapshot();
+  std::string snapshot_key() const { return prefix_ + "snapshot"; }
 
  private:
   bool write_meta();

@@ -88,6 +88,8 @@ class KgroupWorld {
   KgroupChecker& checker() { return checker_; }
   bool up(size_t i) const { return slots_[i].host != nullptr; }
   kgroup::GroupHost* host(size_t i) { return slots_[i].host.get(); }
+  // Node i's storage, which survives its crashes.
+  const core::MemoryStorage& storage(size_t i) const { return slots_[i].storage; }
   // Node i's metrics since it last booted; null while it is down.
   const core::Metrics* metrics(size_t i) const { return slots_[i].metrics.get(); }
   const std::optional<kgroup::EpochSchedule>& schedule() const { return schedule_; }

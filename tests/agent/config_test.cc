@@ -753,6 +753,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "membership.push_pull_fast_rounds",
                           "kgroup.genesis_settle_ms",
                           "kgroup.genesis_failed_memory_s",
+                          "kgroup.snapshot_after_entries",
                           "mutex.expected_nodes",
                           "mutex.boot_grace_s",
                           "mutex.boot_settle_ms",
@@ -786,7 +787,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 104u);
+  EXPECT_EQ(keys.size(), 105u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
@@ -948,7 +949,8 @@ TEST_F(ConfigTest, KgroupKeysMapOntoKgroupConfig) {
                                    "answer_timeout_ms = 200\nvictory_timeout_ms = 900\nprepare_deadline_ms = 700\n"
                                    "election_backoff_ms = 60\nmigration_retry_ms = 300\nwrite_timeout_ms = 5000\n"
                                    "write_retry_ms = 100\nwrite_attempt_timeout_ms = 2000\n"
-                                   "genesis_settle_ms = 1500\ngenesis_failed_memory_s = 120\n");
+                                   "genesis_settle_ms = 1500\ngenesis_failed_memory_s = 120\n"
+                                   "snapshot_after_entries = 64\n");
   const KgroupConfig& k = config.node.kgroup;
   EXPECT_EQ(k.selection.k, 3u);
   EXPECT_EQ(k.selection.mode, kgroup::SelectionMode::lsh);
@@ -971,6 +973,7 @@ TEST_F(ConfigTest, KgroupKeysMapOntoKgroupConfig) {
   EXPECT_EQ(k.write_attempt_timeout, 2000ms);
   EXPECT_EQ(k.genesis_settle, 1500ms);
   EXPECT_EQ(k.genesis_failed_memory, 120s);
+  EXPECT_EQ(k.replica.snapshot_after_entries, 64u);
   // The runtime sets the origin from the system clock, never the file.
   EXPECT_EQ(k.epoch_origin, core::TimePoint{});
 }
@@ -996,6 +999,8 @@ TEST_F(ConfigTest, KgroupBadValuesNameLineAndKey) {
       expect_error(kMinimal + "[kgroup]\nwrite_attempt_timeout_ms = 60000\n", 6, "kgroup.write_attempt_timeout_ms");
   EXPECT_THAT(message, HasSubstr("requests.dedupe_hold_ms (60000)"));
   expect_error(kMinimal + "[kgroup]\nleader_lease_ms = 600\n", 6, "kgroup.leader_lease_ms");
+  message = expect_error(kMinimal + "[kgroup]\nsnapshot_after_entries = 0\n", 6, "kgroup.snapshot_after_entries");
+  EXPECT_THAT(message, HasSubstr("out of range 16..1000000"));
 }
 
 }  // namespace
