@@ -190,6 +190,44 @@ void KgroupWorld::crash_for_a_while(size_t i, core::Rng& rng, const CrashTiming&
   });
 }
 
+std::optional<size_t> KgroupWorld::highest_term_leader(const std::vector<size_t>& members,
+                                                       const kgroup::GroupConfig& config) {
+  std::optional<size_t> best;
+  uint64_t best_term = 0;
+  for (size_t m : members) {
+    kgroup::GroupReplica* r = replica(m, config);
+    if (r != nullptr && r->role() == kgroup::Role::leader && r->leader_term() >= best_term) {
+      best = m;
+      best_term = r->leader_term();
+    }
+  }
+  return best;
+}
+
+void KgroupWorld::crash_members_until(core::TimePoint until, core::Rng& rng, std::vector<size_t> members,
+                                      const kgroup::GroupConfig& config, size_t f, bool partitions) {
+  if (simulator_.now() >= until) return;
+  size_t down = 0;
+  for (size_t m : members) down += up(m) ? 0 : 1;
+  const uint64_t action = rng.below(10);
+  if (partitions && rng.below(3) == 0) {
+    partition_for_a_while(rng);
+  } else if (action < 5) {
+    if (auto leader = highest_term_leader(members, config); leader && down < f) crash_for_a_while(*leader, rng);
+  } else if (action < 8) {
+    const size_t m = members[rng.below(members.size())];
+    if (up(m) && down < f) crash_for_a_while(m, rng);
+  } else if (down == 0) {
+    std::vector<size_t> shuffled = members;
+    std::shuffle(shuffled.begin(), shuffled.end(), rng);
+    for (size_t i = 0; i < f; ++i) crash_for_a_while(shuffled[i], rng);
+  }
+  simulator_.after(std::chrono::milliseconds(300 + rng.below(1500)),
+                   [this, until, &rng, members = std::move(members), config, f, partitions]() mutable {
+                     crash_members_until(until, rng, std::move(members), config, f, partitions);
+                   });
+}
+
 void KgroupWorld::partition_for_a_while(core::Rng& rng) {
   std::vector<core::NodeId> side;
   for (size_t i = 0; i < size(); ++i) {

@@ -128,6 +128,15 @@ class KgroupWorld {
   // Splits the mesh in two random halves for 300 ms to 2.8 s; membership
   // does not notice.
   void partition_for_a_while(core::Rng& rng);
+  // Of `members` (indices) of the group `config`: the one that believes it
+  // leads with the highest term.
+  std::optional<size_t> highest_term_leader(const std::vector<size_t>& members, const kgroup::GroupConfig& config);
+  // From now until `until`, every 0.3 to 1.8 s: with `partitions`, one time
+  // in three the mesh splits for a while; otherwise the leader, a random
+  // member, or f members at once crash for a while, never more than f of
+  // `members` down at a time.
+  void crash_members_until(core::TimePoint until, core::Rng& rng, std::vector<size_t> members,
+                           const kgroup::GroupConfig& config, size_t f, bool partitions);
   // What a failure detector would eventually tell every live node.
   void announce_failed(size_t i);
   void announce_alive(size_t i);

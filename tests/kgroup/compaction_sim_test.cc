@@ -72,23 +72,7 @@ SeedOutcome run_seed(uint64_t seed, const SimScenario& scenario, LaggardStats& s
   world.boot_all();
 
   std::vector<std::string> failures;
-  auto down_members = [&] {
-    size_t n = 0;
-    for (size_t m : members) n += world.up(m) ? 0 : 1;
-    return n;
-  };
-  auto current_leader = [&]() -> std::optional<size_t> {
-    std::optional<size_t> best;
-    uint64_t best_term = 0;
-    for (size_t m : members) {
-      GroupReplica* r = world.replica(m, config);
-      if (r != nullptr && r->role() == Role::leader && r->leader_term() >= best_term) {
-        best = m;
-        best_term = r->leader_term();
-      }
-    }
-    return best;
-  };
+  auto current_leader = [&] { return world.highest_term_leader(members, config); };
   world.start_client(rng, [&]() -> GroupReplica* {
     const auto leader = current_leader();
     return leader ? world.replica(*leader, config) : nullptr;
@@ -117,24 +101,9 @@ SeedOutcome run_seed(uint64_t seed, const SimScenario& scenario, LaggardStats& s
 
   // Crashes: the leader at random points, random members, f at once.
   const core::TimePoint chaos_end = world.simulator().now() + milliseconds(8000);
-  std::function<void()> chaos = [&] {
-    if (world.simulator().now() >= chaos_end) return;
-    const uint64_t action = rng.below(10);
-    if (scenario.partitions && rng.below(3) == 0) {
-      world.partition_for_a_while(rng);
-    } else if (action < 5) {
-      if (auto leader = current_leader(); leader && down_members() < f) world.crash_for_a_while(*leader, rng);
-    } else if (action < 8) {
-      const size_t m = members[rng.below(members.size())];
-      if (world.up(m) && down_members() < f) world.crash_for_a_while(m, rng);
-    } else if (down_members() == 0) {
-      std::vector<size_t> shuffled = members;
-      std::shuffle(shuffled.begin(), shuffled.end(), rng);
-      for (size_t i = 0; i < f; ++i) world.crash_for_a_while(shuffled[i], rng);
-    }
-    world.simulator().after(milliseconds(300 + rng.below(1500)), chaos);
-  };
-  world.simulator().after(milliseconds(1000), chaos);
+  world.simulator().after(milliseconds(1000), [&] {
+    world.crash_members_until(chaos_end, rng, members, config, f, scenario.partitions);
+  });
   world.run_for(milliseconds(11000));
 
   // Everyone back: one follower goes down for long while the group commits
