@@ -79,8 +79,18 @@ using AcquireHandle = uint64_t;
 // earlier, or asked it directly, or heard of it through a common friend's
 // recently-OKed set (and then asked it) or from a friend that got its
 // RELEASE: in every case it collected a mark at least the earlier token.
-// Marks are persisted (CameraStore: a reservation block above the mark), so
-// a restarted node never falls below a mark it used or showed. A holder
+// On the slow path the tree is the common friend: it covers a majority, so
+// it reaches a node that OKed the earlier holder, and that node either got
+// the RELEASE (its mark is at least the token) or still has the holder in
+// its recently-OKed set. RELEASE is one flooded datagram and may be lost,
+// and membership skipping a node (left or failed) proves nothing: a node
+// that leaves answers for its leave grace, so the probe after the verdict
+// keeps it. A tree node therefore sends its JOIN to every node in its
+// recently-OKed set, gone or not, as the fast path asks the nodes of an OK
+// set: the holder's subtree OK brings its own mark, or its silence makes
+// the tree node forget it and jump (below). Marks are persisted
+// (CameraStore: a reservation block above the mark), so a restarted node
+// never falls below a mark it used or showed. A holder
 // that crashes may take the only copy of its token with it; nodes that lose
 // a node they OKed or were waiting for raise their mark by
 // `failed_holder_token_gap`.

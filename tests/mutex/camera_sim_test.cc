@@ -333,6 +333,132 @@ TEST(CameraSim, RingListsViolateMfpSlowPathKeepsSafety) {
   EXPECT_GT(t.slow_grants, 0u) << "the rings never took the slow path";
 }
 
+// The chaos campaign of seed 12 (chaos-lock-1): a fast-path holder's
+// flooded RELEASE reached nobody, the holder then departed (a graceful
+// leave: membership says `left` while the node still answers for its leave
+// grace; or a false `failed` verdict, then a real crash), and a later
+// slow-path requester got the holder's token again. The nodes that OKed the
+// holder kept it in their recently-OKed sets (the probe after the verdict
+// was answered by the same life, so nothing was forgotten and nobody
+// jumped), and the tree, which skips departed nodes, carried only their
+// marks from before the grant. Tokens must still rise.
+struct DepartureOutcome {
+  std::vector<std::string> violations;
+  std::vector<std::string> unfinished;
+  uint64_t grants = 0;
+  uint64_t slow_grants = 0;
+};
+
+DepartureOutcome run_departure_after_lost_release(uint64_t seed) {
+  core::Rng rng(seed * 104729 + 3);
+  WorldOptions wo;
+  wo.nodes = static_cast<size_t>(rng.between(4, 9));
+  wo.topology = rng.chance(0.5) ? "random" : "grid";
+  wo.link.delay = milliseconds(rng.between(1, 10));
+  use_injected_lists_timings(wo);
+  CameraWorld world(seed, wo);
+  const size_t n = world.size();
+
+  size_t holder = static_cast<size_t>(rng.below(n));
+  for (int tries = 0; tries < 32 && !connected_without(world.topology(), {holder}); ++tries) {
+    holder = static_cast<size_t>(rng.below(n));
+  }
+  size_t requester = static_cast<size_t>(rng.below(n - 1));
+  if (requester >= holder) ++requester;
+  // The requester lists one other node (not the holder): at most half of
+  // N.upper, so it takes the slow path, and it never OKed the holder (its
+  // own jump on the departure would hide what the tree carries).
+  std::vector<size_t> others;
+  for (size_t i = 0; i < n; ++i) {
+    if (i != holder && i != requester) others.push_back(i);
+  }
+  const size_t friend_of_requester = others[rng.below(others.size())];
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<size_t> list;
+    for (size_t j = 0; j < n; ++j) {
+      if (j != i && !(i == holder && j == requester)) list.push_back(j);
+    }
+    world.set_list(i, i == requester ? std::vector<size_t>{friend_of_requester} : list);
+  }
+  const bool graceful_leave = rng.chance(0.5);
+  // Which of the holder's links are down when it floods its RELEASE.
+  const core::NodeId holder_id = world.id(holder);
+  std::vector<core::NodeId> cut;
+  for (core::NodeId peer : world.network().neighbours(holder_id)) {
+    if (rng.chance(0.8)) cut.push_back(peer);
+  }
+
+  // Cuts the links as soon as the holder is granted (before its release).
+  std::function<void()> watch = [&world, &watch, holder, holder_id, &cut] {
+    if (!world.up(holder)) return;
+    if (!world.camera(holder).held("res0")) {
+      world.simulator().after(milliseconds(1), watch);
+      return;
+    }
+    for (core::NodeId peer : cut) world.network().set_link_up(holder_id, peer, false);
+  };
+  world.simulator().after(milliseconds(1), watch);
+
+  CameraWorld::Section first;
+  first.node = holder;
+  first.resource = "res0";
+  first.hold = milliseconds(rng.between(20, 300));
+  world.run_section(first, [&world, &rng, holder, holder_id, cut, n, requester, graceful_leave](bool) {
+    for (core::NodeId peer : cut) world.network().set_link_up(holder_id, peer, true);
+    for (size_t j = 0; j < n; ++j) {
+      if (j == holder) continue;
+      world.simulator().after(milliseconds(rng.between(1, 200)), [&world, j, holder, graceful_leave] {
+        if (!world.up(j)) return;
+        if (graceful_leave) {
+          membership::Member m;
+          m.id = world.id(holder);
+          m.state = membership::MemberState::left;
+          world.view(j).upsert(m);
+        } else {
+          world.view(j).mark_failed(world.id(holder));
+        }
+      });
+    }
+    // The leave grace (or the false verdict) ends: the holder is gone.
+    world.simulator().after(milliseconds(1000), [&world, holder] { world.crash(holder); });
+    world.simulator().after(milliseconds(rng.between(1200, 3000)), [&world, requester] {
+      CameraWorld::Section second;
+      second.node = requester;
+      second.resource = "res0";
+      second.hold = milliseconds(10);
+      world.run_section(second);
+    });
+  });
+
+  world.simulator().run_until(core::TimePoint(seconds(600)));
+  DepartureOutcome out;
+  out.violations = world.violations();
+  out.unfinished = world.unfinished_descriptions();
+  out.grants = world.grants();
+  out.slow_grants = world.slow_grants();
+  return out;
+}
+
+TEST(CameraSim, HolderDepartsAfterItsReleaseWasLostSlowPathTokenStillRises) {
+  const test_support::SeedRange range = test_support::seed_range("CAMERA_DEPARTURE", 1, 300);
+  if (range.replaying) core::set_log_level("debug", "mutex");
+  uint64_t grants = 0;
+  uint64_t slow_grants = 0;
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
+    const DepartureOutcome o = run_departure_after_lost_release(seed);
+    grants += o.grants;
+    slow_grants += o.slow_grants;
+    std::vector<std::string> problems;
+    for (const auto& v : o.violations) problems.push_back("safety: " + v);
+    for (const auto& u : o.unfinished) problems.push_back("not granted: " + u);
+    if (o.violations.empty() && o.grants != 2) problems.push_back(fmt::format("{} grants, not 2", o.grants));
+    if (test_support::report_violations("CAMERA_DEPARTURE", seed, problems)) return;
+  }
+  std::printf("grants=%llu slow_path_grants=%llu\n", static_cast<unsigned long long>(grants),
+              static_cast<unsigned long long>(slow_grants));
+  EXPECT_EQ(slow_grants * 2, grants) << "the second section must take the slow path";
+}
+
 // Three islands of three nodes, each node listing only its island (a
 // partition membership has seen), N.upper floored at 9: a slow-path tree
 // spans one island, three of nine, and must not grant; before subtree OKs
