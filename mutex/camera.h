@@ -66,11 +66,13 @@ using AcquireHandle = uint64_t;
 // it waits and rebuilds the tree every probe_interval until the partition
 // heals or the acquire times out.
 //
-// Failures: a node membership declares failed (once a probe confirms it:
-// the verdict may be about an earlier life of a node that has restarted),
-// or one outside the member list that stops answering, is no longer waited
-// for, its requests and deferred OKs are dropped, and tree nodes adopt a
-// failed child's children.
+// Failures: a node membership declares failed or left (once a probe
+// confirms it: the verdict may be about an earlier life of a node that has
+// restarted, and a leaving node answers for its leave grace, so an answer
+// from the same life is probed again until it stops), or one outside the
+// member list that stops answering, is no longer waited for, its requests
+// and deferred OKs are dropped, and tree nodes adopt a failed child's
+// children.
 //
 // Fencing tokens: each node keeps a per-resource high-water mark, raised by
 // the marks carried in REQUEST, OK and subtree OK and by the token in
@@ -302,6 +304,9 @@ class Camera {
   void switch_if_list_shrank(Resource& r);
   // Probes a node membership declares failed or left; forgets it if silent.
   void confirm_gone(core::NodeId id);
+  // confirm_gone() again after probe_interval, while membership still says
+  // `id` is gone and we keep state with it.
+  void recheck_gone_later(core::NodeId id);
   // Whether forgetting `id` would drop anything but its learned entry.
   bool has_state_with(core::NodeId id) const;
   // A message from `id` itself arrived (request, datagram, answer).
@@ -362,6 +367,7 @@ class Camera {
   std::set<core::NodeId> learned_;
   std::unordered_map<core::NodeId, uint32_t> lives_;  // latest nonce seen per node
   std::unordered_map<core::NodeId, core::TimePoint> last_heard_;
+  std::set<core::NodeId> rechecking_gone_;  // recheck_gone_later() timers running
   std::unordered_map<AcquireHandle, std::string> handles_;
   AcquireHandle next_handle_ = 1;
 
