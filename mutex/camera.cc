@@ -405,9 +405,24 @@ void Camera::confirm_gone(core::NodeId id) {
   send(id, probe, "probe", [this, id, since = env_.now()](const core::RequestResult& result) {
     if (result.status == core::RequestStatus::ok) {
       note_ack(id, result);
+      recheck_gone_later(id);
       return;
     }
     forget_if_silent(id, since);
+  });
+}
+
+void Camera::recheck_gone_later(core::NodeId id) {
+  // The same life answered a `left` or `failed` verdict: a leaving node
+  // answers for its leave grace, and a false verdict can come true without
+  // another event. Until it is silent, what we keep of it (an OK whose
+  // RELEASE may have been lost) would never be forgotten, nor our mark
+  // jumped; so probe again while the verdict stands and the state remains.
+  if (!is_failed(id) || !has_state_with(id) || !rechecking_gone_.insert(id).second) return;
+  env_.start_timer(options_.probe_interval, [this, alive = alive_, id] {
+    if (!*alive) return;
+    rechecking_gone_.erase(id);
+    if (is_failed(id)) confirm_gone(id);
   });
 }
 

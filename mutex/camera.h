@@ -66,11 +66,13 @@ using AcquireHandle = uint64_t;
 // it waits and rebuilds the tree every probe_interval until the partition
 // heals or the acquire times out.
 //
-// Failures: a node membership declares failed (once a probe confirms it:
-// the verdict may be about an earlier life of a node that has restarted),
-// or one outside the member list that stops answering, is no longer waited
-// for, its requests and deferred OKs are dropped, and tree nodes adopt a
-// failed child's children.
+// Failures: a node membership declares failed or left (once a probe
+// confirms it: the verdict may be about an earlier life of a node that has
+// restarted, and a leaving node answers for its leave grace, so an answer
+// from the same life is probed again until it stops), or one outside the
+// member list that stops answering, is no longer waited for, its requests
+// and deferred OKs are dropped, and tree nodes adopt a failed child's
+// children.
 //
 // Fencing tokens: each node keeps a per-resource high-water mark, raised by
 // the marks carried in REQUEST, OK and subtree OK and by the token in
@@ -79,8 +81,18 @@ using AcquireHandle = uint64_t;
 // earlier, or asked it directly, or heard of it through a common friend's
 // recently-OKed set (and then asked it) or from a friend that got its
 // RELEASE: in every case it collected a mark at least the earlier token.
-// Marks are persisted (CameraStore: a reservation block above the mark), so
-// a restarted node never falls below a mark it used or showed. A holder
+// On the slow path the tree is the common friend: it covers a majority, so
+// it reaches a node that OKed the earlier holder, and that node either got
+// the RELEASE (its mark is at least the token) or still has the holder in
+// its recently-OKed set. RELEASE is one flooded datagram and may be lost,
+// and membership skipping a node (left or failed) proves nothing: a node
+// that leaves answers for its leave grace, so the probe after the verdict
+// keeps it. A tree node therefore sends its JOIN to every node in its
+// recently-OKed set, gone or not, as the fast path asks the nodes of an OK
+// set: the holder's subtree OK brings its own mark, or its silence makes
+// the tree node forget it and jump (below). Marks are persisted
+// (CameraStore: a reservation block above the mark), so a restarted node
+// never falls below a mark it used or showed. A holder
 // that crashes may take the only copy of its token with it; nodes that lose
 // a node they OKed or were waiting for raise their mark by
 // `failed_holder_token_gap`.
@@ -292,6 +304,9 @@ class Camera {
   void switch_if_list_shrank(Resource& r);
   // Probes a node membership declares failed or left; forgets it if silent.
   void confirm_gone(core::NodeId id);
+  // confirm_gone() again after probe_interval, while membership still says
+  // `id` is gone and we keep state with it.
+  void recheck_gone_later(core::NodeId id);
   // Whether forgetting `id` would drop anything but its learned entry.
   bool has_state_with(core::NodeId id) const;
   // A message from `id` itself arrived (request, datagram, answer).
@@ -352,6 +367,7 @@ class Camera {
   std::set<core::NodeId> learned_;
   std::unordered_map<core::NodeId, uint32_t> lives_;  // latest nonce seen per node
   std::unordered_map<core::NodeId, core::TimePoint> last_heard_;
+  std::set<core::NodeId> rechecking_gone_;  // recheck_gone_later() timers running
   std::unordered_map<AcquireHandle, std::string> handles_;
   AcquireHandle next_handle_ = 1;
 

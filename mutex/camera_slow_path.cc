@@ -33,8 +33,20 @@ void Camera::send_joins(Resource& r, SlowTree& tree) {
     if (ancestors.size() >= tree_depth()) break;
     ancestors.push_back(a);
   }
+  // A node we OKed and never saw released may hold, or have held, a token
+  // above every mark in the tree: its RELEASE may have been lost, and a
+  // node that left (or was declared failed) may still answer the probe that
+  // would otherwise forget it and jump our mark. The fast path asks such a
+  // node through our OK set even when the list says it is gone; here it
+  // joins the tree the same way: its subtree OK brings its mark, or its
+  // silence makes us forget it and jump (on_join_result).
+  std::set<core::NodeId> peers;
   for (core::NodeId peer : member_list()) {
-    if (peer == self_ || peer == tree.id.node || tree.joined_from.count(peer) || is_failed(peer)) continue;
+    if (!is_failed(peer)) peers.insert(peer);
+  }
+  for (const auto& [node, oked] : r.recently_oked) peers.insert(node);
+  for (core::NodeId peer : peers) {
+    if (peer == self_ || peer == tree.id.node || tree.joined_from.count(peer)) continue;
     if (std::find(tree.ancestors.begin(), tree.ancestors.end(), peer) != tree.ancestors.end()) continue;
     if (tree.joins_pending.count(peer) || tree.children.count(peer)) continue;
     tree.joins_pending.insert(peer);

@@ -333,6 +333,165 @@ TEST(CameraSim, RingListsViolateMfpSlowPathKeepsSafety) {
   EXPECT_GT(t.slow_grants, 0u) << "the rings never took the slow path";
 }
 
+// The chaos campaign of seed 12 (chaos-lock-1): a fast-path holder's
+// flooded RELEASE did not reach the nodes that had OKed it, the holder then departed (a graceful
+// leave: membership says `left` while the node still answers for its leave
+// grace; or a false `failed` verdict, then a real crash), and a later
+// slow-path requester got the holder's token again. The nodes that OKed the
+// holder kept it in their recently-OKed sets (the probe after the verdict
+// was answered by the same life, so nothing was forgotten and nobody
+// jumped), and the tree, which skips departed nodes, carried only their
+// marks from before the grant. Tokens must still rise.
+struct DepartureOutcome {
+  std::vector<std::string> violations;
+  std::vector<std::string> unfinished;
+  std::vector<std::string> still_kept;  // late_requester: nodes still keeping the departed holder
+  uint64_t grants = 0;
+  uint64_t slow_grants = 0;
+};
+
+// `late_requester`: the slow-path request comes only after the departed
+// holder has been silent for a whole retry deadline, and by then no node may
+// keep it in its recently-OKed set (forgetting it jumps the mark): a leaving
+// node answers the probe after the verdict, so it must be probed again.
+DepartureOutcome run_departure_after_lost_release(uint64_t seed, bool late_requester) {
+  core::Rng rng(seed * 104729 + 3);
+  WorldOptions wo;
+  wo.nodes = static_cast<size_t>(rng.between(4, 9));
+  wo.topology = rng.chance(0.5) ? "random" : "grid";
+  wo.link.delay = milliseconds(rng.between(1, 10));
+  use_injected_lists_timings(wo);
+  CameraWorld world(seed, wo);
+  const size_t n = world.size();
+
+  size_t holder = static_cast<size_t>(rng.below(n));
+  for (int tries = 0; tries < 32 && !connected_without(world.topology(), {holder}); ++tries) {
+    holder = static_cast<size_t>(rng.below(n));
+  }
+  size_t requester = static_cast<size_t>(rng.below(n - 1));
+  if (requester >= holder) ++requester;
+  // The requester lists one other node (not the holder): at most half of
+  // N.upper, so it takes the slow path, and it never OKed the holder (its
+  // own jump on the departure would hide what the tree carries).
+  std::vector<size_t> others;
+  for (size_t i = 0; i < n; ++i) {
+    if (i != holder && i != requester) others.push_back(i);
+  }
+  const size_t friend_of_requester = others[rng.below(others.size())];
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<size_t> list;
+    for (size_t j = 0; j < n; ++j) {
+      if (j != i && !(i == holder && j == requester)) list.push_back(j);
+    }
+    world.set_list(i, i == requester ? std::vector<size_t>{friend_of_requester} : list);
+  }
+  const bool graceful_leave = rng.chance(0.5);
+  // Which of the holder's links are down when it floods its RELEASE.
+  const core::NodeId holder_id = world.id(holder);
+  std::vector<core::NodeId> cut;
+  for (core::NodeId peer : world.network().neighbours(holder_id)) {
+    if (rng.chance(0.8)) cut.push_back(peer);
+  }
+
+  // Cuts the links as soon as the holder is granted (before its release).
+  uint64_t holder_token = 0;
+  std::function<void()> watch = [&world, &watch, holder, holder_id, &cut, &holder_token] {
+    if (!world.up(holder)) return;
+    const std::optional<Grant> grant = world.camera(holder).held("res0");
+    if (!grant) {
+      world.simulator().after(milliseconds(1), watch);
+      return;
+    }
+    holder_token = grant->fencing_token;
+    for (core::NodeId peer : cut) world.network().set_link_up(holder_id, peer, false);
+  };
+  world.simulator().after(milliseconds(1), watch);
+
+  CameraWorld::Section first;
+  first.node = holder;
+  first.resource = "res0";
+  first.hold = milliseconds(rng.between(20, 300));
+  std::vector<std::string> stale;
+  const core::Duration silent_for = wo.camera.probe_interval + wo.camera.retry.deadline + seconds(5);
+  world.run_section(first, [&world, &rng, &stale, &holder_token, holder, holder_id, cut, n, requester, graceful_leave,
+                            late_requester, silent_for](bool) {
+    for (core::NodeId peer : cut) world.network().set_link_up(holder_id, peer, true);
+    for (size_t j = 0; j < n; ++j) {
+      if (j == holder) continue;
+      world.simulator().after(milliseconds(rng.between(1, 200)), [&world, j, holder, graceful_leave] {
+        if (!world.up(j)) return;
+        if (graceful_leave) {
+          membership::Member m;
+          m.id = world.id(holder);
+          m.state = membership::MemberState::left;
+          world.view(j).upsert(m);
+        } else {
+          world.view(j).mark_failed(world.id(holder));
+        }
+      });
+    }
+    // The leave grace (or the false verdict) ends: the holder is gone.
+    world.simulator().after(milliseconds(1000), [&world, holder] { world.crash(holder); });
+    const core::Duration request_at =
+        late_requester ? milliseconds(1000) + silent_for : milliseconds(rng.between(1200, 3000));
+    world.simulator().after(request_at, [&world, &stale, &holder_token, requester, late_requester, n] {
+      for (size_t j = 0; late_requester && j < n; ++j) {
+        if (!world.up(j)) continue;
+        for (const Camera::ResourceStatus& st : world.camera(j).status()) {
+          // Forgetting the holder jumps the mark; a node that got the
+          // RELEASE after all keeps nothing either.
+          if (st.recently_oked == 0) continue;
+          stale.push_back(fmt::format("node {} still keeps {} recently-OKed node(s) at mark {} (holder's token {})", j,
+                                      st.recently_oked, st.high_water, holder_token));
+        }
+      }
+      CameraWorld::Section second;
+      second.node = requester;
+      second.resource = "res0";
+      second.hold = milliseconds(10);
+      world.run_section(second);
+    });
+  });
+
+  world.simulator().run_until(core::TimePoint(seconds(600)));
+  DepartureOutcome out;
+  out.violations = world.violations();
+  out.still_kept = stale;
+  out.unfinished = world.unfinished_descriptions();
+  out.grants = world.grants();
+  out.slow_grants = world.slow_grants();
+  return out;
+}
+
+void sweep_departures(const std::string& prefix, uint64_t first_seed, bool late_requester) {
+  const test_support::SeedRange range = test_support::seed_range(prefix, first_seed, 300);
+  if (range.replaying) core::set_log_level("debug", "mutex");
+  uint64_t grants = 0;
+  uint64_t slow_grants = 0;
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
+    const DepartureOutcome o = run_departure_after_lost_release(seed, late_requester);
+    grants += o.grants;
+    slow_grants += o.slow_grants;
+    std::vector<std::string> problems;
+    for (const auto& v : o.violations) problems.push_back("safety: " + v);
+    for (const auto& u : o.unfinished) problems.push_back("not granted: " + u);
+    for (const auto& k : o.still_kept) problems.push_back("not forgotten: " + k);
+    if (o.violations.empty() && o.grants != 2) problems.push_back(fmt::format("{} grants, not 2", o.grants));
+    if (test_support::report_violations(prefix, seed, problems)) return;
+  }
+  std::printf("grants=%llu slow_path_grants=%llu\n", static_cast<unsigned long long>(grants),
+              static_cast<unsigned long long>(slow_grants));
+  EXPECT_EQ(slow_grants * 2, grants) << "the second section must take the slow path";
+}
+
+TEST(CameraSim, HolderDepartsAfterItsReleaseWasLostSlowPathTokenStillRises) {
+  sweep_departures("CAMERA_DEPARTURE", 1, false);
+}
+
+TEST(CameraSim, DepartedHolderWhoseReleaseWasLostIsForgottenOnceSilent) {
+  sweep_departures("CAMERA_DEPARTED_SILENT", 1001, true);
+}
+
 // Three islands of three nodes, each node listing only its island (a
 // partition membership has seen), N.upper floored at 9: a slow-path tree
 // spans one island, three of nine, and must not grant; before subtree OKs
