@@ -48,6 +48,26 @@ std::string_view phase_name(mutex::Camera::Phase phase) {
   return "unknown";
 }
 
+// Diagnostics read no stored state, and must answer while the disk is slow
+// (that is when someone runs them); every other answer may show a storage
+// change (a fencing token, a committed write, a catalog version) and leaves
+// only once the changes before it are durable.
+bool reads_no_stored_state(proto::AdminRequest::CommandCase command) {
+  switch (command) {
+    case proto::AdminRequest::kStatus:
+    case proto::AdminRequest::kMetrics:
+    case proto::AdminRequest::kLogLevel:
+    case proto::AdminRequest::kPing:
+    case proto::AdminRequest::kNeighbors:
+    case proto::AdminRequest::kRoutes:
+    case proto::AdminRequest::kTopology:
+    case proto::AdminRequest::kMembers:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 AdminService::AdminService(Node& node) : node_(node), devices_(node), routines_(node), catalog_(node) {}
@@ -58,6 +78,11 @@ AdminService::~AdminService() {
 }
 
 void AdminService::handle(const proto::AdminRequest& request, Reply reply, ConnectionId connection) {
+  if (!reads_no_stored_state(request.command_case())) {
+    reply = [&node = node_, reply = std::move(reply)](proto::AdminResponse response) {
+      node.after_durable([reply, response = std::move(response)] { reply(response); });
+    };
+  }
   switch (request.command_case()) {
     case proto::AdminRequest::kStatus:
       reply(status());

@@ -36,6 +36,7 @@
 #include "agent/runtime/admin_server.h"
 #include "agent/runtime/asio_env.h"
 #include "agent/runtime/file_storage.h"
+#include "agent/runtime/write_behind_storage.h"
 #include "agent/runtime/kernel_route_sync.h"
 #include "agent/runtime/key_file_check.h"
 #include "agent/runtime/kernel_routes.h"
@@ -78,8 +79,12 @@ DESCRIPTION
     The agent runs in the foreground, logs to standard error (journald
     under systemd) in key=value form, and keeps its durable state (the boot
     count behind its replay-protection counters, replicated group state) in
-    the storage directory, written with fsync and atomic rename so a power
-    cut loses nothing acknowledged.
+    the storage directory. A thread of its own writes it, batching changes
+    into few fsyncs with atomic renames, so a slow disk never stalls the
+    event loop; whatever may depend on a change (a message to another node,
+    a meshctl answer, a device command) waits until the change is durable,
+    so a power cut loses nothing acknowledged. Failure detection (Medley)
+    and ping never wait for the disk.
 
     Two link modes:
     interface
@@ -173,7 +178,9 @@ EXIT STATUS
         not be bound (port in use, privileged port without root, address
         not configured), an interface is missing or has no IPv4 address,
         the storage directory or admin socket cannot be created, kernel
-        routes are enabled without CAP_NET_ADMIN. The message names the
+        routes are enabled without CAP_NET_ADMIN; a storage write failed
+        part-way (an fsync or rename error: the agent stops at once rather
+        than trust the disk, and recovers at restart). The message names the
         cause and the fix.
     2   the command line or the configuration is wrong.
 
@@ -448,7 +455,8 @@ int run(const std::string& path) {
   AsioEnv env(io);
   std::unique_ptr<core::Link> link;
   std::unique_ptr<core::Link> olsr_link;
-  std::unique_ptr<FileStorage> storage;
+  std::unique_ptr<FileStorage> files;
+  std::unique_ptr<WriteBehindStorage> storage;
   // Before the node: it outlives the node, whose routes listener calls it.
   std::unique_ptr<KernelRouteInstaller> kernel_routes;
   // Declared before the node, so it outlives every driver the node opens.
@@ -464,7 +472,13 @@ int run(const std::string& path) {
     }
     olsr_link = make_link(io, config, node_config, config.link.olsr_port);
     add_interface_aliases(*olsr_link, node_config);
-    storage = std::make_unique<FileStorage>(config.data_dir);
+    files = std::make_unique<FileStorage>(config.data_dir);
+    storage = std::make_unique<WriteBehindStorage>(
+        *files, [&io](std::function<void()> work) { asio::post(io, std::move(work)); },
+        [&log](const std::string& why) {
+          log.critical("meshagent stopping at once: {}", why);
+          std::_Exit(kExitRuntime);
+        });
     if (config.kernel_routes.install) kernel_routes = make_kernel_route_installer(env, config, node_config);
     // Epoch 0 of every k-group began at the Unix epoch: the one time base
     // all nodes share (through NTP), read here and nowhere in protocol code.

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "agent/output_commit_drivers.h"
 #include "agent/text_log.h"
 #include "core/log.h"
+#include "proto/wire.pb.h"
 #include "routine/catalog_log.h"
 #include "routine/device_codec.h"
 #include "routine/device_group_state.h"
@@ -114,7 +117,16 @@ Node::Node(const NodeConfig& config, NodeContext context)
   });
   transport_ = std::make_unique<routing::OlsrTransport>(context_.env, *link_, *olsr_, metrics_, config_.transport,
                                                         config_.mixed_mesh ? agents_.get() : nullptr);
-  messenger_ = std::make_unique<core::Messenger>(context_.env, *transport_, metrics_, config_.messaging);
+  core::Transport* messenger_transport = transport_.get();
+  if (config_.output_commit) {
+    // Medley (failure detection, gossip) and echo read no stored state, and
+    // must keep flowing while the disk is slow; everything else waits for it.
+    output_commit_ = std::make_unique<core::OutputCommitTransport>(
+        context_.env, *transport_, *storage_, metrics_,
+        std::set<uint32_t>{proto::Envelope::kMembershipFieldNumber, proto::Envelope::kEchoFieldNumber});
+    messenger_transport = output_commit_.get();
+  }
+  messenger_ = std::make_unique<core::Messenger>(context_.env, *messenger_transport, metrics_, config_.messaging);
   echo_ = std::make_unique<EchoService>(context_.env, *messenger_, [this](core::NodeId destination) -> std::string {
     if (destination == config_.id || olsr_->route_to(destination)) return {};
     return fmt::format("no route to {}: OLSR has not learned one (yet), or the node is unreachable",
@@ -159,6 +171,11 @@ Node::Node(const NodeConfig& config, NodeContext context)
     no_drivers_ = std::make_unique<NoDrivers>();
     drivers = no_drivers_.get();
   }
+  if (config_.output_commit) {
+    output_commit_drivers_ = std::make_unique<OutputCommitDrivers>(
+        *drivers, [this](std::function<void()> action) { after_durable(std::move(action)); });
+    drivers = output_commit_drivers_.get();
+  }
   routine::DeviceLeaderOptions leader_options = config_.devices.leaders;
   leader_options.clock_origin = config_.kgroup.epoch_origin;
   leader_options.max_update_bytes = config_.kgroup.replica.max_update_bytes - 8;  // the write id
@@ -197,11 +214,22 @@ Node::Node(const NodeConfig& config, NodeContext context)
 }
 
 Node::~Node() {
+  *alive_ = false;
   // The catalog's listener calls into the k-groups, which go first.
   catalog_.set_on_change({});
 }
 
+void Node::after_durable(std::function<void()> action) {
+  storage_->after_durable([alive = alive_, action = std::move(action)] {
+    if (*alive) action();
+  });
+}
+
 void Node::start() {
+  after_durable([this] { start_now(); });
+}
+
+void Node::start_now() {
   started_at_ = context_.env.now();
   olsr_->start();
   if (config_.routing_only) {
@@ -259,9 +287,9 @@ std::vector<Node::LayerLine> Node::status() const {
                               agents_->agents_beyond_plain_routers().size(),
                               metrics_.total("transport_routed_sent_total"),
                               config_.routing_only ? "; routing only" : "")});
-  lines.push_back({"messenger",
-                   fmt::format("{} pending requests, {} retransmits, {} timeouts", messenger_->pending_requests(),
-                               metrics_.total("request_retransmits_total"), metrics_.total("request_timeouts_total"))});
+  lines.push_back({"messenger", fmt::format("{} pending requests, {} retransmits, {} timeouts, {} held for the disk",
+                                            messenger_->pending_requests(), metrics_.total("request_retransmits_total"),
+                                            metrics_.total("request_timeouts_total"), held_messages())});
   const membership::Medley& medley = *medley_;
   size_t suspect = 0;
   const std::vector<membership::Member> live = medley.live_members();

@@ -16,6 +16,7 @@
 #include "core/link.h"
 #include "core/messenger.h"
 #include "core/metrics.h"
+#include "core/output_commit_transport.h"
 #include "core/packet_auth.h"
 #include "core/checksummed_storage.h"
 #include "core/storage.h"
@@ -123,10 +124,20 @@ class Node {
   // One line per layer, bottom up, for meshctl status.
   std::vector<LayerLine> status() const;
 
+  // Runs `action` once every storage change made so far is durable
+  // (core::Storage::after_durable), and not at all if the Node is destroyed
+  // first: for what the node shows outside the mesh, meshctl answers and
+  // device commands. Messages to other nodes are held for the same reason
+  // by the OutputCommitTransport under the Messenger.
+  void after_durable(std::function<void()> action);
+  // Messages waiting for the disk now.
+  size_t held_messages() const { return output_commit_ ? output_commit_->held() : 0; }
+
   // End-to-end echo; timeout 0 means config().ping_timeout.
   void ping(core::NodeId destination, core::Duration timeout, EchoService::Callback callback);
 
  private:
+  void start_now();
   // OLSR's symmetric one-hop neighbours (main addresses).
   std::vector<core::NodeId> symmetric_neighbours() const;
   // Medley's contacts: the symmetric neighbours, and with mixed_mesh the
@@ -146,6 +157,7 @@ class Node {
   std::unique_ptr<routing::olsr::OlsrProtocol> olsr_;
   std::unique_ptr<routing::AgentDirectory> agents_;
   std::unique_ptr<routing::OlsrTransport> transport_;
+  std::unique_ptr<core::OutputCommitTransport> output_commit_;
   std::unique_ptr<core::Messenger> messenger_;
   std::unique_ptr<EchoService> echo_;
   std::unique_ptr<membership::OlsrHopDistances> hop_distances_;
@@ -158,6 +170,7 @@ class Node {
   std::unique_ptr<routine::CatalogSync> catalog_sync_;
   std::unique_ptr<KgroupService> kgroups_;
   std::unique_ptr<routine::DriverFactory> no_drivers_;
+  std::unique_ptr<routine::DriverFactory> output_commit_drivers_;
   // After the KgroupService they use, so they are destroyed first.
   std::unique_ptr<routine::DeviceLeaders> device_leaders_;
   std::unique_ptr<routine::DeviceWatcher> device_watcher_;
@@ -166,6 +179,8 @@ class Node {
   std::unique_ptr<routine::RoutineLeaders> routine_leaders_;
   std::unique_ptr<RoutineService> routines_;
   std::vector<RoutesListener> routes_listeners_;
+  // Shared with actions waiting for the disk: false once the Node is gone.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace mesh::agent

@@ -76,6 +76,10 @@ struct NodeConfig {
   DevicesConfig devices;
   RoutinesConfig routines;
   core::Duration ping_timeout = std::chrono::seconds(5);
+  // Tests only (not in the config file): false sends messages without
+  // waiting for the storage changes before them to be durable, which the
+  // power-cut sweeps must catch as lost acknowledged writes.
+  bool output_commit = true;
 };
 
 }  // namespace mesh::agent

@@ -73,7 +73,7 @@ MeshSim::MeshSim(const Scenario& scenario, uint64_t seed, Options options)
 
   slots_.resize(topology_.size());
   for (size_t i = 0; i < slots_.size(); ++i) {
-    slots_[i].storage = std::make_unique<core::MemoryStorage>();
+    slots_[i].storage = std::make_unique<SimDisk>(options_.disk);
     const int64_t spread = std::max<int64_t>(options_.start_spread.count(), 0);
     const auto offset = core::Duration(spread > 0 ? simulator_.rng().between(0, spread - 1) : 0);
     simulator_.at(core::TimePoint(offset), [this, i] {
@@ -102,6 +102,7 @@ void MeshSim::boot(size_t index) {
   const RunningNodeScope running(static_cast<int32_t>(index));
   ++slot.incarnation;
   slot.env = std::make_unique<SimEnv>(simulator_, seed_, static_cast<uint32_t>(index), slot.incarnation);
+  slot.storage->attach(*slot.env);
   agent::NodeConfig config;
   config.name = fmt::format("n{}", index);
   config.id = id_of(index);
@@ -141,6 +142,7 @@ void MeshSim::crash(size_t index) {
   slot.node.reset();
   if (slot.env) slot.env->cancel_all();
   slot.env.reset();
+  slot.storage->power_cut(simulator_.rng());
   const core::NodeId id = id_of(index);
   network_.set_node_up(id, false);
   for (Channel channel : {Channel::routing, Channel::agent}) network_.link(id, channel).set_receiver(nullptr);

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "agent/node.h"
-#include "core/memory_storage.h"
 #include "core/metrics.h"
 #include "core/packet_auth.h"
 #include "sim/network.h"
 #include "sim/scenario.h"
+#include "sim/sim_disk.h"
 #include "sim/sim_env.h"
 #include "sim/simulator.h"
 #include "sim/topology.h"
@@ -37,6 +37,9 @@ class MeshSim {
     // (emulated devices, routine/emulated_device.h); may be empty (no
     // drivers). What it returns must outlive that incarnation.
     std::function<routine::DriverFactory*(size_t index, core::Env& env)> drivers;
+    // Every node's disk; the default commits at once (no write is ever
+    // lost to a crash), a slow one loses what was not yet durable.
+    SimDisk::Options disk;
   };
 
   struct PingStats {
@@ -68,6 +71,8 @@ class MeshSim {
   core::NodeId id_of(size_t index) const { return Network::address_of(index); }
   // Null while the node is crashed.
   agent::Node* node(size_t index) { return slots_.at(index).node.get(); }
+  // Node `index`'s disk, which survives its crashes.
+  SimDisk& disk(size_t index) { return *slots_.at(index).storage; }
   // Whether a majority of the members of `target`'s newest group instance
   // (highest epoch and generation any live node hosts) is alive; true when
   // no live node hosts one. The agent sweeps expect liveness only there.
@@ -110,7 +115,7 @@ class MeshSim {
     double sum, min, max, mean, p50, p90, p99;
   };
   struct Slot {
-    std::unique_ptr<core::MemoryStorage> storage;
+    std::unique_ptr<SimDisk> storage;
     std::unique_ptr<SimEnv> env;
     std::unique_ptr<agent::Node> node;
     uint32_t incarnation = 0;

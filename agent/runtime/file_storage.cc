@@ -150,46 +150,114 @@ core::StoredValue FileStorage::read(std::string_view key) const {
   return {core::ReadStatus::found, std::move(value)};
 }
 
-bool FileStorage::put(std::string_view key, std::string_view value) {
-  if (const std::string problem = key_error(key); !problem.empty()) {
-    core::log("agent").warn("storage put refused key={} reason={}", key, problem);
-    return false;
-  }
-  const std::string path = path_of(key);
-  const std::string tmp = path + std::string(kTmpSuffix);
-  const std::string parent = parent_of(path);
-  auto fail = [&](std::string_view step, int error) {
-    core::log("agent").warn("storage write failed key={} file={} step={} error={}", key, path, step,
-                            errno_text(error));
-    ::unlink(tmp.c_str());
-    return false;
-  };
-  if (const int error = make_directories(parent); error != 0) return fail("mkdir", error);
-  const int fd = retry([&] { return ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kFileMode); });
-  if (fd < 0) return fail("open", errno);
+namespace {
+
+// Writes `value` to a new file at `path` and fsyncs it; 0 or the errno, with
+// the failed step.
+int write_durable_file(const std::string& path, std::string_view value, std::string_view& step) {
+  step = "open";
+  const int fd = retry([&] { return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kFileMode); });
+  if (fd < 0) return errno;
   size_t written = 0;
+  step = "write";
   while (written < value.size()) {
     const ssize_t n = retry([&] { return ::write(fd, value.data() + written, value.size() - written); });
     if (n < 0) {
       const int error = errno;
       ::close(fd);
-      return fail("write", error);
+      return error;
     }
     written += static_cast<size_t>(n);
   }
+  step = "fsync";
   if (retry([&] { return ::fsync(fd); }) != 0) {
     const int error = errno;
     ::close(fd);
-    return fail("fsync", error);
+    return error;
   }
-  if (::close(fd) != 0) return fail("close", errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename", errno);
-  if (!sync_directory(parent)) {
-    core::log("agent").warn("storage write failed key={} file={} step=fsync-directory error={}", key, path,
-                            errno_text(errno));
+  step = "close";
+  if (::close(fd) != 0) return errno;
+  return 0;
+}
+
+}  // namespace
+
+FileStorage::CommitResult FileStorage::commit(const std::vector<Change>& changes) {
+  for (const Change& change : changes) {
+    if (const std::string problem = key_error(change.key); !problem.empty()) {
+      core::log("agent").error("storage commit given an invalid key={} reason={}", change.key, problem);
+      return CommitResult::fatal;
+    }
+  }
+  // 1. Every new value into a file of its own, durable before any rename, so
+  //    that the renames below can only ever expose complete values.
+  std::vector<std::string> tmp_paths(changes.size());
+  auto remove_tmp_files = [&] {
+    for (const std::string& tmp : tmp_paths) {
+      if (!tmp.empty()) ::unlink(tmp.c_str());
+    }
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const Change& change = changes[i];
+    if (!change.value) continue;
+    const std::string path = path_of(change.key);
+    std::string_view step = "mkdir";
+    int error = make_directories(parent_of(path));
+    if (error == 0) {
+      tmp_paths[i] = fmt::format("{}.{}{}", path, i, kTmpSuffix);
+      error = write_durable_file(tmp_paths[i], *change.value, step);
+    }
+    if (error != 0) {
+      core::log("agent").warn("storage write failed key={} file={} step={} error={}", change.key, path, step,
+                              errno_text(error));
+      remove_tmp_files();
+      return CommitResult::retry;
+    }
+  }
+  // 2. The renames and unlinks, in the order the changes were made.
+  std::vector<std::string> directories;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const std::string path = path_of(changes[i].key);
+    bool changed_directory = true;
+    if (changes[i].value) {
+      if (::rename(tmp_paths[i].c_str(), path.c_str()) != 0) {
+        core::log("agent").error("storage write failed key={} file={} step=rename error={}", changes[i].key, path,
+                                 errno_text(errno));
+        remove_tmp_files();
+        return CommitResult::fatal;
+      }
+      tmp_paths[i].clear();
+    } else if (::unlink(path.c_str()) != 0) {
+      if (errno != ENOENT && errno != ENOTDIR) {
+        core::log("agent").error("storage remove failed key={} file={} error={}", changes[i].key, path,
+                                 errno_text(errno));
+        remove_tmp_files();
+        return CommitResult::fatal;
+      }
+      changed_directory = false;  // nothing was there
+    }
+    const std::string parent = parent_of(path);
+    if (changed_directory && std::find(directories.begin(), directories.end(), parent) == directories.end()) {
+      directories.push_back(parent);
+    }
+  }
+  // 3. The directories, which make the renames and unlinks durable.
+  for (const std::string& directory : directories) {
+    if (!sync_directory(directory)) {
+      core::log("agent").error("storage commit failed directory={} step=fsync-directory error={}", directory,
+                               errno_text(errno));
+      return CommitResult::fatal;
+    }
+  }
+  return CommitResult::durable;
+}
+
+bool FileStorage::put(std::string_view key, std::string_view value) {
+  if (const std::string problem = key_error(key); !problem.empty()) {
+    core::log("agent").warn("storage put refused key={} reason={}", key, problem);
     return false;
   }
-  return true;
+  return commit({Change{std::string(key), std::string(value)}}) == CommitResult::durable;
 }
 
 bool FileStorage::remove(std::string_view key) {
@@ -197,18 +265,7 @@ bool FileStorage::remove(std::string_view key) {
     core::log("agent").warn("storage remove refused key={} reason={}", key, problem);
     return false;
   }
-  const std::string path = path_of(key);
-  if (::unlink(path.c_str()) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return true;
-    core::log("agent").warn("storage remove failed key={} file={} error={}", key, path, errno_text(errno));
-    return false;
-  }
-  if (!sync_directory(parent_of(path))) {
-    core::log("agent").warn("storage remove failed key={} file={} step=fsync-directory error={}", key, path,
-                            errno_text(errno));
-    return false;
-  }
-  return true;
+  return commit({Change{std::string(key), std::nullopt}}) == CommitResult::durable;
 }
 
 std::vector<std::string> FileStorage::keys(std::string_view prefix) const {

@@ -9,11 +9,17 @@
 
 namespace mesh::agent {
 
-// core::Storage on disk: one file per key under a directory, the key's path
-// components mapping to subdirectories ("kgroup/abc/log" is
-// DIR/kgroup/abc/log). put() writes KEY.tmp, fsyncs it, renames it over KEY
-// and fsyncs the directory, so after a power cut a key holds either its old
-// or its new value, never a torn one, and a put that returned true survives.
+// core::Storage on disk, synchronous: one file per key under a directory, the
+// key's path components mapping to subdirectories ("kgroup/abc/log" is
+// DIR/kgroup/abc/log). A change is made durable by commit(), alone (put,
+// remove) or many at once (WriteBehindStorage's group commits): each new
+// value is written to KEY.<n>.tmp and fsynced, then the renames over KEY and
+// the unlinks of removed keys are made in order, then each directory touched
+// is fsynced. So after a power cut a key holds either its old or its new
+// value, never a torn one, and a put that returned true survives. A cut in
+// the middle of a batch leaves some prefix of its renames and unlinks:
+// journaling filesystems (ext4, xfs: what a Pi's card or disk carries)
+// commit metadata operations in the order they were made.
 // Keys must be relative, without empty, "." or ".." components, and must not
 // end in ".tmp" (those names are the in-flight writes); other keys are
 // refused (false / nullopt, logged).
@@ -24,6 +30,27 @@ class FileStorage final : public core::Storage {
   // std::runtime_error naming the directory, the cause and the fix if it
   // cannot be created or written.
   explicit FileStorage(std::string directory);
+
+  // One change of a commit: a new value for `key`, or its removal.
+  struct Change {
+    std::string key;
+    std::optional<std::string> value;  // nullopt: remove
+  };
+  enum class CommitResult {
+    durable,
+    // Nothing on disk changed (a value could not be written: disk full, a
+    // failing fsync of a new file): committing the same changes again is
+    // safe, and may succeed.
+    retry,
+    // A rename, unlink or directory fsync failed: what the disk holds is
+    // unknown, and after a failed fsync the kernel may report later ones as
+    // successful (it drops the dirty pages). The process must stop and
+    // recover from what the disk holds at restart.
+    fatal,
+  };
+  // Makes `changes` durable, in order; logs what failed. Every key must be
+  // valid (key_error() empty; an invalid one is a caller's bug, `fatal`).
+  CommitResult commit(const std::vector<Change>& changes);
 
   core::StoredValue read(std::string_view key) const override;
   bool put(std::string_view key, std::string_view value) override;

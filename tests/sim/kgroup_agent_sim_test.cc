@@ -52,6 +52,12 @@ struct Plan {
   // Instead of the leader, every node crashes at the same instant (a power
   // cut) and all restart a few seconds later; the clients go on writing.
   bool power_cut = false;
+  // Disks that take 2-40 ms per commit, now and then 500 ms more, so a cut
+  // loses whatever was not yet durable (sim/sim_disk.h).
+  bool slow_disks = false;
+  // false: messages leave without waiting for the disk (NodeConfig::
+  // output_commit), which the power-cut sweep must catch.
+  bool output_commit = true;
 };
 
 struct Outcome {
@@ -179,10 +185,18 @@ Outcome run(const Plan& plan, uint64_t seed) {
   MeshSim::Options options;
   options.start_spread = seconds(1);
   const bool short_epochs = plan.short_epochs;
-  options.configure = [short_epochs](agent::NodeConfig& config) {
+  const bool output_commit = plan.output_commit;
+  options.configure = [short_epochs, output_commit](agent::NodeConfig& config) {
     config.kgroup.selection.k = 3;
     if (short_epochs) config.kgroup.epoch_length = seconds(20);
+    config.output_commit = output_commit;
   };
+  if (plan.slow_disks) {
+    options.disk.min_commit = milliseconds(2);
+    options.disk.max_commit = milliseconds(40);
+    options.disk.stall_probability = 0.02;
+    options.disk.stall = milliseconds(500);
+  }
   MeshSim sim(parse_scenario(toml, "kgroup_agent.toml"), seed, options);
 
   Outcome out;
@@ -322,6 +336,43 @@ TEST(KgroupAgentSim, WholeMeshPowerCutLosesNoAcknowledgedWrite) {
   Totals t;
   sweep(plan, 5000, 30, t);
   EXPECT_GT(t.acked_after_crash, 0u);
+}
+
+// The same cut on disks that take up to 40 ms (sometimes half a second) per
+// commit: whatever a node had not yet made durable is lost, and only the
+// output commit (messages wait for the changes before them) keeps every
+// acknowledged write.
+TEST(KgroupAgentSim, WholeMeshPowerCutOnSlowDisksLosesNoAcknowledgedWrite) {
+  Plan plan;
+  plan.power_cut = true;
+  plan.slow_disks = true;
+  plan.loss = 0.01;
+  Totals t;
+  sweep(plan, 5100, 30, t);
+  EXPECT_GT(t.acked_after_crash, 0u);
+}
+
+// Without the output commit, members acknowledge entries still on their way
+// to the disk, and the sweep above must see acknowledged writes vanish.
+TEST(KgroupAgentSim, AcknowledgingBeforeTheDiskIsCaughtByThePowerCutSweep) {
+  Plan plan;
+  plan.power_cut = true;
+  plan.slow_disks = true;
+  plan.loss = 0.01;
+  plan.output_commit = false;
+  std::vector<uint64_t> caught;
+  std::string first;
+  for (uint64_t seed = 5100; seed < 5130; ++seed) {
+    const Outcome o = run(plan, seed);
+    for (const std::string& violation : o.violations) {
+      if (violation.find("is lost") == std::string::npos) continue;
+      if (first.empty()) first = fmt::format("seed {}: {}", seed, violation);
+      caught.push_back(seed);
+      break;
+    }
+  }
+  EXPECT_FALSE(caught.empty()) << "no lost acknowledged write caught in 30 seeds";
+  std::printf("caught on %zu of 30 seeds; first: %s\n", caught.size(), first.c_str());
 }
 
 TEST(KgroupAgentSim, LeaderCrashWithLossAndShortEpochs) {

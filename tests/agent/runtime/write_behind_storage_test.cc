@@ -1,0 +1,169 @@
+#include "agent/runtime/write_behind_storage.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mesh::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The event loop, by hand: what the writer posts waits here until the test
+// runs it, as asio would on the agent's thread.
+class PostedWork {
+ public:
+  WriteBehindStorage::Post post() {
+    return [this](std::function<void()> work) {
+      const std::lock_guard lock(mutex_);
+      work_.push_back(std::move(work));
+    };
+  }
+  // Runs what has been posted so far; the number of functions run.
+  size_t run() {
+    std::vector<std::function<void()>> now;
+    {
+      const std::lock_guard lock(mutex_);
+      now.swap(work_);
+    }
+    for (auto& work : now) work();
+    return now.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::function<void()>> work_;
+};
+
+class WriteBehindStorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "write_behind_test.").string() + std::string(6, 'X');
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    root_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  WriteBehindStorage::Fatal no_fatal() {
+    return [this](const std::string& why) { fatal_ = why; };
+  }
+
+  std::string root_;
+  std::string fatal_;
+  PostedWork loop_;
+};
+
+TEST_F(WriteBehindStorageTest, ChangesAreVisibleAtOnceAndDurableAfterFlush) {
+  FileStorage files(root_);
+  {
+    WriteBehindStorage storage(files, loop_.post(), no_fatal());
+    ASSERT_TRUE(storage.put("kgroup/a/meta", "one"));
+    ASSERT_TRUE(storage.put("kgroup/a/log/1", "e1"));
+    ASSERT_TRUE(storage.put("kgroup/a/meta", "two"));
+    ASSERT_TRUE(storage.put("old", "x"));
+    ASSERT_TRUE(storage.remove("old"));
+    EXPECT_EQ(storage.get("kgroup/a/meta"), "two");
+    EXPECT_EQ(storage.keys("kgroup/a/"), (std::vector<std::string>{"kgroup/a/log/1", "kgroup/a/meta"}));
+    EXPECT_FALSE(storage.get("old").has_value());
+    ASSERT_TRUE(storage.flush());
+    EXPECT_EQ(storage.stats().queued, 0u);
+    EXPECT_EQ(storage.stats().changes, 5u);
+  }
+  EXPECT_TRUE(fatal_.empty()) << fatal_;
+  // What a restart reads: the files alone.
+  EXPECT_EQ(files.get("kgroup/a/meta"), "two");
+  EXPECT_EQ(files.get("kgroup/a/log/1"), "e1");
+  EXPECT_FALSE(files.get("old").has_value());
+}
+
+TEST_F(WriteBehindStorageTest, DestroyingCommitsWhatIsQueued) {
+  FileStorage files(root_);
+  {
+    WriteBehindStorage storage(files, loop_.post(), no_fatal());
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(storage.put("k/" + std::to_string(i), std::to_string(i)));
+  }
+  EXPECT_EQ(files.keys("k/").size(), 100u);
+}
+
+TEST_F(WriteBehindStorageTest, ActionsWaitForEarlierChangesAndRunInOrder) {
+  FileStorage files(root_);
+  WriteBehindStorage storage(files, loop_.post(), no_fatal());
+  std::vector<std::string> ran;
+  // Nothing pending: at once.
+  storage.after_durable([&] { ran.push_back("idle"); });
+  EXPECT_EQ(ran, std::vector<std::string>{"idle"});
+
+  ASSERT_TRUE(storage.put("a", "1"));
+  storage.after_durable([&] {
+    ran.push_back("after a");
+    EXPECT_EQ(files.get("a"), "1");  // on disk by now
+  });
+  storage.after_durable([&] { ran.push_back("second after a"); });
+  EXPECT_EQ(ran.size(), 1u);  // the loop has not run the writer's release yet
+  ASSERT_TRUE(storage.flush());
+  EXPECT_EQ(ran.size(), 1u);  // flushed, but released only on the loop
+  while (loop_.run() > 0) {
+  }
+  EXPECT_EQ(ran, (std::vector<std::string>{"idle", "after a", "second after a"}));
+}
+
+TEST_F(WriteBehindStorageTest, AnActionNeverOvertakesOneWaiting) {
+  FileStorage files(root_);
+  WriteBehindStorage storage(files, loop_.post(), no_fatal());
+  std::vector<int> ran;
+  ASSERT_TRUE(storage.put("a", "1"));
+  storage.after_durable([&] { ran.push_back(1); });
+  ASSERT_TRUE(storage.flush());
+  // Durable, but action 1 has not been released: 2 must queue behind it.
+  storage.after_durable([&] { ran.push_back(2); });
+  EXPECT_TRUE(ran.empty());
+  while (loop_.run() > 0) {
+  }
+  EXPECT_EQ(ran, (std::vector<int>{1, 2}));
+}
+
+TEST_F(WriteBehindStorageTest, BadKeysAreRefusedAtOnce) {
+  FileStorage files(root_);
+  WriteBehindStorage storage(files, loop_.post(), no_fatal());
+  EXPECT_FALSE(storage.put("../escape", "x"));
+  EXPECT_FALSE(storage.put("a.tmp", "x"));
+  EXPECT_FALSE(storage.remove("/abs"));
+  EXPECT_EQ(storage.stats().queued, 0u);
+}
+
+// A commit that cannot be written (here: a key below a file, so its
+// directory cannot be made) changes nothing on disk; it is retried, and the
+// outputs behind it stay held meanwhile.
+TEST_F(WriteBehindStorageTest, ACommitThatFailsIsRetriedAndItsActionsWait) {
+  FileStorage files(root_);
+  WriteBehindStorage::Options options;
+  options.first_retry = std::chrono::milliseconds(5);
+  options.max_retry = std::chrono::milliseconds(20);
+  WriteBehindStorage storage(files, loop_.post(), no_fatal(), options);
+  ASSERT_TRUE(storage.put("file", "x"));
+  ASSERT_TRUE(storage.flush());
+  ASSERT_TRUE(storage.put("file/below", "y"));
+  bool released = false;
+  storage.after_durable([&] { released = true; });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (storage.stats().retries < 3 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(storage.stats().retries, 3u);
+  loop_.run();
+  EXPECT_FALSE(released);
+  EXPECT_EQ(storage.get("file/below"), "y");  // still visible to the node
+  EXPECT_FALSE(files.get("file/below").has_value());
+  EXPECT_TRUE(fatal_.empty());
+}
+
+}  // namespace
+}  // namespace mesh::agent
