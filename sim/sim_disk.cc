@@ -88,6 +88,10 @@ void SimDisk::start_commit() {
 }
 
 void SimDisk::finish_commit() {
+  if (env_->now() < stall_until_) {
+    env_->start_timer(stall_until_ - env_->now(), [this] { finish_commit(); });
+    return;
+  }
   for (size_t i = 0; i < in_flight_; ++i) {
     const Change& done = queue_.front();
     apply(done);

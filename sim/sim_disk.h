@@ -51,6 +51,10 @@ class SimDisk final : public core::Storage {
   // What survives a crash, for tests that damage it or count writes.
   core::MemoryStorage& platter() { return durable_; }
   const core::MemoryStorage& platter() const { return durable_; }
+  // The disk completes nothing before `until` (a busy card, a controller
+  // hiccup): a commit in flight or started before then ends no earlier.
+  void stall_until(core::TimePoint until) { stall_until_ = until; }
+
   // Changes lost to power cuts so far.
   uint64_t lost_changes() const { return lost_; }
 
@@ -82,6 +86,7 @@ class SimDisk final : public core::Storage {
   uint64_t durable_seq_ = 0;
   std::deque<std::pair<uint64_t, Action>> waiting_;
   uint64_t lost_ = 0;
+  core::TimePoint stall_until_{};
 };
 
 }  // namespace mesh::sim

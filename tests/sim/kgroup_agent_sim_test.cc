@@ -58,6 +58,9 @@ struct Plan {
   // false: messages leave without waiting for the disk (NodeConfig::
   // output_commit), which the power-cut sweep must catch.
   bool output_commit = true;
+  // Instead of a crash, the leader's disk completes nothing for this long
+  // (with slow_disks): its group messages wait, its Medley answers must not.
+  core::Duration disk_stall{0};
 };
 
 struct Outcome {
@@ -233,6 +236,25 @@ Outcome run(const Plan& plan, uint64_t seed) {
     }
     clients.loop(first, 0);
     clients.loop(second, 1);
+  } else if (before.leader && plan.disk_stall > core::Duration::zero()) {
+    const size_t stalled = *before.leader;
+    const core::TimePoint until = crash_at + plan.disk_stall;
+    sim.disk(stalled).stall_until(until);
+    while (sim.simulator().now() < until + seconds(2)) {
+      sim.run_until(sim.simulator().now() + milliseconds(250));
+      for (size_t i = 0; i < n; ++i) {
+        agent::Node* node = sim.node(i);
+        if (node == nullptr || i == stalled) continue;
+        const auto member = node->members().member(sim.id_of(stalled));
+        if (member && member->state != membership::MemberState::alive) {
+          out.violations.push_back(fmt::format("t={}ms n{} holds n{} {} while only its disk stalls",
+                                               core::to_millis(sim.simulator().now().time_since_epoch()), i,
+                                               stalled, membership::to_string(member->state)));
+          break;
+        }
+      }
+      if (!out.violations.empty()) break;
+    }
   } else if (before.leader) {
     crashed = *before.leader;
     sim.crash(*crashed);
@@ -373,6 +395,21 @@ TEST(KgroupAgentSim, AcknowledgingBeforeTheDiskIsCaughtByThePowerCutSweep) {
   }
   EXPECT_FALSE(caught.empty()) << "no lost acknowledged write caught in 30 seeds";
   std::printf("caught on %zu of 30 seeds; first: %s\n", caught.size(), first.c_str());
+}
+
+// The chaos runs' stall: a leader's disk answers nothing for 3-10 s. Its
+// group messages wait for the disk (so the group may elect another leader),
+// but failure detection never does: no node may suspect it, and every
+// acknowledged write survives.
+TEST(KgroupAgentSim, ALeaderWhoseDiskStallsStaysAMember) {
+  Totals t;
+  for (const int stall_s : {3, 10}) {
+    Plan plan;
+    plan.slow_disks = true;
+    plan.disk_stall = seconds(stall_s);
+    sweep(plan, 5200 + static_cast<uint64_t>(stall_s) * 100, 15, t);
+  }
+  EXPECT_GT(t.acked_after_crash, 0u);
 }
 
 TEST(KgroupAgentSim, LeaderCrashWithLossAndShortEpochs) {
