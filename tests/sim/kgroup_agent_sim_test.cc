@@ -349,7 +349,7 @@ TEST(KgroupAgentSim, LeaderCrashLosesNoAcknowledgedWrite) {
 }
 
 // Issue 16 (power cut): members persist an entry before they acknowledge it
-// (FileStorage fsyncs every put), so a cut of every node at once loses no
+// (messages wait for the disk: core/output_commit_transport.h), so a cut of every node at once loses no
 // acknowledged write, and the group serves again once they are back.
 TEST(KgroupAgentSim, WholeMeshPowerCutLosesNoAcknowledgedWrite) {
   Plan plan;
