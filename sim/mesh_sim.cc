@@ -1,6 +1,7 @@
 #include "sim/mesh_sim.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <stdexcept>
@@ -71,6 +72,12 @@ MeshSim::MeshSim(const Scenario& scenario, uint64_t seed, Options options)
   for (size_t i = 0; i < topology_.size(); ++i) network_.add_node();
   for (const auto& [a, b] : topology_.edges) network_.connect(id_of(a), id_of(b), params);
 
+  if (options_.disk.max_commit <= core::Duration::zero() && std::getenv("MESH_SIM_SLOW_DISKS") != nullptr) {
+    options_.disk.min_commit = std::chrono::milliseconds(2);
+    options_.disk.max_commit = std::chrono::milliseconds(40);
+    options_.disk.stall_probability = 0.02;
+    options_.disk.stall = std::chrono::milliseconds(500);
+  }
   slots_.resize(topology_.size());
   for (size_t i = 0; i < slots_.size(); ++i) {
     slots_[i].storage = std::make_unique<SimDisk>(options_.disk);

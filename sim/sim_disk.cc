@@ -23,6 +23,7 @@ void SimDisk::power_cut(core::Rng& rng) {
   in_flight_ = 0;
   durable_seq_ = issued_;
   env_ = nullptr;
+  ++life_;
 }
 
 core::StoredValue SimDisk::read(std::string_view key) const {
@@ -84,12 +85,16 @@ void SimDisk::start_commit() {
   core::Rng& rng = env_->rng();
   core::Duration took(rng.between(options_.min_commit.count(), options_.max_commit.count()));
   if (options_.stall_probability > 0.0 && rng.chance(options_.stall_probability)) took += options_.stall;
-  env_->start_timer(took, [this] { finish_commit(); });
+  env_->start_timer(took, [this, life = life_] {
+    if (life == life_) finish_commit();
+  });
 }
 
 void SimDisk::finish_commit() {
   if (env_->now() < stall_until_) {
-    env_->start_timer(stall_until_ - env_->now(), [this] { finish_commit(); });
+    env_->start_timer(stall_until_ - env_->now(), [this, life = life_] {
+      if (life == life_) finish_commit();
+    });
     return;
   }
   for (size_t i = 0; i < in_flight_; ++i) {

@@ -87,6 +87,8 @@ class SimDisk final : public core::Storage {
   std::deque<std::pair<uint64_t, Action>> waiting_;
   uint64_t lost_ = 0;
   core::TimePoint stall_until_{};
+  // Bumped by power_cut(): a commit timer of an earlier life is ignored.
+  uint64_t life_ = 0;
 };
 
 }  // namespace mesh::sim

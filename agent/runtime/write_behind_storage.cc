@@ -134,6 +134,7 @@ void WriteBehindStorage::run_writer() {
       for (size_t i = 0; i < n; ++i) batch.push_back(queue_[i].change);
       last_seq = queue_[n - 1].seq;
     }
+    if (options_.before_commit) options_.before_commit();
     const auto started = std::chrono::steady_clock::now();
     const FileStorage::CommitResult result = files_.commit(batch);
     const double elapsed_ms =

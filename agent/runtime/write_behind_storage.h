@@ -51,6 +51,9 @@ class WriteBehindStorage final : public core::Storage {
     std::chrono::milliseconds max_retry{5000};
     // A commit slower than this is logged (the disk is the bottleneck).
     std::chrono::milliseconds slow_commit{1000};
+    // Tests: runs on the writer thread before each commit, so a test can
+    // hold the disk "busy" for as long as it needs.
+    std::function<void()> before_commit;
   };
 
   struct Stats {

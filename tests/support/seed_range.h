@@ -3,6 +3,9 @@
 // printed by CI replays alone:
 //   <PREFIX>_SEED=n        run seed n only (sweeps turn their layer's debug log on)
 //   <PREFIX>_SEED_SCALE=n  run n times as many seeds (soaks outside CI)
+// and, for every sweep on whole agents (sim/mesh_sim.h):
+//   MESH_SIM_SLOW_DISKS=1  disks that take 2-40 ms per commit and lose what
+//                          was not yet durable at a crash
 #pragma once
 
 #include <algorithm>

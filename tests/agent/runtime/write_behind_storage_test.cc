@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -41,6 +42,30 @@ class PostedWork {
  private:
   std::mutex mutex_;
   std::vector<std::function<void()>> work_;
+};
+
+// Holds the writer before each commit until opened, so a test decides when
+// the disk "finishes".
+class DiskGate {
+ public:
+  std::function<void()> hold() {
+    return [this] {
+      std::unique_lock lock(mutex_);
+      opened_.wait(lock, [&] { return open_; });
+    };
+  }
+  void open() {
+    {
+      const std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
 };
 
 class WriteBehindStorageTest : public ::testing::Test {
@@ -95,7 +120,10 @@ TEST_F(WriteBehindStorageTest, DestroyingCommitsWhatIsQueued) {
 
 TEST_F(WriteBehindStorageTest, ActionsWaitForEarlierChangesAndRunInOrder) {
   FileStorage files(root_);
-  WriteBehindStorage storage(files, loop_.post(), no_fatal());
+  DiskGate disk;
+  WriteBehindStorage::Options options;
+  options.before_commit = disk.hold();
+  WriteBehindStorage storage(files, loop_.post(), no_fatal(), options);
   std::vector<std::string> ran;
   // Nothing pending: at once.
   storage.after_durable([&] { ran.push_back("idle"); });
@@ -107,9 +135,11 @@ TEST_F(WriteBehindStorageTest, ActionsWaitForEarlierChangesAndRunInOrder) {
     EXPECT_EQ(files.get("a"), "1");  // on disk by now
   });
   storage.after_durable([&] { ran.push_back("second after a"); });
-  EXPECT_EQ(ran.size(), 1u);  // the loop has not run the writer's release yet
+  loop_.run();
+  EXPECT_EQ(ran.size(), 1u);  // the disk has not committed "a"
+  disk.open();
   ASSERT_TRUE(storage.flush());
-  EXPECT_EQ(ran.size(), 1u);  // flushed, but released only on the loop
+  EXPECT_EQ(ran.size(), 1u);  // durable, but released only on the loop
   while (loop_.run() > 0) {
   }
   EXPECT_EQ(ran, (std::vector<std::string>{"idle", "after a", "second after a"}));
@@ -117,10 +147,14 @@ TEST_F(WriteBehindStorageTest, ActionsWaitForEarlierChangesAndRunInOrder) {
 
 TEST_F(WriteBehindStorageTest, AnActionNeverOvertakesOneWaiting) {
   FileStorage files(root_);
-  WriteBehindStorage storage(files, loop_.post(), no_fatal());
+  DiskGate disk;
+  WriteBehindStorage::Options options;
+  options.before_commit = disk.hold();
+  WriteBehindStorage storage(files, loop_.post(), no_fatal(), options);
   std::vector<int> ran;
   ASSERT_TRUE(storage.put("a", "1"));
   storage.after_durable([&] { ran.push_back(1); });
+  disk.open();
   ASSERT_TRUE(storage.flush());
   // Durable, but action 1 has not been released: 2 must queue behind it.
   storage.after_durable([&] { ran.push_back(2); });
