@@ -37,6 +37,7 @@ class ChecksummedStorage final : public Storage {
   bool put(std::string_view key, std::string_view value) override;
   bool remove(std::string_view key) override;
   std::vector<std::string> keys(std::string_view prefix) const override;
+  bool remove_prefix(std::string_view prefix) override { return inner_.remove_prefix(prefix); }
   void after_durable(Action action) override { inner_.after_durable(std::move(action)); }
 
   // The framing on its own, for tests and tools.

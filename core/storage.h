@@ -54,6 +54,16 @@ class Storage {
   virtual bool remove(std::string_view key) = 0;
   // Keys starting with `prefix`, sorted.
   virtual std::vector<std::string> keys(std::string_view prefix) const = 0;
+  // Removes every key starting with `prefix`, which ends in '/' (a whole
+  // subtree, e.g. a retired group's "kgroup/<target>/<epoch>-<gen>/").
+  // The agent's storage makes it one change, as cheap as one remove(), and a
+  // power cut leaves either every key or none; this default removes them one
+  // by one (a cut may leave some).
+  virtual bool remove_prefix(std::string_view prefix) {
+    bool ok = true;
+    for (const std::string& key : keys(prefix)) ok = remove(key) && ok;
+    return ok;
+  }
 
   // Runs `action` on the node's thread once every change made before this
   // call is durable. Actions run in the order given; one given while nothing

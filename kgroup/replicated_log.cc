@@ -219,8 +219,7 @@ std::vector<proto::KgroupEntry> ReplicatedLog::range(uint64_t from, size_t max_b
 }
 
 bool ReplicatedLog::erase_all() {
-  bool ok = true;
-  for (const std::string& key : storage_.keys(prefix_)) ok = storage_.remove(key) && ok;
+  const bool ok = storage_.remove_prefix(prefix_);
   entries_.clear();
   promised_term_ = 0;
   promised_to_ = core::NodeId();

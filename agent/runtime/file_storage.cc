@@ -20,6 +20,8 @@ namespace mesh::agent {
 namespace {
 
 constexpr std::string_view kTmpSuffix = ".tmp";
+// DIR/removed-<n>.tmp: a subtree remove_prefix() renamed away, to delete.
+constexpr std::string_view kRemovedPrefix = "removed-";
 constexpr mode_t kStorageDirectoryMode = 0700;
 constexpr mode_t kFileMode = 0600;
 
@@ -89,6 +91,11 @@ std::string FileStorage::key_error(std::string_view key) {
   }
 }
 
+std::string FileStorage::prefix_error(std::string_view prefix) {
+  if (!prefix.ends_with('/')) return "a subtree prefix must end in '/'";
+  return key_error(prefix.substr(0, prefix.size() - 1));
+}
+
 FileStorage::FileStorage(std::string directory) : directory_(std::move(directory)) {
   if (directory_.empty()) {
     throw std::runtime_error("storage directory is empty; set data_dir in the config (e.g. /var/lib/meshagent)");
@@ -113,10 +120,27 @@ FileStorage::FileStorage(std::string directory) : directory_(std::move(directory
   for (auto it = std::filesystem::recursive_directory_iterator(directory_, error);
        !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
     if (it->is_regular_file(error) && ends_with_tmp(it->path().filename().string())) leftovers.push_back(it->path());
+    if (it->is_directory(error) && ends_with_tmp(it->path().filename().string())) it.disable_recursion_pending();
   }
   for (const auto& path : leftovers) {
     std::filesystem::remove(path, error);
     core::log("agent").info("storage removed interrupted write file={}", path.string());
+  }
+  // Subtrees removed before a crash, not yet deleted.
+  sweep_removed();
+}
+
+void FileStorage::sweep_removed() {
+  std::error_code error;
+  std::vector<std::filesystem::path> removed;
+  for (auto it = std::filesystem::directory_iterator(directory_, error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.starts_with(kRemovedPrefix) && ends_with_tmp(name) && it->is_directory(error)) removed.push_back(it->path());
+  }
+  for (const auto& path : removed) {
+    std::filesystem::remove_all(path, error);
+    if (error) core::log("agent").warn("storage could not delete removed subtree dir={} error={}", path.string(), error.message());
   }
 }
 
@@ -184,9 +208,22 @@ int write_durable_file(const std::string& path, std::string_view value, std::str
 
 FileStorage::CommitResult FileStorage::commit(const std::vector<Change>& changes) {
   for (const Change& change : changes) {
-    if (const std::string problem = key_error(change.key); !problem.empty()) {
+    if (const std::string problem = change.subtree ? prefix_error(change.key) : key_error(change.key);
+        !problem.empty()) {
       core::log("agent").error("storage commit given an invalid key={} reason={}", change.key, problem);
       return CommitResult::fatal;
+    }
+  }
+  // A value put under a subtree removed earlier in the batch would have its
+  // new file carried away with the subtree: commit the batch in two parts.
+  // (Committing a part again is harmless, so `retry` still means the whole.)
+  for (size_t i = 0; i < changes.size(); ++i) {
+    if (!changes[i].subtree) continue;
+    for (size_t j = i + 1; j < changes.size(); ++j) {
+      if (!changes[j].value || !changes[j].key.starts_with(changes[i].key)) continue;
+      const CommitResult first = commit(std::vector<Change>(changes.begin(), changes.begin() + j));
+      if (first != CommitResult::durable) return first;
+      return commit(std::vector<Change>(changes.begin() + j, changes.end()));
     }
   }
   // 1. Every new value into a file of its own, durable before any rename, so
@@ -199,7 +236,7 @@ FileStorage::CommitResult FileStorage::commit(const std::vector<Change>& changes
   };
   for (size_t i = 0; i < changes.size(); ++i) {
     const Change& change = changes[i];
-    if (!change.value) continue;
+    if (!change.value || change.subtree) continue;
     const std::string path = path_of(change.key);
     std::string_view step = "mkdir";
     int error = make_directories(parent_of(path));
@@ -217,11 +254,33 @@ FileStorage::CommitResult FileStorage::commit(const std::vector<Change>& changes
   // 2. The renames and unlinks, in the order the changes were made.
   std::vector<std::string> directories;
   for (size_t i = 0; i < changes.size(); ++i) {
-    const std::string path = path_of(changes[i].key);
+    const Change& change = changes[i];
+    const std::string path =
+        change.subtree ? path_of(std::string_view(change.key).substr(0, change.key.size() - 1)) : path_of(change.key);
     bool changed_directory = true;
-    if (changes[i].value) {
+    if (change.subtree) {
+      // One rename takes the whole subtree away, atomically; deleting its
+      // files is left to sweep_removed(), off the durable path.
+      const std::string removed =
+          fmt::format("{}/{}{}{}", directory_, kRemovedPrefix, removed_count_.fetch_add(1), kTmpSuffix);
+      if (::rename(path.c_str(), removed.c_str()) != 0) {
+        if (errno != ENOENT && errno != ENOTDIR) {
+          core::log("agent").error("storage remove failed prefix={} dir={} error={}", change.key, path,
+                                   errno_text(errno));
+          remove_tmp_files();
+          return CommitResult::fatal;
+        }
+        changed_directory = false;  // nothing was there
+      } else {
+        // Changes made inside it earlier in the batch went with it.
+        std::erase_if(directories, [&](const std::string& d) { return d == path || d.starts_with(path + "/"); });
+        if (std::find(directories.begin(), directories.end(), directory_) == directories.end()) {
+          directories.push_back(directory_);
+        }
+      }
+    } else if (change.value) {
       if (::rename(tmp_paths[i].c_str(), path.c_str()) != 0) {
-        core::log("agent").error("storage write failed key={} file={} step=rename error={}", changes[i].key, path,
+        core::log("agent").error("storage write failed key={} file={} step=rename error={}", change.key, path,
                                  errno_text(errno));
         remove_tmp_files();
         return CommitResult::fatal;
@@ -229,7 +288,7 @@ FileStorage::CommitResult FileStorage::commit(const std::vector<Change>& changes
       tmp_paths[i].clear();
     } else if (::unlink(path.c_str()) != 0) {
       if (errno != ENOENT && errno != ENOTDIR) {
-        core::log("agent").error("storage remove failed key={} file={} error={}", changes[i].key, path,
+        core::log("agent").error("storage remove failed key={} file={} error={}", change.key, path,
                                  errno_text(errno));
         remove_tmp_files();
         return CommitResult::fatal;
@@ -268,6 +327,16 @@ bool FileStorage::remove(std::string_view key) {
   return commit({Change{std::string(key), std::nullopt}}) == CommitResult::durable;
 }
 
+bool FileStorage::remove_prefix(std::string_view prefix) {
+  if (const std::string problem = prefix_error(prefix); !problem.empty()) {
+    core::log("agent").warn("storage remove refused prefix={} reason={}", prefix, problem);
+    return false;
+  }
+  const bool ok = commit({Change{std::string(prefix), std::nullopt, true}}) == CommitResult::durable;
+  sweep_removed();
+  return ok;
+}
+
 std::vector<std::string> FileStorage::keys(std::string_view prefix) const {
   // Walk only the subtree the prefix can match: "kgroup/abc/l" starts at
   // DIR/kgroup/abc.
@@ -281,6 +350,10 @@ std::vector<std::string> FileStorage::keys(std::string_view prefix) const {
   const std::filesystem::path root(directory_);
   for (auto it = std::filesystem::recursive_directory_iterator(start, error);
        !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
+    if (it->is_directory(error) && ends_with_tmp(it->path().filename().string())) {
+      it.disable_recursion_pending();  // a removed subtree
+      continue;
+    }
     if (!it->is_regular_file(error)) continue;
     std::string key = it->path().lexically_relative(root).generic_string();
     if (!key_error(key).empty()) continue;  // a .tmp of a write in flight, or a stray file

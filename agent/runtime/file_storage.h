@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,10 +32,12 @@ class FileStorage final : public core::Storage {
   // cannot be created or written.
   explicit FileStorage(std::string directory);
 
-  // One change of a commit: a new value for `key`, or its removal.
+  // One change of a commit: a new value for `key`, its removal, or (subtree)
+  // the removal of every key under `key`, a prefix ending in '/'.
   struct Change {
     std::string key;
     std::optional<std::string> value;  // nullopt: remove
+    bool subtree = false;
   };
   enum class CommitResult {
     durable,
@@ -56,16 +59,27 @@ class FileStorage final : public core::Storage {
   bool put(std::string_view key, std::string_view value) override;
   bool remove(std::string_view key) override;
   std::vector<std::string> keys(std::string_view prefix) const override;
+  // Renames the subtree's directory out of the way in one durable step
+  // (DIR/removed-<n>.tmp) and deletes it right away.
+  bool remove_prefix(std::string_view prefix) override;
+
+  // Deletes the subtrees commit() renamed away (removed-<n>.tmp); the
+  // renames made them durable, so this only frees the space, and may run on
+  // another thread than commit(), or never (the next start does it).
+  void sweep_removed();
 
   const std::string& directory() const { return directory_; }
 
   // Why `key` is not a valid key, or empty if it is.
   static std::string key_error(std::string_view key);
+  // Why `prefix` cannot be removed as a subtree (remove_prefix), or empty.
+  static std::string prefix_error(std::string_view prefix);
 
  private:
   std::string path_of(std::string_view key) const { return directory_ + "/" + std::string(key); }
 
   std::string directory_;
+  std::atomic<uint64_t> removed_count_{0};
 };
 
 }  // namespace mesh::agent

@@ -10,6 +10,7 @@ namespace mesh::agent {
 WriteBehindStorage::WriteBehindStorage(FileStorage& files, Post post, Fatal on_fatal, Options options)
     : files_(files), post_(std::move(post)), on_fatal_(std::move(on_fatal)), options_(options) {
   writer_ = std::thread([this] { run_writer(); });
+  sweeper_ = std::thread([this] { run_sweeper(); });
 }
 
 WriteBehindStorage::~WriteBehindStorage() {
@@ -20,12 +21,20 @@ WriteBehindStorage::~WriteBehindStorage() {
   }
   work_.notify_all();
   writer_.join();
+  {
+    const std::lock_guard lock(mutex_);
+    sweep_due_ = true;  // one last sweep, then stop
+  }
+  swept_.notify_all();
+  sweeper_.join();
 }
 
 core::StoredValue WriteBehindStorage::read(std::string_view key) const {
   {
     const std::lock_guard lock(mutex_);
-    if (auto it = overlay_.find(key); it != overlay_.end()) {
+    const auto it = overlay_.find(key);
+    if (removed_after(key, it == overlay_.end() ? 0 : it->second.seq)) return {};
+    if (it != overlay_.end()) {
       if (!it->second.value) return {};
       return {core::ReadStatus::found, *it->second.value};
     }
@@ -35,22 +44,46 @@ core::StoredValue WriteBehindStorage::read(std::string_view key) const {
   return files_.read(key);
 }
 
-bool WriteBehindStorage::put(std::string_view key, std::string_view value) { return enqueue(key, value); }
+bool WriteBehindStorage::removed_after(std::string_view key, uint64_t since) const {
+  return std::any_of(removed_subtrees_.begin(), removed_subtrees_.end(), [&](const RemovedSubtree& removed) {
+    return removed.seq > since && key.starts_with(removed.prefix);
+  });
+}
 
-bool WriteBehindStorage::remove(std::string_view key) { return enqueue(key, std::nullopt); }
-
-bool WriteBehindStorage::enqueue(std::string_view key, std::optional<std::string_view> value) {
+bool WriteBehindStorage::put(std::string_view key, std::string_view value) {
   if (const std::string problem = FileStorage::key_error(key); !problem.empty()) {
-    core::log("agent").warn("storage {} refused key={} reason={}", value ? "put" : "remove", key, problem);
+    core::log("agent").warn("storage put refused key={} reason={}", key, problem);
     return false;
   }
+  return enqueue(FileStorage::Change{std::string(key), std::string(value)});
+}
+
+bool WriteBehindStorage::remove(std::string_view key) {
+  if (const std::string problem = FileStorage::key_error(key); !problem.empty()) {
+    core::log("agent").warn("storage remove refused key={} reason={}", key, problem);
+    return false;
+  }
+  return enqueue(FileStorage::Change{std::string(key), std::nullopt});
+}
+
+bool WriteBehindStorage::remove_prefix(std::string_view prefix) {
+  if (const std::string problem = FileStorage::prefix_error(prefix); !problem.empty()) {
+    core::log("agent").warn("storage remove refused prefix={} reason={}", prefix, problem);
+    return false;
+  }
+  return enqueue(FileStorage::Change{std::string(prefix), std::nullopt, true});
+}
+
+bool WriteBehindStorage::enqueue(FileStorage::Change change) {
   const uint64_t seq = ++issued_;
-  std::optional<std::string> copy;
-  if (value) copy.emplace(*value);
   {
     const std::lock_guard lock(mutex_);
-    queue_.push_back(Queued{seq, FileStorage::Change{std::string(key), copy}});
-    overlay_.insert_or_assign(std::string(key), Overlay{std::move(copy), seq});
+    if (change.subtree) {
+      removed_subtrees_.push_back(RemovedSubtree{change.key, seq});
+    } else {
+      overlay_.insert_or_assign(change.key, Overlay{change.value, seq});
+    }
+    queue_.push_back(Queued{seq, std::move(change)});
   }
   work_.notify_one();
   return true;
@@ -60,23 +93,28 @@ std::vector<std::string> WriteBehindStorage::keys(std::string_view prefix) const
   // The queued changes first, then the files: a change committed in between
   // is in both, one committed before is in the files, so the newest state
   // of every key is seen.
-  std::map<std::string, bool, std::less<>> queued;  // key -> present
+  std::map<std::string, Overlay, std::less<>> queued;
+  std::vector<RemovedSubtree> removed;
   {
     const std::lock_guard lock(mutex_);
     for (auto it = overlay_.lower_bound(prefix); it != overlay_.end() && it->first.starts_with(prefix); ++it) {
-      queued.emplace(it->first, it->second.value.has_value());
+      queued.emplace(it->first, it->second);
     }
+    removed = removed_subtrees_;
   }
+  auto removed_since = [&](std::string_view key, uint64_t since) {
+    return std::any_of(removed.begin(), removed.end(),
+                       [&](const RemovedSubtree& r) { return r.seq > since && key.starts_with(r.prefix); });
+  };
   std::vector<std::string> out;
   for (std::string& key : files_.keys(prefix)) {
-    if (auto it = queued.find(key); it != queued.end() && !it->second) continue;
+    if (queued.contains(key) || removed_since(key, 0)) continue;
     out.push_back(std::move(key));
   }
-  for (const auto& [key, present] : queued) {
-    if (present && !std::binary_search(out.begin(), out.end(), key)) out.push_back(key);
+  for (const auto& [key, overlay] : queued) {
+    if (overlay.value && !removed_since(key, overlay.seq)) out.push_back(key);
   }
   std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
@@ -186,16 +224,39 @@ void WriteBehindStorage::run_writer() {
         }
         queue_.pop_front();
       }
+      std::erase_if(removed_subtrees_, [&](const RemovedSubtree& removed) { return removed.seq <= last_seq; });
+      if (std::any_of(batch.begin(), batch.end(), [](const FileStorage::Change& c) { return c.subtree; })) {
+        sweep_due_ = true;
+      }
       durable_ = last_seq;
       ++stats_.commits;
       stats_.changes += batch.size();
       stats_.last_commit_ms = elapsed_ms;
       stats_.max_commit_ms = std::max(stats_.max_commit_ms, elapsed_ms);
+      // Posted under the lock, so whoever sees durable_ advanced (flush())
+      // can count on the release being on its way to the loop.
+      post_([this, alive = alive_] {
+        if (*alive) release();
+      });
     }
     committed_.notify_all();
-    post_([this, alive = alive_] {
-      if (*alive) release();
-    });
+    swept_.notify_all();
+  }
+}
+
+void WriteBehindStorage::run_sweeper() {
+  while (true) {
+    bool stopping = false;
+    {
+      std::unique_lock lock(mutex_);
+      swept_.wait(lock, [&] { return sweep_due_; });
+      sweep_due_ = false;
+      stopping = stopping_;
+    }
+    // Deleting a removed subtree's files costs the disk about as much as
+    // writing them; here it holds back no commit and no output.
+    files_.sweep_removed();
+    if (stopping) return;
   }
 }
 

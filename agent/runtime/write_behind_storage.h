@@ -78,6 +78,9 @@ class WriteBehindStorage final : public core::Storage {
   // False for a key FileStorage cannot hold (logged); the change is not made.
   bool put(std::string_view key, std::string_view value) override;
   bool remove(std::string_view key) override;
+  // One change (FileStorage renames the subtree away); its files are
+  // deleted by a thread of their own once that is durable.
+  bool remove_prefix(std::string_view prefix) override;
   std::vector<std::string> keys(std::string_view prefix) const override;
   void after_durable(Action action) override;
 
@@ -98,8 +101,16 @@ class WriteBehindStorage final : public core::Storage {
     uint64_t seq;
   };
 
-  bool enqueue(std::string_view key, std::optional<std::string_view> value);
+  struct RemovedSubtree {
+    std::string prefix;
+    uint64_t seq;
+  };
+
+  bool enqueue(FileStorage::Change change);
+  // Whether a queued subtree removal newer than `since` covers `key`.
+  bool removed_after(std::string_view key, uint64_t since) const;
   void run_writer();
+  void run_sweeper();
   // On the node's thread: the actions the commits so far released.
   void release();
 
@@ -111,9 +122,13 @@ class WriteBehindStorage final : public core::Storage {
   mutable std::mutex mutex_;
   std::condition_variable work_;
   std::condition_variable committed_;
+  std::condition_variable swept_;  // the sweeper's wake-up
   std::deque<Queued> queue_;  // not yet durable, oldest first
-  // The newest value of every key with a change in queue_.
+  // The newest value of every key with a change in queue_, and the subtree
+  // removals in queue_, oldest first.
   std::map<std::string, Overlay, std::less<>> overlay_;
+  std::vector<RemovedSubtree> removed_subtrees_;
+  bool sweep_due_ = false;
   uint64_t durable_ = 0;  // changes 1..durable_ are on disk
   bool stopping_ = false;
   bool failed_ = false;
@@ -125,6 +140,7 @@ class WriteBehindStorage final : public core::Storage {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   std::thread writer_;
+  std::thread sweeper_;
 };
 
 }  // namespace mesh::agent

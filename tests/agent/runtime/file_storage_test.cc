@@ -142,5 +142,47 @@ TEST_F(FileStorageTest, ConstructorThrowsWhenDirectoryCannotBeCreated) {
   EXPECT_THROW(FileStorage(""), std::runtime_error);
 }
 
+TEST_F(FileStorageTest, RemovePrefixTakesTheWholeSubtreeAndLeavesNoFiles) {
+  FileStorage storage(dir_);
+  ASSERT_TRUE(storage.put("kgroup/t/1-0/meta", "m"));
+  ASSERT_TRUE(storage.put("kgroup/t/1-0/log/1", "e1"));
+  ASSERT_TRUE(storage.put("kgroup/t/1-0/log/2", "e2"));
+  ASSERT_TRUE(storage.put("kgroup/t/2-0/meta", "kept"));
+  ASSERT_TRUE(storage.put("kgroup/t/retired", "r"));
+  ASSERT_TRUE(storage.remove_prefix("kgroup/t/1-0/"));
+  EXPECT_EQ(storage.keys("kgroup/"), (std::vector<std::string>{"kgroup/t/2-0/meta", "kgroup/t/retired"}));
+  EXPECT_EQ(files(), (std::vector<std::string>{"kgroup/t/2-0/meta", "kgroup/t/retired"}));
+  // Nothing there: still fine.
+  EXPECT_TRUE(storage.remove_prefix("kgroup/t/1-0/"));
+  EXPECT_TRUE(storage.remove_prefix("never/"));
+  EXPECT_FALSE(storage.remove_prefix("kgroup/t"));  // not a subtree
+  EXPECT_FALSE(storage.remove_prefix("../"));
+}
+
+TEST_F(FileStorageTest, ACommitPutsUnderASubtreeItRemovedEarlier) {
+  FileStorage storage(dir_);
+  ASSERT_TRUE(storage.put("g/1/old", "x"));
+  ASSERT_EQ(storage.commit({{"g/1/", std::nullopt, true}, {"g/1/new", std::string("y")}, {"h", std::string("z")}}),
+            FileStorage::CommitResult::durable);
+  EXPECT_EQ(storage.keys(""), (std::vector<std::string>{"g/1/new", "h"}));
+  EXPECT_EQ(storage.get("g/1/new"), "y");
+}
+
+// A subtree renamed away but not yet deleted when the agent died is deleted
+// at the next start, and was never listed as keys.
+TEST_F(FileStorageTest, SubtreesLeftByACrashAreDeletedAtStart) {
+  {
+    FileStorage storage(dir_);
+    ASSERT_TRUE(storage.put("a", "1"));
+  }
+  fs::create_directories(dir_ + "/removed-7.tmp/kgroup/t/1-0");
+  std::ofstream(dir_ + "/removed-7.tmp/kgroup/t/1-0/meta") << "m";
+  {
+    FileStorage storage(dir_);
+    EXPECT_EQ(storage.keys(""), std::vector<std::string>{"a"});
+  }
+  EXPECT_FALSE(fs::exists(dir_ + "/removed-7.tmp"));
+}
+
 }  // namespace
 }  // namespace mesh::agent

@@ -199,5 +199,37 @@ TEST_F(WriteBehindStorageTest, ACommitThatFailsIsRetriedAndItsActionsWait) {
   EXPECT_TRUE(fatal_.empty());
 }
 
+TEST_F(WriteBehindStorageTest, RemovePrefixIsVisibleAtOnceAndLaterPutsSurviveIt) {
+  FileStorage files(root_);
+  DiskGate disk;
+  WriteBehindStorage::Options options;
+  options.before_commit = disk.hold();
+  {
+    WriteBehindStorage storage(files, loop_.post(), no_fatal(), options);
+    disk.open();
+    ASSERT_TRUE(storage.put("kgroup/t/1-0/meta", "m"));
+    ASSERT_TRUE(storage.put("kgroup/t/1-0/log/1", "e1"));
+    ASSERT_TRUE(storage.put("kgroup/t/2-0/meta", "kept"));
+    ASSERT_TRUE(storage.flush());
+    ASSERT_TRUE(storage.put("kgroup/t/1-0/log/2", "queued, then removed"));
+    ASSERT_TRUE(storage.remove_prefix("kgroup/t/1-0/"));
+    ASSERT_TRUE(storage.put("kgroup/t/1-0/meta", "put again"));
+    EXPECT_FALSE(storage.get("kgroup/t/1-0/log/1").has_value());
+    EXPECT_FALSE(storage.get("kgroup/t/1-0/log/2").has_value());
+    EXPECT_EQ(storage.get("kgroup/t/1-0/meta"), "put again");
+    EXPECT_EQ(storage.keys("kgroup/t/"), (std::vector<std::string>{"kgroup/t/1-0/meta", "kgroup/t/2-0/meta"}));
+    EXPECT_FALSE(storage.remove_prefix("kgroup/t/1-0"));  // not a subtree
+    ASSERT_TRUE(storage.flush());
+    EXPECT_EQ(storage.keys("kgroup/t/"), (std::vector<std::string>{"kgroup/t/1-0/meta", "kgroup/t/2-0/meta"}));
+  }
+  EXPECT_TRUE(fatal_.empty()) << fatal_;
+  EXPECT_EQ(files.keys(""), (std::vector<std::string>{"kgroup/t/1-0/meta", "kgroup/t/2-0/meta"}));
+  EXPECT_EQ(files.get("kgroup/t/1-0/meta"), "put again");
+  // The sweeper deleted what was renamed away.
+  for (const auto& entry : fs::directory_iterator(root_)) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with("removed-")) << entry.path();
+  }
+}
+
 }  // namespace
 }  // namespace mesh::agent
