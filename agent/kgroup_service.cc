@@ -613,6 +613,7 @@ void KgroupService::start_genesis(const GroupTarget& target, const kgroup::Group
           const auto reply = result.status == core::RequestStatus::ok ? decode(result.response.body) : std::nullopt;
           if (!reply || !reply->has_reply()) {
             ++g.silent;
+            g.silent_example = node;
             if (g.awaiting == 0) finish_genesis(key);
             return;
           }
@@ -674,7 +675,8 @@ void KgroupService::finish_genesis(const std::string& key) {
     // another could fork the target's state. Wait until it answers or
     // membership declares it failed.
     genesis_postponed_.add();
-    core::log("kgroup").info("genesis postponed target={} reason=unanswered_probes count={}", key, genesis.silent);
+    core::log("kgroup").info("genesis postponed target={} reason=unanswered_probes count={} e.g.={}", key,
+                             genesis.silent, genesis.silent_example.to_string());
     return;
   }
   kgroup::GroupConfig config;

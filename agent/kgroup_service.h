@@ -209,6 +209,7 @@ class KgroupService : public kgroup::GroupClient {
     std::vector<core::NodeId> members;
     size_t awaiting = 0;  // probes not answered yet
     size_t silent = 0;    // probes that got no usable answer
+    core::NodeId silent_example;  // one of them, for the log
     // The most live members an answer said its node knows, when above ours,
     // and that node.
     size_t view_behind = 0;
