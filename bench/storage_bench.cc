@@ -59,61 +59,54 @@ std::string entry_key(int64_t seq) { return "kgroup/bench/log/" + std::to_string
 
 double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-void BM_SynchronousPutBaseline(benchmark::State& state) {
+// Runs the burst once per iteration through `put`, then `make_durable`, and
+// reports the counters above; `commits` says how many fsync rounds it took.
+template <typename Put, typename MakeDurable, typename Commits>
+void run_bursts(benchmark::State& state, Put put, MakeDurable make_durable, Commits commits) {
   const int64_t writes = state.range(0);
-  ScratchDirectory scratch;
-  mesh::agent::FileStorage files(scratch.path());
   double blocked_max_us = 0;
   double durable_ms = 0;
   int64_t round = 0;
+  const uint64_t commits_before = commits();
   for (auto _ : state) {
     const auto started = Clock::now();
     for (int64_t i = 0; i < writes; ++i) {
-      const int64_t seq = round * writes + i;
-      for (const std::string& key : {entry_key(seq), std::string("kgroup/bench/meta")}) {
+      for (const std::string& key : {entry_key(round * writes + i), std::string("kgroup/bench/meta")}) {
         const auto before = Clock::now();
-        if (!files.put(key, kValue)) state.SkipWithError("put failed");
+        if (!put(key)) state.SkipWithError("put failed");
         blocked_max_us = std::max(blocked_max_us, micros(Clock::now() - before));
       }
     }
+    if (!make_durable()) state.SkipWithError("flush failed");
     durable_ms += micros(Clock::now() - started) / 1000.0;
     ++round;
   }
   state.counters["loop_blocked_max_us"] = blocked_max_us;
   state.counters["durable_ms"] = durable_ms / static_cast<double>(round);
-  state.counters["commits"] = static_cast<double>(2 * writes);
+  state.counters["commits"] = static_cast<double>(commits() - commits_before) / static_cast<double>(round);
+}
+
+void BM_SynchronousPutBaseline(benchmark::State& state) {
+  ScratchDirectory scratch;
+  mesh::agent::FileStorage files(scratch.path());
+  uint64_t puts = 0;  // each one its own fsync round
+  auto put = [&](const std::string& key) {
+    ++puts;
+    return files.put(key, kValue);
+  };
+  run_bursts(state, put, [] { return true; }, [&] { return puts; });
 }
 BENCHMARK(BM_SynchronousPutBaseline)->ArgName("writes")->Arg(1)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_WriteBehind(benchmark::State& state) {
-  const int64_t writes = state.range(0);
   ScratchDirectory scratch;
   mesh::agent::FileStorage files(scratch.path());
   // Nothing waits on the loop here: the posted releases are dropped.
   mesh::agent::WriteBehindStorage storage(
       files, [](std::function<void()>) {}, [&state](const std::string& why) { state.SkipWithError(why.c_str()); });
-  double blocked_max_us = 0;
-  double durable_ms = 0;
-  int64_t round = 0;
-  const uint64_t commits_before = storage.stats().commits;
-  for (auto _ : state) {
-    const auto started = Clock::now();
-    for (int64_t i = 0; i < writes; ++i) {
-      const int64_t seq = round * writes + i;
-      for (const std::string& key : {entry_key(seq), std::string("kgroup/bench/meta")}) {
-        const auto before = Clock::now();
-        if (!storage.put(key, kValue)) state.SkipWithError("put refused");
-        blocked_max_us = std::max(blocked_max_us, micros(Clock::now() - before));
-      }
-    }
-    if (!storage.flush()) state.SkipWithError("flush failed");
-    durable_ms += micros(Clock::now() - started) / 1000.0;
-    ++round;
-  }
-  state.counters["loop_blocked_max_us"] = blocked_max_us;
-  state.counters["durable_ms"] = durable_ms / static_cast<double>(round);
-  state.counters["commits"] =
-      static_cast<double>(storage.stats().commits - commits_before) / static_cast<double>(round);
+  run_bursts(
+      state, [&](const std::string& key) { return storage.put(key, kValue); }, [&] { return storage.flush(); },
+      [&] { return storage.stats().commits; });
 }
 BENCHMARK(BM_WriteBehind)->ArgName("writes")->Arg(1)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -73,10 +73,7 @@ MeshSim::MeshSim(const Scenario& scenario, uint64_t seed, Options options)
   for (const auto& [a, b] : topology_.edges) network_.connect(id_of(a), id_of(b), params);
 
   if (options_.disk.max_commit <= core::Duration::zero() && std::getenv("MESH_SIM_SLOW_DISKS") != nullptr) {
-    options_.disk.min_commit = std::chrono::milliseconds(2);
-    options_.disk.max_commit = std::chrono::milliseconds(40);
-    options_.disk.stall_probability = 0.02;
-    options_.disk.stall = std::chrono::milliseconds(500);
+    options_.disk = SimDisk::slow();
   }
   slots_.resize(topology_.size());
   for (size_t i = 0; i < slots_.size(); ++i) {

@@ -40,8 +40,7 @@ class MeshSim {
     // Every node's disk; the default commits at once (no write is ever
     // lost to a crash), a slow one loses what was not yet durable. A soak
     // outside CI can give every sweep slow disks: MESH_SIM_SLOW_DISKS=1 in
-    // the environment turns a default disk into one of 2-40 ms per commit,
-    // 500 ms more on 2 % of them (as the power-cut sweeps use).
+    // the environment turns a default disk into SimDisk::slow().
     SimDisk::Options disk;
   };
 

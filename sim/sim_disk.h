@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -33,6 +34,18 @@ class SimDisk final : public core::Storage {
     double stall_probability = 0.0;
     core::Duration stall{0};
   };
+
+  // The slow disk of the power-cut and stall sweeps (and of
+  // MESH_SIM_SLOW_DISKS=1): 2-40 ms per commit, 500 ms more on 2 % of them,
+  // a busy SD card's order of magnitude.
+  static Options slow() {
+    Options options;
+    options.min_commit = std::chrono::milliseconds(2);
+    options.max_commit = std::chrono::milliseconds(40);
+    options.stall_probability = 0.02;
+    options.stall = std::chrono::milliseconds(500);
+    return options;
+  }
 
   SimDisk() : SimDisk(Options{}) {}
   explicit SimDisk(Options options) : options_(options) {}

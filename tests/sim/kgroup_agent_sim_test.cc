@@ -195,10 +195,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     config.output_commit = output_commit;
   };
   if (plan.slow_disks) {
-    options.disk.min_commit = milliseconds(2);
-    options.disk.max_commit = milliseconds(40);
-    options.disk.stall_probability = 0.02;
-    options.disk.stall = milliseconds(500);
+    options.disk = SimDisk::slow();
   }
   MeshSim sim(parse_scenario(toml, "kgroup_agent.toml"), seed, options);
 

@@ -128,12 +128,18 @@ TEST(SimDisk, ZeroCommitTimeIsSynchronous) {
   EXPECT_TRUE(ran);
 }
 
-TEST(OutputCommitTransport, HoldsMessagesUntilTheChangesBeforeThemAreDurable) {
+// A node's transport over a disk whose commits take 10 ms.
+class OutputCommitTest : public ::testing::Test {
+ protected:
+  void SetUp() override { disk.attach(env); }
+
   test_support::ManualEnv env;
-  SimDisk disk(slow_disk());
-  disk.attach(env);
+  SimDisk disk{slow_disk()};
   RecordingTransport inner;
   core::Metrics metrics;
+};
+
+TEST_F(OutputCommitTest, HoldsMessagesUntilTheChangesBeforeThemAreDurable) {
   core::OutputCommitTransport transport(env, inner, disk, metrics, {kMembership});
 
   // Nothing pending: straight through, with the real status.
@@ -155,12 +161,7 @@ TEST(OutputCommitTransport, HoldsMessagesUntilTheChangesBeforeThemAreDurable) {
   EXPECT_EQ(metrics.total("output_commit_held_total"), 2u);
 }
 
-TEST(OutputCommitTransport, HeldMessagesLeaveInOrderAcrossCommits) {
-  test_support::ManualEnv env;
-  SimDisk disk(slow_disk());
-  disk.attach(env);
-  RecordingTransport inner;
-  core::Metrics metrics;
+TEST_F(OutputCommitTest, HeldMessagesLeaveInOrderAcrossCommits) {
   core::OutputCommitTransport transport(env, inner, disk, metrics, {});
   ASSERT_TRUE(disk.put("a", "1"));
   transport.send(message(kKgroup, "m1"));
@@ -174,12 +175,7 @@ TEST(OutputCommitTransport, HeldMessagesLeaveInOrderAcrossCommits) {
   EXPECT_EQ(inner.sent, (std::vector<std::string>{"m1", "m2", "m3"}));
 }
 
-TEST(OutputCommitTransport, AHeldMessageThatFindsNoRouteIsCounted) {
-  test_support::ManualEnv env;
-  SimDisk disk(slow_disk());
-  disk.attach(env);
-  RecordingTransport inner;
-  core::Metrics metrics;
+TEST_F(OutputCommitTest, AHeldMessageThatFindsNoRouteIsCounted) {
   core::OutputCommitTransport transport(env, inner, disk, metrics, {});
   ASSERT_TRUE(disk.put("a", "1"));
   EXPECT_EQ(transport.send(message(kKgroup, "m")), core::SendStatus::sent);
@@ -188,12 +184,7 @@ TEST(OutputCommitTransport, AHeldMessageThatFindsNoRouteIsCounted) {
   EXPECT_EQ(metrics.total("output_commit_dropped_total"), 1u);
 }
 
-TEST(OutputCommitTransport, MessagesHeldWhenItIsDestroyedAreNeverSent) {
-  test_support::ManualEnv env;
-  SimDisk disk(slow_disk());
-  disk.attach(env);
-  RecordingTransport inner;
-  core::Metrics metrics;
+TEST_F(OutputCommitTest, MessagesHeldWhenItIsDestroyedAreNeverSent) {
   {
     core::OutputCommitTransport transport(env, inner, disk, metrics, {});
     ASSERT_TRUE(disk.put("a", "1"));
