@@ -80,6 +80,12 @@ class WriteBehindStorageTest : public ::testing::Test {
   WriteBehindStorage::Fatal no_fatal() {
     return [this](const std::string& why) { fatal_ = why; };
   }
+  // Options whose writer waits for `disk` to open before each commit.
+  static WriteBehindStorage::Options held_by(DiskGate& disk) {
+    WriteBehindStorage::Options options;
+    options.before_commit = disk.hold();
+    return options;
+  }
 
   std::string root_;
   std::string fatal_;
@@ -121,9 +127,7 @@ TEST_F(WriteBehindStorageTest, DestroyingCommitsWhatIsQueued) {
 TEST_F(WriteBehindStorageTest, ActionsWaitForEarlierChangesAndRunInOrder) {
   FileStorage files(root_);
   DiskGate disk;
-  WriteBehindStorage::Options options;
-  options.before_commit = disk.hold();
-  WriteBehindStorage storage(files, loop_.post(), no_fatal(), options);
+  WriteBehindStorage storage(files, loop_.post(), no_fatal(), held_by(disk));
   std::vector<std::string> ran;
   // Nothing pending: at once.
   storage.after_durable([&] { ran.push_back("idle"); });
@@ -148,9 +152,7 @@ TEST_F(WriteBehindStorageTest, ActionsWaitForEarlierChangesAndRunInOrder) {
 TEST_F(WriteBehindStorageTest, AnActionNeverOvertakesOneWaiting) {
   FileStorage files(root_);
   DiskGate disk;
-  WriteBehindStorage::Options options;
-  options.before_commit = disk.hold();
-  WriteBehindStorage storage(files, loop_.post(), no_fatal(), options);
+  WriteBehindStorage storage(files, loop_.post(), no_fatal(), held_by(disk));
   std::vector<int> ran;
   ASSERT_TRUE(storage.put("a", "1"));
   storage.after_durable([&] { ran.push_back(1); });
@@ -202,10 +204,8 @@ TEST_F(WriteBehindStorageTest, ACommitThatFailsIsRetriedAndItsActionsWait) {
 TEST_F(WriteBehindStorageTest, RemovePrefixIsVisibleAtOnceAndLaterPutsSurviveIt) {
   FileStorage files(root_);
   DiskGate disk;
-  WriteBehindStorage::Options options;
-  options.before_commit = disk.hold();
   {
-    WriteBehindStorage storage(files, loop_.post(), no_fatal(), options);
+    WriteBehindStorage storage(files, loop_.post(), no_fatal(), held_by(disk));
     disk.open();
     ASSERT_TRUE(storage.put("kgroup/t/1-0/meta", "m"));
     ASSERT_TRUE(storage.put("kgroup/t/1-0/log/1", "e1"));
