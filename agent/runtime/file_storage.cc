@@ -253,6 +253,13 @@ FileStorage::CommitResult FileStorage::commit(const std::vector<Change>& changes
   }
   // 2. The renames and unlinks, in the order the changes were made.
   std::vector<std::string> directories;
+  // A rename or unlink that fails leaves the disk part-way through the batch.
+  auto fatal = [&](std::string_view step, const Change& change, const std::string& path) {
+    core::log("agent").error("storage commit failed key={} file={} step={} error={}", change.key, path, step,
+                             errno_text(errno));
+    remove_tmp_files();
+    return CommitResult::fatal;
+  };
   for (size_t i = 0; i < changes.size(); ++i) {
     const Change& change = changes[i];
     const std::string path =
@@ -264,12 +271,7 @@ FileStorage::CommitResult FileStorage::commit(const std::vector<Change>& changes
       const std::string removed =
           fmt::format("{}/{}{}{}", directory_, kRemovedPrefix, removed_count_.fetch_add(1), kTmpSuffix);
       if (::rename(path.c_str(), removed.c_str()) != 0) {
-        if (errno != ENOENT && errno != ENOTDIR) {
-          core::log("agent").error("storage remove failed prefix={} dir={} error={}", change.key, path,
-                                   errno_text(errno));
-          remove_tmp_files();
-          return CommitResult::fatal;
-        }
+        if (errno != ENOENT && errno != ENOTDIR) return fatal("rename-subtree", change, path);
         changed_directory = false;  // nothing was there
       } else {
         // Changes made inside it earlier in the batch went with it.
@@ -279,20 +281,10 @@ FileStorage::CommitResult FileStorage::commit(const std::vector<Change>& changes
         }
       }
     } else if (change.value) {
-      if (::rename(tmp_paths[i].c_str(), path.c_str()) != 0) {
-        core::log("agent").error("storage write failed key={} file={} step=rename error={}", change.key, path,
-                                 errno_text(errno));
-        remove_tmp_files();
-        return CommitResult::fatal;
-      }
+      if (::rename(tmp_paths[i].c_str(), path.c_str()) != 0) return fatal("rename", change, path);
       tmp_paths[i].clear();
     } else if (::unlink(path.c_str()) != 0) {
-      if (errno != ENOENT && errno != ENOTDIR) {
-        core::log("agent").error("storage remove failed key={} file={} error={}", change.key, path,
-                                 errno_text(errno));
-        remove_tmp_files();
-        return CommitResult::fatal;
-      }
+      if (errno != ENOENT && errno != ENOTDIR) return fatal("unlink", change, path);
       changed_directory = false;  // nothing was there
     }
     const std::string parent = parent_of(path);

@@ -361,27 +361,30 @@ TEST(KgroupAgentSim, WholeMeshPowerCutLosesNoAcknowledgedWrite) {
 // commit: whatever a node had not yet made durable is lost, and only the
 // output commit (messages wait for the changes before them) keeps every
 // acknowledged write.
-TEST(KgroupAgentSim, WholeMeshPowerCutOnSlowDisksLosesNoAcknowledgedWrite) {
+Plan power_cut_on_slow_disks() {
   Plan plan;
   plan.power_cut = true;
   plan.slow_disks = true;
   plan.loss = 0.01;
+  return plan;
+}
+constexpr uint64_t kSlowDiskFirstSeed = 5100;
+constexpr int kSlowDiskSeeds = 30;
+
+TEST(KgroupAgentSim, WholeMeshPowerCutOnSlowDisksLosesNoAcknowledgedWrite) {
   Totals t;
-  sweep(plan, 5100, 30, t);
+  sweep(power_cut_on_slow_disks(), kSlowDiskFirstSeed, kSlowDiskSeeds, t);
   EXPECT_GT(t.acked_after_crash, 0u);
 }
 
 // Without the output commit, members acknowledge entries still on their way
 // to the disk, and the sweep above must see acknowledged writes vanish.
 TEST(KgroupAgentSim, AcknowledgingBeforeTheDiskIsCaughtByThePowerCutSweep) {
-  Plan plan;
-  plan.power_cut = true;
-  plan.slow_disks = true;
-  plan.loss = 0.01;
+  Plan plan = power_cut_on_slow_disks();
   plan.output_commit = false;
   std::vector<uint64_t> caught;
   std::string first;
-  for (uint64_t seed = 5100; seed < 5130; ++seed) {
+  for (uint64_t seed = kSlowDiskFirstSeed; seed < kSlowDiskFirstSeed + kSlowDiskSeeds; ++seed) {
     const Outcome o = run(plan, seed);
     for (const std::string& violation : o.violations) {
       if (violation.find("is lost") == std::string::npos) continue;
@@ -390,8 +393,8 @@ TEST(KgroupAgentSim, AcknowledgingBeforeTheDiskIsCaughtByThePowerCutSweep) {
       break;
     }
   }
-  EXPECT_FALSE(caught.empty()) << "no lost acknowledged write caught in 30 seeds";
-  std::printf("caught on %zu of 30 seeds; first: %s\n", caught.size(), first.c_str());
+  EXPECT_FALSE(caught.empty()) << "no lost acknowledged write caught in " << kSlowDiskSeeds << " seeds";
+  std::printf("caught on %zu of %d seeds; first: %s\n", caught.size(), kSlowDiskSeeds, first.c_str());
 }
 
 // The chaos runs' stall: a leader's disk answers nothing for 3-10 s. Its
