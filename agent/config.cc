@@ -1242,6 +1242,10 @@ const std::vector<SectionSpec>& Parser::sections() {
            millis_key("lease_margin_ms", 0, kMaxIntervalMs,
                       "milliseconds a leader stops trusting its lease early, for clock drift; below lease_ms",
                       [](C& c, D v) { c.node.kgroup.replica.lease_margin = v; }),
+           boolean_key("coalesce_heartbeats",
+                       "send the heartbeats of every group this node leads on one tick, those for one node in "
+                       "one request (multi-Raft coalescing); false: each group heartbeats on its own",
+                       [](C& c, bool v) { c.node.kgroup.replica.coalesce_heartbeats = v; }),
            millis_key("append_timeout_ms", 1, kMaxIntervalMs, "milliseconds one append and its retransmissions may take",
                       [](C& c, D v) { c.node.kgroup.replica.append_timeout = v; }),
            millis_key("answer_timeout_ms", 1, kMaxIntervalMs,

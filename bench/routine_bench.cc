@@ -27,7 +27,7 @@
 //   the same instant (every device conflicting): from the first invocation's
 //   last lock released (its device groups' serving leaders no longer hold a
 //   lock for it; polled every millisecond) to the second's first actuation.
-// BM_RoutineTraffic/ROUTINES/CENTRAL (Fig. 11): bytes per node per second
+// BM_RoutineTraffic/ROUTINES/CENTRAL/COALESCE (Fig. 11): bytes per node per second
 //   hop by hop while every routine is triggered every kTriggerPeriod_s,
 //   decentralized (k = 3, LSH, clusters of kDevicesPerCluster devices) or
 //   CENTRAL (k = 1, SelectionMode::central: one node hosts every routine's
@@ -61,7 +61,9 @@
 // ROUTINE_BENCH_NODES (25) nodes for the delay points,
 // ROUTINE_BENCH_CHURN_DOWN_S (10) how long churned nodes stay down (all at
 // once), ROUTINE_BENCH_GRADUAL_S (400) the gradual-churn window,
-// ROUTINE_BENCH_MEASURE_S (60) traffic window, ROUTINE_BENCH_TRAFFIC_NODES
+// ROUTINE_BENCH_MEASURE_S (60) traffic window, ROUTINE_BENCH_HEARTBEAT_MS (the
+// default, 100) k-group heartbeat interval with a lease of six intervals,
+// ROUTINE_BENCH_TRAFFIC_NODES
 // (50) nodes for the traffic points (random topology, 64 plugs), ROUTINE_BENCH_FULL=1 every
 // point (without it: 1 and 4 devices, 5 and 20 routines),
 // ROUTINE_BENCH_OUT=DIR writes DIR/routine_delays.csv (every sample) and
@@ -141,14 +143,17 @@ class TrafficTap {
     bytes_[from][classify(channel, datagram)] += datagram.size();
   }
   const std::vector<std::map<std::string, uint64_t>>& bytes() const { return bytes_; }
-  // Heartbeats sent (counted once, at their first hop) and the distinct
-  // (leader, follower) pairs they went between, since start_window(): a
-  // heartbeat coalesced per peer would send one per pair and interval.
+  // Since start_window(), counted once at their first hop: requests that
+  // carried heartbeats (a coalesced one carries several: kgroup.
+  // coalesce_heartbeats), the heartbeats they carried, and the distinct
+  // (leader node, follower node) pairs they went between.
   void start_window() {
-    heartbeats_sent_ = 0;
+    heartbeat_requests_ = 0;
+    heartbeats_carried_ = 0;
     heartbeat_pairs_.clear();
   }
-  uint64_t heartbeats_sent() const { return heartbeats_sent_; }
+  uint64_t heartbeat_requests() const { return heartbeat_requests_; }
+  uint64_t heartbeats_carried() const { return heartbeats_carried_; }
   size_t heartbeat_pairs() const { return heartbeat_pairs_.size(); }
 
   static bool background(const std::string& kind) {
@@ -197,13 +202,11 @@ class TrafficTap {
     switch (body.kind_case()) {
       case mesh::proto::KgroupBody::kAppend:
         if (body.append().entries_size() != 0) return "kgroup_replication";
-        heartbeats_.insert({envelope.src(), envelope.msg_id()});
-        if (envelope.hops() == 0) {
-          ++heartbeats_sent_;
-          heartbeat_pairs_.insert({envelope.src(), envelope.dst()});
-        }
-        return "kgroup_heartbeat";
+        return heartbeat(envelope, 1);
+      case mesh::proto::KgroupBody::kHeartbeats:
+        return heartbeat(envelope, static_cast<uint64_t>(body.heartbeats().appends_size()));
       case mesh::proto::KgroupBody::kAppendReply:
+      case mesh::proto::KgroupBody::kHeartbeatAnswers:
         return heartbeats_.count({envelope.dst(), envelope.msg_id()}) != 0 ? "kgroup_heartbeat" : "kgroup_replication";
       case mesh::proto::KgroupBody::kElection:
       case mesh::proto::KgroupBody::kElectionAnswer:
@@ -215,9 +218,20 @@ class TrafficTap {
     }
   }
 
+  std::string heartbeat(const mesh::proto::Envelope& envelope, uint64_t carried) {
+    heartbeats_.insert({envelope.src(), envelope.msg_id()});
+    if (envelope.hops() == 0) {
+      ++heartbeat_requests_;
+      heartbeats_carried_ += carried;
+      heartbeat_pairs_.insert({envelope.src(), envelope.dst()});
+    }
+    return "kgroup_heartbeat";
+  }
+
   std::vector<std::map<std::string, uint64_t>> bytes_;
   std::set<std::pair<uint32_t, uint64_t>> heartbeats_;
-  uint64_t heartbeats_sent_ = 0;
+  uint64_t heartbeat_requests_ = 0;
+  uint64_t heartbeats_carried_ = 0;
   std::set<std::pair<uint32_t, uint32_t>> heartbeat_pairs_;
 };
 
@@ -240,7 +254,14 @@ struct Setup {
   int devices_per_routine = 2;
   mesh::routine::LockStrategy strategy = mesh::routine::LockStrategy::sla;
   bool central = false;
+  bool coalesce_heartbeats = true;  // kgroup.coalesce_heartbeats
 };
+
+// The traffic CSVs' mode column.
+std::string mode_name(const Setup& setup) {
+  if (setup.central) return "central";
+  return setup.coalesce_heartbeats ? "decentralized" : "decentralized_uncoalesced";
+}
 
 // One seed's mesh: plugs at random nodes, one motion sensor per routine
 // ("sR.motion == on" triggers routine "rR"), each routine setting a random
@@ -303,6 +324,13 @@ struct RoutineMesh {
     mesh::sim::MeshSim::Options options;
     options.configure = [this](mesh::agent::NodeConfig& config) {
       config.kgroup.selection.k = setup.central ? 1 : 3;
+      config.kgroup.replica.coalesce_heartbeats = setup.coalesce_heartbeats;
+      if (const int heartbeat_ms = env_int("ROUTINE_BENCH_HEARTBEAT_MS", 0, 0); heartbeat_ms > 0) {
+        // The interval against failover trade: a follower elects after a
+        // lease of six silent intervals, as with the defaults (100, 600).
+        config.kgroup.replica.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+        config.kgroup.replica.lease = std::chrono::milliseconds(6 * heartbeat_ms);
+      }
       config.kgroup.selection.mode =
           setup.central ? mesh::kgroup::SelectionMode::central : mesh::kgroup::SelectionMode::lsh;
       config.kgroup.selection.clusters.devices_per_cluster = setup.central ? catalog.size() : kDevicesPerCluster;
@@ -771,6 +799,7 @@ void BM_RoutineTraffic(benchmark::State& state) {
   setup.routines = static_cast<int>(state.range(0));
   setup.devices_per_routine = 3;
   setup.central = state.range(1) == 1;
+  setup.coalesce_heartbeats = state.range(2) == 1;
   const int measure_s = env_int("ROUTINE_BENCH_MEASURE_S", 60, 10);
   const auto nodes = static_cast<size_t>(setup.nodes);
   for (auto _ : state) {
@@ -826,7 +855,7 @@ void BM_RoutineTraffic(benchmark::State& state) {
                                               "nodes,routines,mode,seed,node,class,bytes_per_s");
           out.is_open()) {
         for (const auto& [kind, bytes] : sent) {
-          out << setup.nodes << "," << setup.routines << "," << (setup.central ? "central" : "decentralized") << ","
+          out << setup.nodes << "," << setup.routines << "," << mode_name(setup) << ","
               << seed << "," << n << "," << kind << "," << static_cast<double>(bytes) / window << "\n";
         }
       }
@@ -842,14 +871,17 @@ void BM_RoutineTraffic(benchmark::State& state) {
     state.counters["foreground_mean"] = mean(foreground);
     state.counters["foreground_max"] = max(foreground);
     state.counters["heartbeat_share"] = by_class["kgroup_heartbeat"] / mean(total);
-    if (auto out = mesh::bench::open_output("ROUTINE_BENCH_OUT", "routine_heartbeats.csv",
-                                            "nodes,routines,mode,seed,heartbeats_per_s,peer_pairs");
+    if (auto out = mesh::bench::open_output(
+            "ROUTINE_BENCH_OUT", "routine_heartbeats.csv",
+            "nodes,routines,mode,coalesce,seed,heartbeats_per_s,heartbeat_requests_per_s,peer_pairs");
         out.is_open()) {
-      out << setup.nodes << "," << setup.routines << "," << (setup.central ? "central" : "decentralized") << "," << seed
-          << "," << static_cast<double>(mesh.tap->heartbeats_sent()) / window << "," << mesh.tap->heartbeat_pairs()
-          << "\n";
+      out << setup.nodes << "," << setup.routines << "," << mode_name(setup) << ","
+          << setup.coalesce_heartbeats << "," << seed << ","
+          << static_cast<double>(mesh.tap->heartbeats_carried()) / window << ","
+          << static_cast<double>(mesh.tap->heartbeat_requests()) / window << "," << mesh.tap->heartbeat_pairs() << "\n";
     }
-    state.counters["heartbeats_per_s"] = static_cast<double>(mesh.tap->heartbeats_sent()) / window;
+    state.counters["heartbeats_per_s"] = static_cast<double>(mesh.tap->heartbeats_carried()) / window;
+    state.counters["heartbeat_requests_per_s"] = static_cast<double>(mesh.tap->heartbeat_requests()) / window;
     state.counters["heartbeat_peer_pairs"] = static_cast<double>(mesh.tap->heartbeat_pairs());
     state.counters["unparsed_share"] = by_class["unparsed"] / mean(total);
     state.counters["invocations_ok"] = static_cast<double>(ok_after - ok_before);
@@ -883,7 +915,8 @@ void sync_args(benchmark::internal::Benchmark* b) {
 void traffic_args(benchmark::internal::Benchmark* b) {
   const std::vector<int> routines = full_run() ? std::vector<int>{5, 10, 20, 40} : std::vector<int>{5, 20};
   for (int r : routines) {
-    for (int central : {0, 1}) b->Args({r, central});
+    for (int coalesce : {1, 0}) b->Args({r, 0, coalesce});
+    b->Args({r, 1, 1});  // k = 1: no followers, nothing to coalesce
   }
 }
 

@@ -12,7 +12,7 @@ import csv
 import os
 
 WIDTH, HEIGHT, MARGIN = 420, 300, 55
-COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
 
 
 def read(path):

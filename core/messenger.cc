@@ -35,13 +35,26 @@ struct Responder::Pending {
   Messenger* messenger = nullptr;
   Message request;
   std::shared_ptr<Messenger::Answered> entry;
+  Sink sink;  // set for a detached Responder, which has no messenger
   bool done = false;
 };
+
+Responder Responder::detached(Message request, Sink sink) {
+  auto pending = std::make_shared<Pending>();
+  pending->alive = std::make_shared<bool>(true);
+  pending->request = std::move(request);
+  pending->sink = std::move(sink);
+  return Responder(std::move(pending));
+}
 
 void Responder::respond(std::string body) {
   if (pending_->done) return;
   pending_->done = true;
   if (!*pending_->alive) return;
+  if (pending_->sink) {
+    pending_->sink(false, std::move(body));
+    return;
+  }
   pending_->messenger->answer(pending_->request, pending_->entry, MessageKind::response, std::move(body));
 }
 
@@ -49,6 +62,10 @@ void Responder::reject(std::string reason) {
   if (pending_->done) return;
   pending_->done = true;
   if (!*pending_->alive) return;
+  if (pending_->sink) {
+    pending_->sink(true, std::move(reason));
+    return;
+  }
   pending_->messenger->answer(pending_->request, pending_->entry, MessageKind::rejection, std::move(reason));
 }
 

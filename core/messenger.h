@@ -76,6 +76,13 @@ struct RequestResult {
 // the caller times out. Answering twice is ignored.
 class Responder {
  public:
+  // Where a detached Responder's answer goes: `rejected` says which call.
+  using Sink = std::function<void(bool rejected, std::string body)>;
+  // A Responder whose answer goes to `sink` instead of back over the
+  // network, for a handler that serves several requests carried in one
+  // (kgroup/heartbeat_coalescer.h). Deduplication stays with the carrier.
+  static Responder detached(Message request, Sink sink);
+
   void respond(std::string body);
   void reject(std::string reason);
   const Message& request() const;

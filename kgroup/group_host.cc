@@ -65,6 +65,7 @@ GroupHost::GroupHost(core::Env& env, core::Messenger& messenger, core::Storage& 
       factory_(std::move(factory)),
       select_(std::move(select)),
       schedule_(schedule),
+      heartbeat_timer_(env),
       retire_timer_(env),
       replica_metrics_(metrics),
       dropped_malformed_(metrics.counter("kgroup_dropped_total", {{"reason", "malformed"}})),
@@ -77,6 +78,15 @@ GroupHost::GroupHost(core::Env& env, core::Messenger& messenger, core::Storage& 
   listener_ = view_.add_listener([this](const membership::MemberEvent& event) {
     for (GroupReplica* replica : replicas()) replica->on_member_event(event);
   });
+  if (options_.coalesce_heartbeats) {
+    heartbeats_ = std::make_unique<HeartbeatCoalescer>(env_, messenger_, metrics, kMaxBodyBytes);
+    heartbeat_timer_.start_periodic(options_.heartbeat_interval, [this] { heartbeat_tick(); });
+  }
+}
+
+void GroupHost::heartbeat_tick() {
+  for (GroupReplica* replica : replicas()) replica->heartbeat_tick();
+  heartbeats_->flush();
 }
 
 GroupHost::~GroupHost() {
@@ -91,6 +101,7 @@ ReplicaHooks GroupHost::hooks_for(const GroupConfig& config) {
   hooks.schedule = schedule_;
   hooks.select = select_;
   hooks.metrics = &replica_metrics_;
+  hooks.heartbeats = heartbeats_.get();
   const Key key{config.target.to_string(), config.epoch, config.generation};
   hooks.retired = [this, key] { retire(key); };
   hooks.local_final_state = [this, target = config.target.to_string()](
@@ -225,7 +236,44 @@ void GroupHost::on_request(const core::Message& request, core::Responder respond
     on_start(request, body->start(), std::move(responder));
     return;
   }
-  const proto::KgroupRef* group = group_of(*body);
+  if (body->has_heartbeats()) {
+    on_heartbeats(request, body->heartbeats(), std::move(responder));
+    return;
+  }
+  route(request, *body, std::move(responder));
+}
+
+void GroupHost::on_heartbeats(const core::Message& request, const proto::KgroupHeartbeats& heartbeats,
+                              core::Responder responder) {
+  struct Answers {
+    explicit Answers(core::Responder r) : responder(std::move(r)) {}
+    core::Responder responder;
+    proto::KgroupBody body;
+    size_t missing = 0;
+  };
+  auto answers = std::make_shared<Answers>(std::move(responder));
+  answers->missing = static_cast<size_t>(heartbeats.appends_size());
+  for (int i = 0; i < heartbeats.appends_size(); ++i) answers->body.mutable_heartbeat_answers()->add_answers();
+  for (int i = 0; i < heartbeats.appends_size(); ++i) {
+    auto one = core::Responder::detached(request, [answers, i](bool rejected, std::string body) {
+      proto::KgroupHeartbeatAnswer* answer = answers->body.mutable_heartbeat_answers()->mutable_answers(i);
+      if (rejected) {
+        answer->set_rejected(std::move(body));
+      } else if (const auto reply = decode_body(body); reply && reply->has_append_reply()) {
+        *answer->mutable_reply() = reply->append_reply();
+      } else {
+        answer->set_rejected("unexpected_answer");
+      }
+      if (--answers->missing == 0) answers->responder.respond(encode_body(answers->body));
+    });
+    proto::KgroupBody alone;
+    *alone.mutable_append() = heartbeats.appends(i);
+    route(request, alone, std::move(one));
+  }
+}
+
+void GroupHost::route(const core::Message& request, const proto::KgroupBody& body, core::Responder responder) {
+  const proto::KgroupRef* group = group_of(body);
   GroupReplica* replica = group == nullptr ? nullptr : find(group->target(), group->epoch(), group->generation());
   if (replica == nullptr || retiring_.count({group->target(), group->epoch(), group->generation()}) != 0) {
     dropped_unknown_group_.add();
@@ -235,7 +283,7 @@ void GroupHost::on_request(const core::Message& request, core::Responder respond
     responder.reject(retired ? "retired" : "unknown_group");
     return;
   }
-  replica->on_request(request, *body, std::move(responder));
+  replica->on_request(request, body, std::move(responder));
 }
 
 void GroupHost::on_start(const core::Message& request, const proto::KgroupStart& start, core::Responder responder) {

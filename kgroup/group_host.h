@@ -16,6 +16,7 @@
 #include "core/storage.h"
 #include "kgroup/epoch_schedule.h"
 #include "kgroup/group_replica.h"
+#include "kgroup/heartbeat_coalescer.h"
 #include "kgroup/replica_metrics.h"
 #include "membership/member_view.h"
 
@@ -26,7 +27,11 @@ namespace mesh::kgroup {
 // to the replica of the group it names, forwards membership events to every
 // replica, starts successor groups when a sealed group's leader says so, and
 // drops decommissioned groups. Requests for a group this node does not serve
-// are rejected ("unknown_group"), so the asker learns at once.
+// are rejected ("unknown_group"), so the asker learns at once. With
+// ReplicaOptions::coalesce_heartbeats it ticks the heartbeats of every group
+// it leads at once and sends those for one node in one request
+// (kgroup/heartbeat_coalescer.h); a request carrying several groups'
+// heartbeats is handed out one append per group and answered once.
 class GroupHost {
  public:
   // The state machine a new group of `target` hosts.
@@ -67,6 +72,13 @@ class GroupHost {
   };
 
   void on_request(const core::Message& request, core::Responder responder);
+  // Hands a decoded request to the replica of the group it names.
+  void route(const core::Message& request, const proto::KgroupBody& body, core::Responder responder);
+  // Several groups' heartbeats in one request: each routed as if alone, one reply with every answer.
+  void on_heartbeats(const core::Message& request, const proto::KgroupHeartbeats& heartbeats,
+                     core::Responder responder);
+  // One heartbeat round of every group led here, then the coalesced sends.
+  void heartbeat_tick();
   void on_start(const core::Message& request, const proto::KgroupStart& start, core::Responder responder);
   void retire(const Key& key);
   // Every group of a target up to the watermark (epoch, generation) has been
@@ -86,6 +98,9 @@ class GroupHost {
   Selector select_;
   const EpochSchedule* schedule_;
   membership::MemberView::ListenerHandle listener_ = 0;
+  // Declared before groups_: replicas cancel their heartbeats into it as they go.
+  std::unique_ptr<HeartbeatCoalescer> heartbeats_;
+  core::ScopedTimer heartbeat_timer_;
   std::map<Key, Hosted> groups_;
   std::set<Key> retiring_;
   core::ScopedTimer retire_timer_;

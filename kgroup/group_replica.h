@@ -15,6 +15,7 @@
 #include "kgroup/bully_election.h"
 #include "kgroup/epoch_schedule.h"
 #include "kgroup/group_target.h"
+#include "kgroup/heartbeat_coalescer.h"
 #include "kgroup/outstanding_requests.h"
 #include "kgroup/replica_metrics.h"
 #include "kgroup/replicated_log.h"
@@ -46,6 +47,10 @@ struct ReplicaOptions {
   core::Duration election_backoff = std::chrono::milliseconds(100);
   // Migration: how often unanswered start / state / decommission requests are retried.
   core::Duration migration_retry = std::chrono::milliseconds(500);
+  // Heartbeats of every group a node leads leave on one shared tick, and
+  // those bound for one node travel in one request (GroupHost,
+  // kgroup/heartbeat_coalescer.h). Off: each group ticks on its own.
+  bool coalesce_heartbeats = true;
   size_t max_batch_bytes = 900;   // entries per append, per page of a claim
   size_t max_update_bytes = 700;  // larger updates are refused; inherited state is cut to this
   size_t max_queued = 4096;       // submissions waiting for a take-over
@@ -89,6 +94,10 @@ struct ReplicaHooks {
   std::function<std::optional<std::string>(uint64_t epoch, uint32_t generation)> local_final_state;
   // Where the member records its operation latencies; none if null.
   ReplicaMetrics* metrics = nullptr;
+  // Set by a host that coalesces heartbeats (GroupHost): the host then calls
+  // heartbeat_tick() for every group at once, and this member's heartbeats
+  // travel through it. Null: the member ticks on its own timer.
+  HeartbeatCoalescer* heartbeats = nullptr;
 };
 
 enum class Role { follower, electing, candidate, leader };
@@ -133,7 +142,9 @@ struct SubmitResult {
 //    numbers, sends them to every member, and commits at f + 1 copies
 //    (itself counted). Members persist before acknowledging. Heartbeats are
 //    empty appends renewing the followers' lease (scopes-floating-managers:
-//    a manager refreshes a lease; its expiry triggers the election).
+//    a manager refreshes a lease; its expiry triggers the election); under a
+//    GroupHost they leave on the host's tick, coalesced per follower node
+//    with the other groups' (kgroup/heartbeat_coalescer.h).
 //  - Migration (CoMesh 3.4, Appendix A.1 case 2): at the end of its epoch,
 //    or once f members have failed (re-selection, CoMesh 3.5), the leader
 //    commits a seal entry naming the successor group; nothing commits after
@@ -213,6 +224,10 @@ class GroupReplica {
   const std::string& final_state() const { return final_state_; }
   // The last entry of the log snapshot this member holds (0: none).
   uint64_t snapshot_seq() const { return snapshot_seq_; }
+
+  // One heartbeat round if this member leads; the host's shared tick when
+  // ReplicaHooks::heartbeats is set.
+  void heartbeat_tick();
 
   // Called each time this member wins a term (tests check one leader per term).
   void set_on_elected(ElectedCallback callback) { on_elected_ = std::move(callback); }

@@ -31,6 +31,8 @@ bool GroupReplica::serving() const {
   return role_ == Role::leader && !recovering_ && inherited_ && !sealing_ && !sealed_;
 }
 
+void GroupReplica::heartbeat_tick() { on_heartbeat(); }
+
 void GroupReplica::on_heartbeat() {
   if (role_ != Role::leader) return;
   const core::TimePoint now = env_.now();
@@ -67,13 +69,19 @@ void GroupReplica::send_append(core::NodeId member) {
   progress.inflight = true;
   const uint64_t term = leader_term_;
   const core::TimePoint sent = env_.now();
-  leader_requests_.request(
-      member, encode_body(body),
-      [this, member, term, sent](const core::RequestResult& result) { on_append_result(member, term, sent, result); },
-      // Retransmissions are safe for the lease: a follower renews it when it
-      // first handles the append, never before `sent`, which is what the
-      // leader counts from (acked_sent).
-      append_attempt(options_.append_timeout));
+  auto on_result = [this, member, term, sent](const core::RequestResult& result) {
+    on_append_result(member, term, sent, result);
+  };
+  // Retransmissions are safe for the lease: a follower renews it when it
+  // first handles the append, never before `sent`, which is what the leader
+  // counts from (acked_sent). A coalesced heartbeat leaves no earlier than
+  // `sent` either.
+  if (hooks_.heartbeats != nullptr && append->entries().empty() && append->snapshot_seq() == 0) {
+    leader_requests_.heartbeat(*hooks_.heartbeats, member, std::move(*append), std::move(on_result),
+                               append_attempt(options_.append_timeout));
+    return;
+  }
+  leader_requests_.request(member, encode_body(body), std::move(on_result), append_attempt(options_.append_timeout));
 }
 
 void GroupReplica::on_append_result(core::NodeId member, uint64_t term, core::TimePoint sent,

@@ -41,6 +41,14 @@ core::Expected<proto::KgroupBody, std::string> decode_body(std::string_view byte
       if (body.append().term() == 0) return Unexpected(std::string("bad_append"));
       if (!valid_entries(body.append().entries())) return Unexpected(std::string("bad_entries"));
       break;
+    case proto::KgroupBody::kHeartbeats:
+      if (body.heartbeats().appends().empty()) return Unexpected(std::string("bad_heartbeats"));
+      for (const proto::KgroupAppend& append : body.heartbeats().appends()) {
+        if (!valid_ref(append.group())) return Unexpected(std::string("bad_group"));
+        // Only heartbeats travel together: entries leave in appends of their own.
+        if (append.term() == 0 || !append.entries().empty()) return Unexpected(std::string("bad_heartbeats"));
+      }
+      break;
     case proto::KgroupBody::kStateRequest:
       if (!valid_ref(body.state_request().group())) return Unexpected(std::string("bad_group"));
       break;
@@ -58,6 +66,7 @@ core::Expected<proto::KgroupBody, std::string> decode_body(std::string_view byte
     case proto::KgroupBody::kAppendReply:
     case proto::KgroupBody::kStateReply:
     case proto::KgroupBody::kDecommissionAck:
+    case proto::KgroupBody::kHeartbeatAnswers:
       break;
     case proto::KgroupBody::KIND_NOT_SET:
       return Unexpected(std::string("empty"));

@@ -754,6 +754,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "kgroup.genesis_settle_ms",
                           "kgroup.genesis_failed_memory_s",
                           "kgroup.snapshot_after_entries",
+                          "kgroup.coalesce_heartbeats",
                           "mutex.expected_nodes",
                           "mutex.boot_grace_s",
                           "mutex.boot_settle_ms",
@@ -787,7 +788,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 105u);
+  EXPECT_EQ(keys.size(), 106u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next

@@ -64,6 +64,32 @@ TEST(KgroupCodec, RejectsGarbage) {
   EXPECT_FALSE(decode_body(encode_body(no_members)));
 }
 
+TEST(KgroupCodec, CoalescedHeartbeatsCarryHeartbeatsOnly) {
+  proto::KgroupBody heartbeats;
+  for (const char* target : {"device:a", "routine:b"}) {
+    proto::KgroupAppend* append = heartbeats.mutable_heartbeats()->add_appends();
+    *append->mutable_group() = ref(target);
+    append->set_term(2);
+    append->set_commit(7);
+  }
+  const auto decoded = decode_body(encode_body(heartbeats));
+  ASSERT_TRUE(decoded) << decoded.error();
+  EXPECT_EQ(decoded->heartbeats().appends_size(), 2);
+
+  proto::KgroupBody with_entries = heartbeats;
+  with_entries.mutable_heartbeats()->mutable_appends(1)->add_entries()->set_seq(8);
+  EXPECT_EQ(decode_body(encode_body(with_entries)).error(), "bad_heartbeats");
+  proto::KgroupBody zero_term = heartbeats;
+  zero_term.mutable_heartbeats()->mutable_appends(0)->set_term(0);
+  EXPECT_EQ(decode_body(encode_body(zero_term)).error(), "bad_heartbeats");
+  proto::KgroupBody bad_group = heartbeats;
+  bad_group.mutable_heartbeats()->mutable_appends(1)->mutable_group()->set_target("nokind");
+  EXPECT_EQ(decode_body(encode_body(bad_group)).error(), "bad_group");
+  proto::KgroupBody none;
+  none.mutable_heartbeats();
+  EXPECT_EQ(decode_body(encode_body(none)).error(), "bad_heartbeats");
+}
+
 TEST(KgroupCodec, CorpusDecodesAsNamed) {
   // Of the hand-named files, bad_* and empty.bin are refused and every other
   // one decodes. Inputs scripts/fuzz keeps (named by their SHA-1) promise
