@@ -186,7 +186,8 @@ def traffic(rows, outdir, suffix):
         ([("d", COLOURS[0], False, line("decentralized", "mean")), ("c", COLOURS[1], False, line("central", "mean")),
           ("db", COLOURS[0], True, line("decentralized", "background")),
           ("cb", COLOURS[1], True, line("central", "background")),
-          ("df", COLOURS[2], False, line("decentralized", "foreground"))],
+          ("df", COLOURS[2], False, line("decentralized", "foreground")),
+          ("du", COLOURS[5], False, line("decentralized_uncoalesced", "mean"))],
          "bytes per node per second, mean", "routines", ""),
         ([("d", COLOURS[0], False, line("decentralized", "max")), ("c", COLOURS[1], False, line("central", "max"))],
          "bytes per second, busiest node", "routines", ""),
@@ -196,6 +197,7 @@ def traffic(rows, outdir, suffix):
     legend = [("decentralized (k = 3), total", COLOURS[0], False), ("central (k = 1, one hub), total", COLOURS[1], False),
               ("decentralized background", COLOURS[0], True), ("central background", COLOURS[1], True),
               ("decentralized foreground", COLOURS[2], False),
+              ("decentralized, heartbeats not coalesced, total", COLOURS[5], False),
               ("ratio of the means", COLOURS[3], False), ("ratio of the busiest nodes", COLOURS[4], False)]
     write_svg(os.path.join(outdir, f"routine_traffic{suffix}.svg"), panels, legend, caption=FIG11)
 
