@@ -79,7 +79,8 @@ GroupHost::GroupHost(core::Env& env, core::Messenger& messenger, core::Storage& 
     for (GroupReplica* replica : replicas()) replica->on_member_event(event);
   });
   if (options_.coalesce_heartbeats) {
-    heartbeats_ = std::make_unique<HeartbeatCoalescer>(env_, messenger_, metrics, kMaxBodyBytes);
+    // A carrier is sealed into one datagram like an append: the same budget.
+    heartbeats_ = std::make_unique<HeartbeatCoalescer>(env_, messenger_, metrics, options_.max_batch_bytes);
     heartbeat_timer_.start_periodic(options_.heartbeat_interval, [this] { heartbeat_tick(); });
   }
 }

@@ -249,7 +249,8 @@ void GroupReplica::become_leader() {
   leader_contact_.reset();
   pull_started_.reset();
   if (on_elected_) on_elected_(term);
-  if (hooks_.heartbeats == nullptr) heartbeat_timer_.start_periodic(options_.heartbeat_interval, [this] { on_heartbeat(); });
+  if (hooks_.heartbeats == nullptr)
+    heartbeat_timer_.start_periodic(options_.heartbeat_interval, [this] { on_heartbeat(); });
   for (auto& [member, progress] : progress_) send_append(member);
   advance_commit();
 }

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/log.h"
 #include "kgroup/kgroup_codec.h"
 #include "proto/wire.pb.h"
 
@@ -77,9 +78,10 @@ void HeartbeatCoalescer::flush() {
   for (auto& [dst, heartbeats] : by_destination) {
     std::vector<Queued> batch;
     size_t bytes = 0;
+    const bool plain_only = plain_only_.count(dst) != 0;
     for (Queued& heartbeat : heartbeats) {
       const size_t size = carried_size(heartbeat.heartbeat);
-      if (!batch.empty() && bytes + size > max_body_bytes_) {
+      if (!batch.empty() && (plain_only || bytes + size > max_body_bytes_)) {
         send_carrier(dst, std::move(batch));
         batch.clear();
         bytes = 0;
@@ -100,6 +102,7 @@ void HeartbeatCoalescer::send_carrier(core::NodeId dst, std::vector<Queued> batc
   }
   const uint64_t carrier_id = next_carrier_++;
   Carrier& carrier = carriers_[carrier_id];
+  carrier.dst = dst;
   for (Queued& queued : batch) {
     carrier.carried.push_back({queued.token, std::move(queued.callback)});
     owner_[queued.token] = carrier_id;
@@ -125,6 +128,14 @@ void HeartbeatCoalescer::on_carrier_result(uint64_t carrier_id, const core::Requ
   if (count == 1) {
     results.push_back(result);  // it travelled as a plain append
   } else if (result.status != core::RequestStatus::ok) {
+    if (result.status == core::RequestStatus::rejected && result.response.body == "malformed") {
+      if (plain_only_.insert(found->second.dst).second) {
+        core::log("kgroup").info(
+            "node={} refused coalesced heartbeats (a version without them?); sending it plain "
+            "appends",
+            found->second.dst.to_string());
+      }
+    }
     results.assign(count, result);
   } else {
     const auto body = decode_body(result.response.body);

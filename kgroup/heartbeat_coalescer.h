@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "core/env.h"
@@ -30,7 +31,10 @@ namespace mesh::kgroup {
 //    once per transmission of the group's own request as before.
 // Appends with entries never wait here: they leave at once, alone.
 // A heartbeat that has no company for its destination leaves as a plain
-// append, so where groups share no pair of nodes the wire is unchanged.
+// append, so where groups share no pair of nodes the wire is unchanged. A
+// node that refuses a carrier as malformed runs a version without
+// coalescing (a rolling upgrade): it gets plain appends from then on, and
+// the heartbeats it refused are sent again at the next tick.
 class HeartbeatCoalescer {
  public:
   using Token = uint64_t;
@@ -68,6 +72,7 @@ class HeartbeatCoalescer {
     core::Messenger::ResultCallback callback;  // empty once cancelled
   };
   struct Carrier {
+    core::NodeId dst;
     uint64_t msg_id = 0;  // 0 until the messenger returned it
     std::vector<Carried> carried;
   };
@@ -82,7 +87,8 @@ class HeartbeatCoalescer {
   uint64_t next_carrier_ = 1;
   std::vector<Queued> queued_;
   std::map<uint64_t, Carrier> carriers_;
-  std::map<Token, uint64_t> owner_;  // token in flight -> its carrier
+  std::map<Token, uint64_t> owner_;    // token in flight -> its carrier
+  std::set<core::NodeId> plain_only_;  // refused a carrier as malformed
   core::ScopedTimer flush_timer_;
   core::Counter& carriers_sent_;
   core::Counter& heartbeats_carried_;

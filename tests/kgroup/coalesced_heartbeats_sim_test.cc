@@ -7,10 +7,10 @@
 // under leader and member crashes with loss; the counts check that the
 // heartbeats did travel together, and that turning coalescing off restores
 // one request per group.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cstdio>
+
+#include <gtest/gtest.h>
 
 #include "core/log.h"
 #include "core/metrics.h"
