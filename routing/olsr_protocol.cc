@@ -242,6 +242,7 @@ void OlsrProtocol::process_hello(core::Ipv4Address from, const Message& message,
   const core::TimePoint now = env_.now();
   const core::Duration validity = decode_vtime(message.vtime);
   const core::TimePoint expired = now - core::Duration(1);
+  neighbourhood_touched_ = true;
 
   // §7.1.1 link sensing.
   auto [it, created] = links_.try_emplace(from);
@@ -403,6 +404,35 @@ void OlsrProtocol::consider_forwarding(core::Ipv4Address from, const Message& me
 
 void OlsrProtocol::refresh() {
   const core::TimePoint now = env_.now();
+  // The link, neighbour, two-hop and MPR selector sets change only through a
+  // HELLO or the passing of one of their times, so between the two a walk
+  // would find nothing to do: most packets of a large mesh carry only
+  // flooded TCs, and are spared it.
+  if (neighbourhood_touched_ || !neighbourhood_next_change_ || now >= *neighbourhood_next_change_) {
+    neighbourhood_touched_ = false;
+    refresh_neighbourhood(now);
+  }
+  expire_topology(now);
+  expire_mid(now);
+  std::erase_if(hna_, [&](const auto& entry) { return !alive(entry.second, now); });
+
+  if (neighbourhood_changed_) {
+    neighbourhood_changed_ = false;
+    recompute_mprs();
+    // Classic flooding advertises the whole neighbourhood.
+    if (!options_.mpr_flooding) ++ansn_;
+  }
+  if (selectors_changed_) {
+    selectors_changed_ = false;
+    // §9: the advertised set changed.
+    ++ansn_;
+    if (mpr_selectors_.empty()) selectors_emptied_at_ = now;
+  }
+  if (routes_dirty_) recalculate_routes_when_due(now);
+  schedule_expiry();
+}
+
+void OlsrProtocol::refresh_neighbourhood(core::TimePoint now) {
   auto log = [] { return &core::log("routing"); };
 
   for (auto it = links_.begin(); it != links_.end();) {
@@ -466,24 +496,19 @@ void OlsrProtocol::refresh() {
       ++it;
     }
   }
-  expire_topology(now);
-  expire_mid(now);
-  std::erase_if(hna_, [&](const auto& entry) { return !alive(entry.second, now); });
 
-  if (neighbourhood_changed_) {
-    neighbourhood_changed_ = false;
-    recompute_mprs();
-    // Classic flooding advertises the whole neighbourhood.
-    if (!options_.mpr_flooding) ++ansn_;
+  // The earliest time still ahead: nothing in these sets changes before it.
+  neighbourhood_next_change_.reset();
+  auto consider = [&](core::TimePoint t) {
+    if (t > now && (!neighbourhood_next_change_ || t < *neighbourhood_next_change_)) neighbourhood_next_change_ = t;
+  };
+  for (const auto& [iface, link] : links_) {
+    consider(link.sym_time);
+    consider(link.asym_time);
+    consider(link.time);
   }
-  if (selectors_changed_) {
-    selectors_changed_ = false;
-    // §9: the advertised set changed.
-    ++ansn_;
-    if (mpr_selectors_.empty()) selectors_emptied_at_ = now;
-  }
-  if (routes_dirty_) recalculate_routes_when_due(now);
-  schedule_expiry();
+  for (const auto& [key, time] : two_hop_) consider(time);
+  for (const auto& [main, time] : mpr_selectors_) consider(time);
 }
 
 void OlsrProtocol::recalculate_routes_when_due(core::TimePoint now) {
@@ -567,13 +592,9 @@ void OlsrProtocol::schedule_expiry() {
   auto consider = [&](core::TimePoint t) {
     if (t > now && (!next || t < *next)) next = t;
   };
-  for (const auto& [iface, link] : links_) {
-    consider(link.sym_time);
-    consider(link.asym_time);
-    consider(link.time);
-  }
-  for (const auto& [key, time] : two_hop_) consider(time);
-  for (const auto& [main, time] : mpr_selectors_) consider(time);
+  // The neighbourhood's earliest time ahead, as of its last walk: refresh()
+  // walks it again before that time passes.
+  if (neighbourhood_next_change_) consider(*neighbourhood_next_change_);
   if (auto earliest = topology_expiry_.earliest()) consider(*earliest);
   if (auto earliest = mid_expiry_.earliest()) consider(*earliest);
   for (const auto& [key, time] : hna_) consider(time);

@@ -249,6 +249,9 @@ class OlsrProtocol {
   // Drops expired tuples, derives neighbour status, recomputes MPRs, ANSN
   // and routes when their inputs changed, and re-arms the expiry timer.
   void refresh();
+  // The link, neighbour, two-hop and MPR selector part of refresh(); sets
+  // neighbourhood_next_change_.
+  void refresh_neighbourhood(core::TimePoint now);
   void recompute_mprs();
   // Recalculates now, or arms route_timer_ for the end of the interval.
   void recalculate_routes_when_due(core::TimePoint now);
@@ -327,6 +330,11 @@ class OlsrProtocol {
   bool routes_dirty_ = false;           // route calculation inputs
   std::optional<core::TimePoint> last_route_calculation_;
   uint64_t topology_version_ = 0;
+  // Set by every HELLO; while it is clear and the earliest link, two-hop or
+  // selector time ahead (as of the last walk) has not passed, refresh() skips
+  // the walk of those sets: it would change nothing.
+  bool neighbourhood_touched_ = true;
+  std::optional<core::TimePoint> neighbourhood_next_change_;
   // Scratch for refresh(), kept to spare an allocation per packet.
   std::vector<std::pair<core::NodeId, bool>> link_symmetry_;
   std::vector<Route> routes_;
