@@ -48,7 +48,10 @@ void PersistedNodeSet::forget(NodeId id) {
 }
 
 void PersistedNodeSet::write() {
+  // Rewritten whole at every new id, O(N) per call as the mesh grows: one
+  // buffer, and Ipv4Address::to_string() fits the small-string buffer.
   std::string text;
+  text.reserve(nodes_.size() * 16);
   for (NodeId id : nodes_) {
     if (!text.empty()) text += ',';
     text += id.to_string();
