@@ -182,7 +182,6 @@ TEST(Histogram, QuantileClampedToObservedRange) {
   EXPECT_LE(h.quantile(0.5), 1001.0);
 }
 
-
 // count_traffic() finds its series by a key it builds itself; it must be the
 // series counter() gives for the same labels, on random label values.
 TEST(Metrics, CountTrafficUsesCountersSeries) {

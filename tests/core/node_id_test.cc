@@ -30,7 +30,6 @@ TEST(Ipv4Address, OrdersNumerically) {
   EXPECT_LT(Ipv4Address::from_octets(10, 0, 0, 2), Ipv4Address::from_octets(10, 0, 0, 10));
 }
 
-
 // to_string() formats into one buffer; the old formula, for comparison.
 TEST(Ipv4Address, ToStringMatchesOctetByOctetFormula) {
   Rng rng(17);

@@ -1084,7 +1084,6 @@ TEST(OlsrProtocol, RouteCalculationsWithinAnIntervalAreBatched) {
   EXPECT_TRUE(all_routes);
 }
 
-
 // refresh() walks the link, neighbour, two-hop and MPR selector sets only
 // after a HELLO or once one of their times has passed. Random HELLOs, TCs
 // and pauses on one node: after each, its MPRs and routes must be what a
@@ -1134,7 +1133,8 @@ TEST(OlsrProtocol, StateFollowsItsTuplesTimesBetweenHellos) {
         }
         inject(node, ghost, {hello_from(ghost, seq++, links, milliseconds(rng.between(500, 8000)))});
       } else if (kind == 2) {
-        const Ipv4Address originator = rng.below(2) == 0 ? far[rng.below(far.size())] : ghosts[rng.below(ghosts.size())];
+        const Ipv4Address originator =
+            rng.below(2) == 0 ? far[rng.below(far.size())] : ghosts[rng.below(ghosts.size())];
         if (rng.below(3) == 0) ++ansn[originator];
         Message tc = tc_from(originator, seq++, ansn[originator], some_of(far));
         tc.vtime = encode_vtime(milliseconds(rng.between(1000, 15000)));
