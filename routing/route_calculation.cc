@@ -1,11 +1,17 @@
 #include "routing/route_calculation.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace mesh::routing::olsr {
 
 std::vector<Route> compute_routes(const RoutingInput& input) {
-  std::map<core::Ipv4Address, Route> table;
+  // Looked up once per topology edge: hashed (a tree walk of the whole
+  // table per lookup grew with the mesh), sorted once at the end.
+  std::unordered_map<core::Ipv4Address, Route> table;
+  size_t alias_count = 0;
+  for (const auto& [main, list] : input.aliases) alias_count += list.size();
+  table.reserve(2 * input.symmetric_neighbours.size() + input.two_hop.size() + input.topology.size() + alias_count);
 
   auto neighbours = input.symmetric_neighbours;
   std::sort(neighbours.begin(), neighbours.end(), [](const auto& a, const auto& b) {
@@ -36,11 +42,13 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
   std::vector<std::pair<core::NodeId, core::NodeId>> edges;
   edges.reserve(input.topology.size());
   for (const auto& e : input.topology) edges.emplace_back(e.last, e.dest);
-  std::sort(edges.begin(), edges.end());
+  // OLSR's topology set hands them over in this order already.
+  if (!std::is_sorted(edges.begin(), edges.end())) std::sort(edges.begin(), edges.end());
   std::vector<core::NodeId> frontier;
   for (const auto& [dest, route] : table) {
     if (route.hops == 2) frontier.push_back(dest);
   }
+  std::sort(frontier.begin(), frontier.end());
   std::vector<core::NodeId> reached;
   for (uint32_t h = 2; !frontier.empty(); ++h) {
     reached.clear();
@@ -70,6 +78,7 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
   std::vector<Route> routes;
   routes.reserve(table.size());
   for (const auto& [dest, route] : table) routes.push_back(route);
+  std::sort(routes.begin(), routes.end(), [](const Route& a, const Route& b) { return a.destination < b.destination; });
   return routes;
 }
 
