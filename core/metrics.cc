@@ -30,7 +30,8 @@ double representative(int bucket) {
 }
 
 Labels sorted(Labels labels) {
-  std::sort(labels.begin(), labels.end());
+  // Callers mostly pass their labels in order already.
+  if (!std::is_sorted(labels.begin(), labels.end())) std::sort(labels.begin(), labels.end());
   return labels;
 }
 
@@ -97,12 +98,37 @@ Histogram& Metrics::histogram(std::string_view name, Labels labels) {
 
 void Metrics::count_traffic(std::string_view scope, std::string_view layer, std::string_view type,
                             std::string_view direction, uint64_t bytes) {
-  const Labels labels{{"direction", std::string(direction)},
-                      {"layer", std::string(layer)},
-                      {"scope", std::string(scope)},
-                      {"type", std::string(type)}};
-  counter("messages_total", labels).add(1);
-  counter("bytes_total", labels).add(bytes);
+  // Called for every datagram and message of every layer, and its series
+  // exist after the first few: found by their series key alone, built in
+  // one buffer, the labels are made only for a new series. The key is
+  // series_key()'s, labels in sorted order.
+  std::string series;
+  const std::string_view names[] = {"messages_total", "bytes_total"};
+  const uint64_t amounts[] = {1, bytes};
+  for (size_t i = 0; i < 2; ++i) {
+    series.clear();
+    series.reserve(names[i].size() + direction.size() + layer.size() + scope.size() + type.size() + 32);
+    series.append(names[i])
+        .append("{direction=")
+        .append(direction)
+        .append(",layer=")
+        .append(layer)
+        .append(",scope=")
+        .append(scope)
+        .append(",type=")
+        .append(type)
+        .append("}");
+    auto it = counters_.find(std::string_view(series));
+    if (it != counters_.end()) {
+      it->second.counter->add(amounts[i]);
+      continue;
+    }
+    counter(names[i], Labels{{"direction", std::string(direction)},
+                             {"layer", std::string(layer)},
+                             {"scope", std::string(scope)},
+                             {"type", std::string(type)}})
+        .add(amounts[i]);
+  }
 }
 
 std::vector<Metrics::CounterRow> Metrics::counters() const {
@@ -132,7 +158,11 @@ uint64_t Metrics::total(std::string_view name) const {
 }
 
 std::string Metrics::series_key(std::string_view name, const Labels& sorted_labels) {
-  std::string key(name);
+  size_t length = name.size() + 2;
+  for (const auto& [k, v] : sorted_labels) length += k.size() + v.size() + 2;
+  std::string key;
+  key.reserve(length);
+  key += name;
   if (sorted_labels.empty()) return key;
   key += '{';
   for (size_t i = 0; i < sorted_labels.size(); ++i) {

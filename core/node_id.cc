@@ -29,8 +29,15 @@ std::optional<Ipv4Address> Ipv4Address::parse(std::string_view text) {
 }
 
 std::string Ipv4Address::to_string() const {
-  return std::to_string(value_ >> 24) + '.' + std::to_string((value_ >> 16) & 0xff) + '.' +
-         std::to_string((value_ >> 8) & 0xff) + '.' + std::to_string(value_ & 0xff);
+  // No allocation: 15 characters fit the small-string buffer, and logs and
+  // persisted node sets format addresses on hot paths.
+  char text[16];
+  char* p = text;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    if (shift != 24) *p++ = '.';
+    p = std::to_chars(p, text + sizeof text, (value_ >> shift) & 0xff).ptr;
+  }
+  return std::string(text, p);
 }
 
 }  // namespace mesh::core

@@ -1,7 +1,7 @@
 #pragma once
 
-#include <set>
 #include <string>
+#include <vector>
 
 #include "core/metrics.h"
 #include "core/node_id.h"
@@ -24,8 +24,8 @@ class PersistedNodeSet {
   PersistedNodeSet(Storage& storage, std::string key, size_t max_nodes, std::string log_component,
                    Counter& write_failures, Counter& unreadable);
 
-  // The ids remembered from earlier lives (and this one).
-  const std::set<NodeId>& nodes() const { return nodes_; }
+  // The ids remembered from earlier lives (and this one), sorted, each once.
+  const std::vector<NodeId>& nodes() const { return nodes_; }
   // Adds `id`; persists when it is new and the set has room.
   void remember(NodeId id);
   // Drops `id` and persists, if it was there.
@@ -34,6 +34,8 @@ class PersistedNodeSet {
   const std::string& key() const { return key_; }
 
  private:
+  // Where the id at `index` of nodes_ starts in text_.
+  size_t text_offset(size_t index) const;
   void write();
 
   Storage& storage_;
@@ -41,7 +43,12 @@ class PersistedNodeSet {
   size_t max_nodes_;
   std::string log_component_;
   Counter& write_failures_;
-  std::set<NodeId> nodes_;
+  std::vector<NodeId> nodes_;
+  // The stored value, nodes_ as "a,b,c", edited in place as ids come and go:
+  // a node that joins a mesh of N members remembers them one by one, and
+  // formatting every id for each of them cost O(N) tree steps and
+  // conversions per member; the put still copies O(N) bytes.
+  std::string text_;
 };
 
 }  // namespace mesh::core

@@ -38,7 +38,8 @@ class CameraStore {
   void cover(const std::string& resource, uint64_t mark);
 
   // The ids remembered from earlier lives (and this one).
-  const std::set<core::NodeId>& nodes() const { return nodes_.nodes(); }
+  // Sorted, each once.
+  const std::vector<core::NodeId>& nodes() const { return nodes_.nodes(); }
   // Adds `id`; persists when it is new and the set has room.
   void remember(core::NodeId id) { nodes_.remember(id); }
   // Drops `id` (it left the mesh, or stopped answering while unlisted).

@@ -242,6 +242,7 @@ void OlsrProtocol::process_hello(core::Ipv4Address from, const Message& message,
   const core::TimePoint now = env_.now();
   const core::Duration validity = decode_vtime(message.vtime);
   const core::TimePoint expired = now - core::Duration(1);
+  neighbourhood_touched_ = true;
 
   // §7.1.1 link sensing.
   auto [it, created] = links_.try_emplace(from);
@@ -314,37 +315,37 @@ void OlsrProtocol::process_hello(core::Ipv4Address from, const Message& message,
 
 void OlsrProtocol::process_tc(const Message& message, const Tc& tc) {
   const core::TimePoint now = env_.now();
-  // §9.5 step 2: a TC older than what we hold from this originator is stale.
-  for (auto it = topology_.lower_bound({message.originator, core::NodeId()});
-       it != topology_.end() && it->first.first == message.originator; ++it) {
-    if (seq_newer(it->second.ansn, tc.ansn)) {
+  auto [tuples, first] = topology_.try_emplace(message.originator);
+  std::vector<AdvertisedLink>& links = tuples->second.links;
+  if (!first) {
+    // §9.5 step 2: a TC older than what we hold from this originator is stale.
+    if (seq_newer(tuples->second.ansn, tc.ansn)) {
       count_drop("stale_ansn");
       return;
     }
-  }
-  // Step 3: older tuples of this originator go.
-  for (auto it = topology_.lower_bound({message.originator, core::NodeId()});
-       it != topology_.end() && it->first.first == message.originator;) {
-    if (it->second.ansn != tc.ansn) {
-      topology_expiry_.remove(it->first, it->second.time);
-      it = topology_.erase(it);
+    // Step 3: older tuples of this originator go.
+    if (tuples->second.ansn != tc.ansn) {
+      for (const AdvertisedLink& link : links) topology_expiry_.remove({message.originator, link.dest}, link.time);
+      links.clear();
       routes_dirty_ = true;
-    } else {
-      ++it;
     }
   }
+  tuples->second.ansn = tc.ansn;
   // Step 4.
   const core::TimePoint until = now + decode_vtime(message.vtime);
   for (core::NodeId dest : tc.advertised) {
-    auto [it, added] = topology_.try_emplace({message.originator, dest}, TopologyTuple{tc.ansn, until});
-    if (added) {
-      topology_expiry_.add(it->first, until);
+    auto link = std::lower_bound(links.begin(), links.end(), dest,
+                                 [](const AdvertisedLink& l, core::NodeId d) { return l.dest < d; });
+    if (link == links.end() || link->dest != dest) {
+      links.insert(link, AdvertisedLink{dest, until});
+      topology_expiry_.add({message.originator, dest}, until);
       routes_dirty_ = true;
     } else {
-      topology_expiry_.move(it->first, it->second.time, until);
-      it->second = TopologyTuple{tc.ansn, until};
+      topology_expiry_.move({message.originator, dest}, link->time, until);
+      link->time = until;
     }
   }
+  if (links.empty()) topology_.erase(tuples);
 }
 
 void OlsrProtocol::process_mid(const Message& message, const Mid& mid) {
@@ -403,6 +404,35 @@ void OlsrProtocol::consider_forwarding(core::Ipv4Address from, const Message& me
 
 void OlsrProtocol::refresh() {
   const core::TimePoint now = env_.now();
+  // The link, neighbour, two-hop and MPR selector sets change only through a
+  // HELLO or the passing of one of their times, so between the two a walk
+  // would find nothing to do: most packets of a large mesh carry only
+  // flooded TCs, and are spared it.
+  if (neighbourhood_touched_ || !neighbourhood_next_change_ || now >= *neighbourhood_next_change_) {
+    neighbourhood_touched_ = false;
+    refresh_neighbourhood(now);
+  }
+  expire_topology(now);
+  expire_mid(now);
+  std::erase_if(hna_, [&](const auto& entry) { return !alive(entry.second, now); });
+
+  if (neighbourhood_changed_) {
+    neighbourhood_changed_ = false;
+    recompute_mprs();
+    // Classic flooding advertises the whole neighbourhood.
+    if (!options_.mpr_flooding) ++ansn_;
+  }
+  if (selectors_changed_) {
+    selectors_changed_ = false;
+    // §9: the advertised set changed.
+    ++ansn_;
+    if (mpr_selectors_.empty()) selectors_emptied_at_ = now;
+  }
+  if (routes_dirty_) recalculate_routes_when_due(now);
+  schedule_expiry();
+}
+
+void OlsrProtocol::refresh_neighbourhood(core::TimePoint now) {
   auto log = [] { return &core::log("routing"); };
 
   for (auto it = links_.begin(); it != links_.end();) {
@@ -466,24 +496,19 @@ void OlsrProtocol::refresh() {
       ++it;
     }
   }
-  expire_topology(now);
-  expire_mid(now);
-  std::erase_if(hna_, [&](const auto& entry) { return !alive(entry.second, now); });
 
-  if (neighbourhood_changed_) {
-    neighbourhood_changed_ = false;
-    recompute_mprs();
-    // Classic flooding advertises the whole neighbourhood.
-    if (!options_.mpr_flooding) ++ansn_;
+  // The earliest time still ahead: nothing in these sets changes before it.
+  neighbourhood_next_change_.reset();
+  auto consider = [&](core::TimePoint t) {
+    if (t > now && (!neighbourhood_next_change_ || t < *neighbourhood_next_change_)) neighbourhood_next_change_ = t;
+  };
+  for (const auto& [iface, link] : links_) {
+    consider(link.sym_time);
+    consider(link.asym_time);
+    consider(link.time);
   }
-  if (selectors_changed_) {
-    selectors_changed_ = false;
-    // §9: the advertised set changed.
-    ++ansn_;
-    if (mpr_selectors_.empty()) selectors_emptied_at_ = now;
-  }
-  if (routes_dirty_) recalculate_routes_when_due(now);
-  schedule_expiry();
+  for (const auto& [key, time] : two_hop_) consider(time);
+  for (const auto& [main, time] : mpr_selectors_) consider(time);
 }
 
 void OlsrProtocol::recalculate_routes_when_due(core::TimePoint now) {
@@ -534,8 +559,10 @@ void OlsrProtocol::recompute_routes() {
     if (via == neighbours_.end() || !via->second.symmetric || via->second.willingness == kWillNever) continue;
     input.two_hop.push_back({key.first, key.second});
   }
-  for (const auto& [key, tuple] : topology_) {
-    if (alive(tuple.time, now)) input.topology.push_back({key.first, key.second});
+  for (const auto& [last, tuples] : topology_) {
+    for (const AdvertisedLink& link : tuples.links) {
+      if (alive(link.time, now)) input.topology.push_back({last, link.dest});
+    }
   }
   for (const auto& [iface, tuple] : mid_) {
     if (alive(tuple.time, now)) input.aliases[tuple.main].push_back(iface);
@@ -567,13 +594,9 @@ void OlsrProtocol::schedule_expiry() {
   auto consider = [&](core::TimePoint t) {
     if (t > now && (!next || t < *next)) next = t;
   };
-  for (const auto& [iface, link] : links_) {
-    consider(link.sym_time);
-    consider(link.asym_time);
-    consider(link.time);
-  }
-  for (const auto& [key, time] : two_hop_) consider(time);
-  for (const auto& [main, time] : mpr_selectors_) consider(time);
+  // The neighbourhood's earliest time ahead, as of its last walk: refresh()
+  // walks it again before that time passes.
+  if (neighbourhood_next_change_) consider(*neighbourhood_next_change_);
   if (auto earliest = topology_expiry_.earliest()) consider(*earliest);
   if (auto earliest = mid_expiry_.earliest()) consider(*earliest);
   for (const auto& [key, time] : hna_) consider(time);
@@ -595,7 +618,11 @@ void OlsrProtocol::purge_duplicates() {
 
 void OlsrProtocol::expire_topology(core::TimePoint now) {
   while (auto key = topology_expiry_.pop_expired(now)) {
-    topology_.erase(*key);
+    auto tuples = topology_.find(key->first);
+    std::vector<AdvertisedLink>& links = tuples->second.links;
+    links.erase(std::lower_bound(links.begin(), links.end(), key->second,
+                                 [](const AdvertisedLink& l, core::NodeId d) { return l.dest < d; }));
+    if (links.empty()) topology_.erase(tuples);
     routes_dirty_ = true;
   }
 }
@@ -882,9 +909,11 @@ std::vector<NeighbourInfo> OlsrProtocol::neighbours() const {
 std::vector<TopologyInfo> OlsrProtocol::topology() const {
   const core::TimePoint now = env_.now();
   std::vector<TopologyInfo> out;
-  for (const auto& [key, tuple] : topology_) {
-    if (!alive(tuple.time, now)) continue;
-    out.push_back(TopologyInfo{key.second, key.first, tuple.ansn, seconds_between(tuple.time, now)});
+  for (const auto& [last, tuples] : topology_) {
+    for (const AdvertisedLink& link : tuples.links) {
+      if (!alive(link.time, now)) continue;
+      out.push_back(TopologyInfo{link.dest, last, tuples.ansn, seconds_between(link.time, now)});
+    }
   }
   return out;
 }

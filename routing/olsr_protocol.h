@@ -220,9 +220,19 @@ class OlsrProtocol {
     uint8_t willingness = kWillDefault;
     bool symmetric = false;
   };
-  struct TopologyTuple {
-    uint16_t ansn = 0;
+  // The topology tuples (§4.4) of one T_last. §9.5 drops a TC's older
+  // tuples of its originator as it adds its own, so all of them carry one
+  // ANSN. Kept per originator, the destinations side by side, because every
+  // route calculation reads the whole set: a tuple per tree node made that
+  // walk (and each TC's lookups) chase a pointer per advertised link of the
+  // mesh.
+  struct AdvertisedLink {
+    core::NodeId dest;  // T_dest
     core::TimePoint time;
+  };
+  struct TopologyTuples {
+    uint16_t ansn = 0;
+    std::vector<AdvertisedLink> links;  // sorted by dest, never empty
   };
   struct DuplicateTuple {
     core::TimePoint time;
@@ -249,6 +259,9 @@ class OlsrProtocol {
   // Drops expired tuples, derives neighbour status, recomputes MPRs, ANSN
   // and routes when their inputs changed, and re-arms the expiry timer.
   void refresh();
+  // The link, neighbour, two-hop and MPR selector part of refresh(); sets
+  // neighbourhood_next_change_.
+  void refresh_neighbourhood(core::TimePoint now);
   void recompute_mprs();
   // Recalculates now, or arms route_timer_ for the end of the interval.
   void recalculate_routes_when_due(core::TimePoint now);
@@ -310,7 +323,7 @@ class OlsrProtocol {
   std::set<core::NodeId> mprs_;
   std::map<core::NodeId, core::TimePoint> mpr_selectors_;
   std::optional<core::TimePoint> selectors_emptied_at_;  // for §9.3's empty TCs
-  std::map<std::pair<core::NodeId, core::NodeId>, TopologyTuple> topology_;  // (last, dest)
+  std::map<core::NodeId, TopologyTuples> topology_;      // by T_last
   ExpiryIndex<std::pair<core::NodeId, core::NodeId>> topology_expiry_;
   // Keyed by duplicate_key(originator, seq). Looked up for every message
   // received and never iterated, so hashed; duplicate_expiry_ purges it in
@@ -327,6 +340,11 @@ class OlsrProtocol {
   bool routes_dirty_ = false;           // route calculation inputs
   std::optional<core::TimePoint> last_route_calculation_;
   uint64_t topology_version_ = 0;
+  // Set by every HELLO; while it is clear and the earliest link, two-hop or
+  // selector time ahead (as of the last walk) has not passed, refresh() skips
+  // the walk of those sets: it would change nothing.
+  bool neighbourhood_touched_ = true;
+  std::optional<core::TimePoint> neighbourhood_next_change_;
   // Scratch for refresh(), kept to spare an allocation per packet.
   std::vector<std::pair<core::NodeId, bool>> link_symmetry_;
   std::vector<Route> routes_;

@@ -4,6 +4,10 @@
 
 #include <cmath>
 #include <map>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
 
 namespace mesh::core {
 namespace {
@@ -176,6 +180,35 @@ TEST(Histogram, QuantileClampedToObservedRange) {
   h.record(1001.0);
   EXPECT_GE(h.quantile(0.5), 1000.0);
   EXPECT_LE(h.quantile(0.5), 1001.0);
+}
+
+// count_traffic() finds its series by a key it builds itself; it must be the
+// series counter() gives for the same labels, on random label values.
+TEST(Metrics, CountTrafficUsesCountersSeries) {
+  Rng rng(5);
+  const std::vector<std::string> words{"hop", "e2e", "olsr", "tc", "hello", "sent", "received", "a", "", "x=y"};
+  Metrics traffic;
+  Metrics reference;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string scope = words[rng.below(words.size())];
+    const std::string layer = words[rng.below(words.size())];
+    const std::string type = words[rng.below(words.size())];
+    const std::string direction = words[rng.below(words.size())];
+    const uint64_t bytes = rng.below(1500);
+    traffic.count_traffic(scope, layer, type, direction, bytes);
+    const Labels labels{{"type", type}, {"scope", scope}, {"layer", layer}, {"direction", direction}};
+    reference.counter("messages_total", labels).add(1);
+    reference.counter("bytes_total", labels).add(bytes);
+  }
+  const auto got = traffic.counters();
+  const auto want = reference.counters();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].series, want[i].series);
+    EXPECT_EQ(got[i].name, want[i].name);
+    EXPECT_EQ(got[i].labels, want[i].labels);
+    EXPECT_EQ(got[i].value, want[i].value);
+  }
 }
 
 }  // namespace

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <string>
+
+#include "core/rng.h"
+
 namespace mesh::core {
 namespace {
 
@@ -23,6 +28,19 @@ TEST(Ipv4Address, RejectsEverythingElse) {
 
 TEST(Ipv4Address, OrdersNumerically) {
   EXPECT_LT(Ipv4Address::from_octets(10, 0, 0, 2), Ipv4Address::from_octets(10, 0, 0, 10));
+}
+
+// to_string() formats into one buffer; the old formula, for comparison.
+TEST(Ipv4Address, ToStringMatchesOctetByOctetFormula) {
+  Rng rng(17);
+  for (int i = 0; i < 10000; ++i) {
+    uint32_t v = static_cast<uint32_t>(rng.below(uint64_t{1} << 32));
+    if (i < 4) v = std::array<uint32_t, 4>{0, 0xffffffff, 0x0a000001, 0x01000000}[static_cast<size_t>(i)];
+    const std::string old = std::to_string(v >> 24) + '.' + std::to_string((v >> 16) & 0xff) + '.' +
+                            std::to_string((v >> 8) & 0xff) + '.' + std::to_string(v & 0xff);
+    EXPECT_EQ(Ipv4Address(v).to_string(), old);
+    EXPECT_EQ(Ipv4Address::parse(old), Ipv4Address(v));
+  }
 }
 
 }  // namespace

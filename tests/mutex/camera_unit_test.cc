@@ -400,10 +400,10 @@ TEST(CameraStore, RemembersNodeIdsBoundedAndSkipsBadOnes) {
     store.forget(node(2));
   }
   CameraStore again(storage, metrics, 10, 3);
-  EXPECT_EQ(again.nodes(), (std::set<core::NodeId>{node(1), node(3)}));
+  EXPECT_EQ(again.nodes(), (std::vector<core::NodeId>{node(1), node(3)}));
   ASSERT_TRUE(storage.put(CameraStore::kNodesKey, "10.0.0.9,garbage,,10.0.0.8"));
   CameraStore damaged(storage, metrics, 10, 3);
-  EXPECT_EQ(damaged.nodes(), (std::set<core::NodeId>{node(8), node(9)}));
+  EXPECT_EQ(damaged.nodes(), (std::vector<core::NodeId>{node(8), node(9)}));
 }
 
 // The testbed bug: a node restarted with an empty member list (membership

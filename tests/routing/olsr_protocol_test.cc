@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <deque>
 #include <map>
@@ -15,7 +16,9 @@
 
 #include "core/log.h"
 #include "core/timer_queue.h"
+#include "routing/mpr_selection.h"
 #include "routing/olsr_vtime.h"
+#include "routing/route_calculation.h"
 
 namespace mesh::routing::olsr {
 namespace {
@@ -1079,6 +1082,88 @@ TEST(OlsrProtocol, RouteCalculationsWithinAnIntervalAreBatched) {
   EXPECT_TRUE(all_routes) << "a change that waited for the interval's end was not calculated";
   EXPECT_EQ(route_calculations_for_a_burst(Duration(0), 8, all_routes), 8u);
   EXPECT_TRUE(all_routes);
+}
+
+// refresh() walks the link, neighbour, two-hop and MPR selector sets only
+// after a HELLO or once one of their times has passed. Random HELLOs, TCs
+// and pauses on one node: after each, its MPRs and routes must be what a
+// calculation from scratch over its current views gives (the old refresh
+// walked on every packet, so its state always matched them), including
+// after tuples expired with no packet arriving.
+TEST(OlsrProtocol, StateFollowsItsTuplesTimesBetweenHellos) {
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    Mesh mesh(seed);
+    OlsrOptions options;
+    options.route_recalc_interval = Duration::zero();  // routes follow every change at once
+    Node& node = mesh.add(options);
+    node.olsr.start();
+    core::Rng rng(seed);
+    std::vector<Ipv4Address> ghosts;
+    std::vector<Ipv4Address> far;
+    for (uint8_t i = 1; i <= 6; ++i) ghosts.push_back(Ipv4Address::from_octets(10, 9, 0, i));
+    for (uint8_t i = 1; i <= 8; ++i) far.push_back(Ipv4Address::from_octets(10, 9, 1, i));
+    std::map<Ipv4Address, uint16_t> ansn;
+    uint16_t seq = 1;
+    auto some_of = [&](const std::vector<Ipv4Address>& from) {
+      std::vector<Ipv4Address> out;
+      for (Ipv4Address a : from) {
+        if (rng.below(3) == 0) out.push_back(a);
+      }
+      return out;
+    };
+    for (int step = 0; step < 400; ++step) {
+      const uint64_t kind = rng.below(5);
+      if (kind <= 1) {
+        const Ipv4Address ghost = ghosts[rng.below(ghosts.size())];
+        std::vector<LinkGroup> links;
+        if (rng.below(6) != 0) {
+          const LinkType type = std::array{LinkType::symmetric, LinkType::asymmetric, LinkType::lost}[rng.below(3)];
+          const NeighbourType as = rng.below(2) == 0 ? NeighbourType::mpr : NeighbourType::symmetric;
+          links.push_back(LinkGroup{make_link_code(type, as), {node.link.local_address()}});
+        }
+        std::vector<Ipv4Address> two_hop = some_of(far);
+        for (Ipv4Address g : some_of(ghosts)) {
+          if (g != ghost) two_hop.push_back(g);
+        }
+        if (!two_hop.empty()) {
+          links.push_back(LinkGroup{make_link_code(LinkType::symmetric, NeighbourType::symmetric), two_hop});
+        }
+        if (auto gone = some_of(far); !gone.empty()) {
+          links.push_back(LinkGroup{make_link_code(LinkType::lost, NeighbourType::not_neighbour), gone});
+        }
+        inject(node, ghost, {hello_from(ghost, seq++, links, milliseconds(rng.between(500, 8000)))});
+      } else if (kind == 2) {
+        const Ipv4Address originator =
+            rng.below(2) == 0 ? far[rng.below(far.size())] : ghosts[rng.below(ghosts.size())];
+        if (rng.below(3) == 0) ++ansn[originator];
+        Message tc = tc_from(originator, seq++, ansn[originator], some_of(far));
+        tc.vtime = encode_vtime(milliseconds(rng.between(1000, 15000)));
+        inject(node, ghosts[rng.below(ghosts.size())], {tc});
+      } else {
+        mesh.run_for(milliseconds(rng.between(1, 3000)));
+      }
+
+      const auto neighbours = node.olsr.neighbours();
+      const auto two_hop = node.olsr.two_hop();
+      std::vector<MprCandidate> candidates;
+      RoutingInput input;
+      input.self = node.olsr.main_address();
+      for (const NeighbourInfo& n : neighbours) {
+        if (n.status != LinkStatus::symmetric) continue;
+        MprCandidate candidate{n.main, n.willingness, {}};
+        for (const auto& [via, beyond] : two_hop) {
+          if (via != n.main) continue;
+          candidate.neighbours.push_back(beyond);
+          if (n.willingness != kWillNever) input.two_hop.push_back({via, beyond});
+        }
+        candidates.push_back(std::move(candidate));
+        input.symmetric_neighbours.push_back({n.main, n.link_address});
+      }
+      for (const TopologyInfo& t : node.olsr.topology()) input.topology.push_back({t.last, t.dest});
+      ASSERT_EQ(node.olsr.mprs(), select_mprs(input.self, candidates)) << "seed " << seed << " step " << step;
+      ASSERT_EQ(node.olsr.routes(), compute_routes(input)) << "seed " << seed << " step " << step;
+    }
+  }
 }
 
 }  // namespace

@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/rng.h"
 
@@ -112,6 +116,107 @@ TEST(RouteCalculation, RandomGraphsGiveBfsShortestPaths) {
       ASSERT_GE(next, 0);
       EXPECT_EQ(bfs(next, g).at(dest), dist.at(dest) - 1);
     }
+  }
+}
+
+// compute_routes() as it was with an ordered map for its table (before
+// issue 17's scaling work hashed it): the reference for the test below.
+std::vector<Route> reference_routes(const RoutingInput& input) {
+  std::map<core::Ipv4Address, Route> table;
+
+  auto neighbours = input.symmetric_neighbours;
+  std::sort(neighbours.begin(), neighbours.end(), [](const auto& a, const auto& b) {
+    return a.main != b.main ? a.main < b.main : a.link_address < b.link_address;
+  });
+  for (const auto& n : neighbours) {
+    if (n.main == input.self) continue;
+    table.try_emplace(n.main, Route{n.main, n.link_address, 1});
+    // A neighbour heard on another of its interfaces is reached directly there.
+    if (n.link_address != n.main) table.try_emplace(n.link_address, Route{n.link_address, n.link_address, 1});
+  }
+
+  auto two_hop = input.two_hop;
+  std::sort(two_hop.begin(), two_hop.end(), [](const auto& a, const auto& b) {
+    return a.two_hop != b.two_hop ? a.two_hop < b.two_hop : a.via < b.via;
+  });
+  for (const auto& t : two_hop) {
+    if (t.two_hop == input.self || table.count(t.two_hop)) continue;
+    auto via = table.find(t.via);
+    if (via == table.end() || via->second.hops != 1) continue;
+    table.emplace(t.two_hop, Route{t.two_hop, via->second.next_hop, 2});
+  }
+
+  // Breadth first over the topology set: destinations at h + 1 hops come
+  // from last hops already known at h hops, taken in increasing address
+  // order (and their destinations too) so the lowest last hop wins a tie.
+  // The edges sorted by (last, dest) serve as each last hop's list.
+  std::vector<std::pair<core::NodeId, core::NodeId>> edges;
+  edges.reserve(input.topology.size());
+  for (const auto& e : input.topology) edges.emplace_back(e.last, e.dest);
+  std::sort(edges.begin(), edges.end());
+  std::vector<core::NodeId> frontier;
+  for (const auto& [dest, route] : table) {
+    if (route.hops == 2) frontier.push_back(dest);
+  }
+  std::vector<core::NodeId> reached;
+  for (uint32_t h = 2; !frontier.empty(); ++h) {
+    reached.clear();
+    for (core::NodeId last : frontier) {
+      const core::Ipv4Address next_hop = table.at(last).next_hop;
+      for (auto e = std::lower_bound(edges.begin(), edges.end(), std::pair{last, core::NodeId()});
+           e != edges.end() && e->first == last; ++e) {
+        const core::NodeId dest = e->second;
+        if (dest == input.self) continue;
+        if (table.try_emplace(dest, Route{dest, next_hop, h + 1}).second) reached.push_back(dest);
+      }
+    }
+    std::sort(reached.begin(), reached.end());
+    frontier.swap(reached);
+  }
+
+  for (const auto& [main, aliases] : input.aliases) {
+    auto route = table.find(main);
+    if (route == table.end()) continue;
+    const Route via_main = route->second;
+    for (auto alias : aliases) {
+      if (alias == input.self) continue;
+      table.try_emplace(alias, Route{alias, via_main.next_hop, via_main.hops});
+    }
+  }
+
+  std::vector<Route> routes;
+  routes.reserve(table.size());
+  for (const auto& [dest, route] : table) routes.push_back(route);
+  return routes;
+}
+
+// The hashed table gives the same routes as the ordered one on random
+// inputs, consistent or not: random neighbours (some heard on another
+// interface), two-hop and topology edges in any order, aliases, and `self`
+// among them.
+TEST(RouteCalculation, SameRoutesAsTheOrderedTableOnRandomInputs) {
+  for (uint64_t seed = 1; seed <= 500; ++seed) {
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    core::Rng rng(seed);
+    const int nodes = 3 + static_cast<int>(rng.below(60));
+    auto any = [&] { return n(static_cast<int>(rng.below(static_cast<uint64_t>(nodes)))); };
+    RoutingInput input;
+    input.self = any();
+    for (uint64_t i = rng.below(8); i > 0; --i) {
+      const NodeId main = any();
+      input.symmetric_neighbours.push_back(
+          {main, rng.below(4) == 0 ? n(1000 + static_cast<int>(rng.below(50))) : main});
+    }
+    for (uint64_t i = rng.below(30); i > 0; --i) input.two_hop.push_back({any(), any()});
+    for (uint64_t i = rng.below(200); i > 0; --i) input.topology.push_back({any(), any()});
+    if (rng.below(2) == 0) {
+      std::sort(input.topology.begin(), input.topology.end(), [](const auto& a, const auto& b) {
+        return std::pair{a.last, a.dest} < std::pair{b.last, b.dest};
+      });
+    }
+    for (uint64_t i = rng.below(5); i > 0; --i)
+      input.aliases[any()].push_back(n(2000 + static_cast<int>(rng.below(20))));
+    EXPECT_EQ(compute_routes(input), reference_routes(input));
   }
 }
 
