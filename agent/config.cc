@@ -785,6 +785,28 @@ class Parser {
     }
   }
 
+  void check_hop_arq(const routing::HopArq::Options& arq) {
+    if (valid("transport", "hop_arq_rto_floor_ms") && valid("transport", "hop_arq_rto_cap_ms") &&
+        arq.rto_cap < arq.rto_floor) {
+      const auto [line, key] = blame("transport", "hop_arq_rto_floor_ms", "hop_arq_rto_cap_ms");
+      fail(line, key,
+           fmt::format("transport.hop_arq_rto_cap_ms ({}) is below transport.hop_arq_rto_floor_ms ({})",
+                       to_ms(arq.rto_cap), to_ms(arq.rto_floor)),
+           "set hop_arq_rto_cap_ms at least as large as hop_arq_rto_floor_ms");
+    }
+    const auto span = (arq.max_retransmissions + 1) * std::max(arq.rto_cap, arq.rto_floor);
+    if (valid("transport", "hop_arq_retransmissions") && valid("transport", "hop_arq_rto_cap_ms") &&
+        valid("transport", "hop_arq_dedupe_hold_ms") && arq.dedupe_hold <= span) {
+      const bool hold_written = present("transport", "hop_arq_dedupe_hold_ms");
+      fail(hold_written ? key_line("transport", "hop_arq_dedupe_hold_ms") : key_line("transport", "hop_arq_rto_cap_ms"),
+           hold_written ? "transport.hop_arq_dedupe_hold_ms" : "transport.hop_arq_rto_cap_ms",
+           fmt::format("transport.hop_arq_dedupe_hold_ms ({}) must exceed (hop_arq_retransmissions + 1) * "
+                       "hop_arq_rto_cap_ms ({}), or a late hop retransmission is handed on twice",
+                       to_ms(arq.dedupe_hold), to_ms(span)),
+           "set hop_arq_dedupe_hold_ms to ten times that (40000 for the defaults)");
+    }
+  }
+
   // Unset, OLSR's port follows from the link mode (check_cross_fields).
   void read_link_olsr_port(AgentConfig& config) {
     if (auto port =
@@ -842,6 +864,7 @@ class Parser {
                        to_ms(retry.max_interval), to_ms(retry.first_timeout)),
            "set max_interval_ms at least as large as first_timeout_ms; it caps the growing retransmission wait");
     }
+    check_hop_arq(node.transport.hop_arq);
     check_kgroup(node);
     const auto& watcher = node.devices.watcher;
     if (valid("devices", "subscription_renew_ms") && valid("devices", "subscription_lease_ms") &&
@@ -1145,6 +1168,25 @@ const std::vector<SectionSpec>& Parser::sections() {
            millis_key("flood_hold_ms", 1, 3600000,
                       "milliseconds a flooded message is remembered, so late copies are ignored",
                       [](C& c, D v) { c.node.transport.flood_hold = v; }),
+           boolean_key("hop_arq",
+                       "whether each unicast hop of an agent message asks its next hop for a link-level ack and "
+                       "is retransmitted until acked (off: 802.11 unicast already retransmits; on for lossy links "
+                       "without that)",
+                       [](C& c, bool v) { c.node.transport.hop_arq.enabled = v; }),
+           integer_key(
+               "hop_arq_retransmissions", 0, 16, "retransmissions of one hop datagram before it is given up",
+               [](C& c, int64_t v) { c.node.transport.hop_arq.max_retransmissions = static_cast<uint32_t>(v); }),
+           millis_key("hop_arq_initial_rto_ms", 1, 60000,
+                      "milliseconds before a hop retransmission while the neighbour's round trip is unmeasured",
+                      [](C& c, D v) { c.node.transport.hop_arq.initial_rto = v; }),
+           millis_key("hop_arq_rto_floor_ms", 1, 60000, "least milliseconds before a hop retransmission",
+                      [](C& c, D v) { c.node.transport.hop_arq.rto_floor = v; }),
+           millis_key("hop_arq_rto_cap_ms", 1, 60000, "most milliseconds before a hop retransmission",
+                      [](C& c, D v) { c.node.transport.hop_arq.rto_cap = v; }),
+           millis_key("hop_arq_dedupe_hold_ms", 1, 3600000,
+                      "milliseconds a received hop datagram is remembered, so a retransmission of it is not "
+                      "handed on twice; more than (hop_arq_retransmissions + 1) * hop_arq_rto_cap_ms",
+                      [](C& c, D v) { c.node.transport.hop_arq.dedupe_hold = v; }),
        }},
       {"requests",
        {

@@ -10,7 +10,11 @@
 //                     kWarmEntries entries first, so its messenger has
 //                     measured the members, then kMeasuredEntries whose mean
 //                     is reported (the first, cold entry is reported as
-//                     first_entry_client_delay_rtts);
+//                     first_entry_client_delay_rtts); hop_arq:1 adds
+//                     hop-by-hop ARQ on every unicast hop (routing/hop_arq.h,
+//                     the agent's default options) and reports the hop
+//                     datagrams (retransmissions and acks included) and bytes
+//                     per node and entry;
 //   SyncDelay         release-to-grant delay of a waiting requester in RTTs
 //                     between the two (paper: 0.5 RTT);
 //   Concurrent        c requesters at once, each holding for one time unit:
@@ -42,7 +46,7 @@ constexpr size_t kMeasuredEntries = 8;
 
 enum class Rto { fixed, adaptive };
 
-WorldOptions options(size_t n, double loss, Rto rto = Rto::fixed) {
+WorldOptions options(size_t n, double loss, Rto rto = Rto::fixed, bool hop_arq = false) {
   core::log_to_null();
   WorldOptions o;
   o.nodes = n;
@@ -61,6 +65,7 @@ WorldOptions options(size_t n, double loss, Rto rto = Rto::fixed) {
   o.messenger.retry.max_interval = milliseconds(250);
   o.camera.retry = o.messenger.retry;
   o.camera.network_size.floor = n;
+  if (hop_arq) o.hop_arq = routing::HopArq::Options{};
   return o;
 }
 
@@ -82,13 +87,16 @@ double rtt_to_farthest_ms(CameraWorld& world, size_t from) {
 // Google Benchmark's CSV has one header for all rows: every benchmark sets
 // every counter, the ones it does not measure to 0.
 void set_counters(benchmark::State& state, double client_delay, double sync_delay, double normalized_wait,
-                  double msgs_ratio, double e2e_ratio, double first_entry_delay = 0) {
+                  double msgs_ratio, double e2e_ratio, double first_entry_delay = 0, double hop_datagrams_per_node = 0,
+                  double hop_bytes_per_node = 0) {
   state.counters["client_delay_rtts"] = client_delay;
   state.counters["first_entry_client_delay_rtts"] = first_entry_delay;
   state.counters["sync_delay_rtts"] = sync_delay;
   state.counters["normalized_wait_cs_units"] = normalized_wait;
   state.counters["msgs_per_entry_over_2(N-1)"] = msgs_ratio;
   state.counters["e2e_msgs_per_entry_over_2(N-1)"] = e2e_ratio;
+  state.counters["hop_datagrams_per_node_entry"] = hop_datagrams_per_node;
+  state.counters["hop_bytes_per_node_entry"] = hop_bytes_per_node;
 }
 
 uint64_t camera_messages(CameraWorld& world) {
@@ -109,16 +117,20 @@ void LoneRequester(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   const double loss = static_cast<double>(state.range(1)) / 100.0;
   const Rto rto = state.range(2) != 0 ? Rto::adaptive : Rto::fixed;
+  const bool hop_arq = state.range(3) != 0;
   double delay_rtts = 0;
   double first_rtts = 0;
   double msgs_ratio = 0;
   double e2e_ratio = 0;
+  double hop_datagrams = 0;
+  double hop_bytes = 0;
   int runs = 0;
   for (auto _ : state) {
-    CameraWorld world(static_cast<uint64_t>(runs) + 1, options(n, loss, rto));
+    CameraWorld world(static_cast<uint64_t>(runs) + 1, options(n, loss, rto, hop_arq));
     full_lists(world);
     const size_t who = static_cast<size_t>(world.simulator().rng().below(n));
-    const uint64_t sent_before = world.routing().stats().sent;
+    const sim::IdealRouting::Stats before = world.routing().stats();
+    const uint64_t sent_before = before.sent;
     // One entry at a time, each long after the previous one's release.
     constexpr size_t kEntries = kWarmEntries + kMeasuredEntries;
     for (size_t e = 0; e < kEntries; ++e) {
@@ -139,9 +151,16 @@ void LoneRequester(benchmark::State& state) {
     const double per_entry = static_cast<double>(kEntries) * 2.0 * static_cast<double>(n - 1);
     msgs_ratio += static_cast<double>(camera_messages(world)) / per_entry;
     e2e_ratio += static_cast<double>(world.routing().stats().sent - sent_before) / per_entry;
+    const sim::IdealRouting::Stats& after = world.routing().stats();
+    const double node_entries = static_cast<double>(kEntries * n);
+    hop_datagrams +=
+        static_cast<double>(after.hop_transmissions + after.hop_acks - before.hop_transmissions - before.hop_acks) /
+        node_entries;
+    hop_bytes += static_cast<double>(after.hop_bytes - before.hop_bytes) / node_entries;
     ++runs;
   }
-  set_counters(state, delay_rtts / runs, 0, 0, msgs_ratio / runs, e2e_ratio / runs, first_rtts / runs);
+  set_counters(state, delay_rtts / runs, 0, 0, msgs_ratio / runs, e2e_ratio / runs, first_rtts / runs,
+               hop_datagrams / runs, hop_bytes / runs);
 }
 
 void SyncDelay(benchmark::State& state) {
@@ -202,13 +221,14 @@ void Concurrent(benchmark::State& state) {
 }
 
 BENCHMARK(LoneRequester)
-    ->ArgNames({"N", "loss_pct", "rto"})
-    ->Args({16, 0, 0})
-    ->Args({64, 0, 0})
-    ->Args({256, 0, 0})
-    ->Args({256, 5, 0})
-    ->Args({256, 0, 1})
-    ->Args({256, 5, 1})
+    ->ArgNames({"N", "loss_pct", "rto", "hop_arq"})
+    ->Args({16, 0, 0, 0})
+    ->Args({64, 0, 0, 0})
+    ->Args({256, 0, 0, 0})
+    ->Args({256, 5, 0, 0})
+    ->Args({256, 0, 1, 0})
+    ->Args({256, 5, 1, 0})
+    ->Args({256, 5, 1, 1})
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(SyncDelay)

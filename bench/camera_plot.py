@@ -108,9 +108,9 @@ def main():
     msgs = "msgs_per_entry_over_2(N-1)"
     e2e = "e2e_msgs_per_entry_over_2(N-1)"
     wait = "normalized_wait_cs_units"
-    lone = [("lone, loss 0 %", series(rows, "LoneRequester", "N", msgs, loss_pct=0)),
-            ("lone, loss 5 %", series(rows, "LoneRequester", "N", msgs, loss_pct=5)),
-            ("lone, all e2e, loss 0 %", series(rows, "LoneRequester", "N", e2e, loss_pct=0))]
+    lone = [("lone, loss 0 %", series(rows, "LoneRequester", "N", msgs, loss_pct=0, hop_arq=0)),
+            ("lone, loss 5 %", series(rows, "LoneRequester", "N", msgs, loss_pct=5, hop_arq=0)),
+            ("lone, all e2e, loss 0 %", series(rows, "LoneRequester", "N", e2e, loss_pct=0, hop_arq=0))]
     conc = [("N = 256, loss 5 %", series(rows, "Concurrent", "c", msgs, N=256))]
     svg([(lone, "messages / entry / 2(N-1)", "N", 1.0),
          (conc, "messages / entry / 2(N-1)", "concurrent requesters c", 1.0)],

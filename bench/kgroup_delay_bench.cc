@@ -28,7 +28,10 @@
 //               inherited state (steps 1-4; epoch changes only)
 // Counters give the median, mean and P90 (as the paper's Table 4) in ms,
 // with sample counts and the fraction of started operations that finished.
-// BM_KgroupDelayUnderLoss repeats k = 5 with 5 % loss per hop beside 0 %.
+// BM_KgroupDelayUnderLoss repeats k = 5 with 5 % loss per hop beside 0 %,
+// each without and with hop-by-hop ARQ (hop_arq:1, routing/hop_arq.h with
+// the agent's default options), and reports the hop datagrams (ARQ
+// retransmissions and acks included) and their bytes per node and second.
 // KGROUP_BENCH_SEEDS sets the seeds per point (default 5).
 #include <algorithm>
 #include <cstdint>
@@ -65,11 +68,15 @@ struct Samples {
   uint64_t submitted = 0;
   uint64_t elections_started = 0;
   uint64_t transfers_started = 0;
+  // Hop datagrams on the air and their bytes, and node-seconds they were sent in.
+  uint64_t hop_datagrams = 0;
+  uint64_t hop_bytes = 0;
+  double node_seconds = 0;
 };
 
 double ms(Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-void run(size_t k, int churn_pct, double hop_loss, uint64_t seed, Samples& samples) {
+void run(size_t k, int churn_pct, double hop_loss, uint64_t seed, Samples& samples, bool hop_arq = false) {
   const mesh::sim::Topology topology = mesh::sim::grid_for(kDevices);
   mesh::core::Rng rng(mesh::sim::mix_seed(seed, 0xde1a));
   mesh::kgroup::LshParams lsh;
@@ -97,6 +104,7 @@ void run(size_t k, int churn_pct, double hop_loss, uint64_t seed, Samples& sampl
   options.hop_loss = hop_loss;
   options.epoch_length = std::chrono::seconds(3);
   options.select = lsh_members;
+  if (hop_arq) options.hop_arq = mesh::routing::HopArq::Options{};
   KgroupWorld world(seed, options);
   mesh::sim::Simulator& sim = world.simulator();
   for (const auto& target : targets) {
@@ -202,7 +210,12 @@ void run(size_t k, int churn_pct, double hop_loss, uint64_t seed, Samples& sampl
     sim.after(kWarmup + milliseconds(rng.below(5000)), [&churn, i] { churn(i); });
   }
 
-  world.run_for(kWarmup + kMeasure + std::chrono::seconds(3));
+  const Duration run_length = kWarmup + kMeasure + std::chrono::seconds(3);
+  world.run_for(run_length);
+  const auto& traffic = world.routing().stats();
+  samples.hop_datagrams += traffic.hop_transmissions + traffic.hop_acks;
+  samples.hop_bytes += traffic.hop_bytes;
+  samples.node_seconds += static_cast<double>(world.size()) * ms(run_length) / 1000.0;
   if (!world.checker().failures().empty()) {
     mesh::core::log("kgroup").error("bench run broke an invariant: {}", world.checker().failures().front());
   }
@@ -242,6 +255,9 @@ void report(benchmark::State& state, const Samples& samples) {
   state.counters["quorum_done"] = ratio(samples.quorum.size(), samples.submitted);
   state.counters["election_done"] = ratio(samples.election.size(), samples.elections_started);
   state.counters["transfer_done"] = ratio(samples.transfer.size(), samples.transfers_started);
+  const double node_seconds = std::max(samples.node_seconds, 1e-9);
+  state.counters["hop_datagrams_per_node_s"] = static_cast<double>(samples.hop_datagrams) / node_seconds;
+  state.counters["hop_bytes_per_node_s"] = static_cast<double>(samples.hop_bytes) / node_seconds;
 }
 
 uint64_t seeds() {
@@ -281,16 +297,22 @@ BENCHMARK(BM_KgroupDelayUnderChurn)->DenseRange(0, 60, 10)->Iterations(1)->Unit(
 void BM_KgroupDelayUnderLoss(benchmark::State& state) {
   mesh::core::set_log_level("error", "kgroup");
   const auto loss_pct = static_cast<int>(state.range(0));
+  const bool hop_arq = state.range(1) != 0;
   Samples samples;
   for (auto _ : state) {
-    for (uint64_t seed = 1; seed <= seeds(); ++seed) run(5, 0, loss_pct / 100.0, seed, samples);
+    for (uint64_t seed = 1; seed <= seeds(); ++seed) run(5, 0, loss_pct / 100.0, seed, samples, hop_arq);
   }
   state.counters["k"] = 5;
   state.counters["churn_pct"] = 0;
   state.counters["loss_pct"] = loss_pct;
+  state.counters["hop_arq"] = hop_arq ? 1 : 0;
   report(state, samples);
 }
-BENCHMARK(BM_KgroupDelayUnderLoss)->ArgName("loss_pct")->Arg(0)->Arg(5)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_KgroupDelayUnderLoss)
+    ->ArgNames({"loss_pct", "hop_arq"})
+    ->ArgsProduct({{0, 5}, {0, 1}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

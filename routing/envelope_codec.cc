@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "core/transport.h"
 #include "proto/wire.pb.h"
 
 namespace mesh::routing {
@@ -81,11 +82,15 @@ std::string_view to_string(EnvelopeError error) {
       return "unknown_body";
     case EnvelopeError::bad_kind:
       return "bad_kind";
+    case EnvelopeError::bad_hop_fields:
+      return "bad_hop_fields";
   }
   return "unknown";
 }
 
-std::string encode_envelope(const core::Message& message) {
+std::string encode_envelope(const core::Message& message) { return encode_envelope(message, 0); }
+
+std::string encode_envelope(const core::Message& message, uint64_t hop_seq) {
   proto::Envelope envelope;
   envelope.set_version(kEnvelopeVersion);
   envelope.set_src(message.src.value());
@@ -94,6 +99,7 @@ std::string encode_envelope(const core::Message& message) {
   envelope.set_kind(to_proto(message.kind));
   envelope.set_msg_id(message.msg_id);
   envelope.set_hops(message.hops);
+  envelope.set_hop_seq(hop_seq);
   const bool rejection = message.kind == core::MessageKind::rejection;
   if (rejection) envelope.set_rejection_reason(message.body);
   std::string out = envelope.SerializeAsString();
@@ -105,15 +111,24 @@ std::string encode_envelope(const core::Message& message) {
   return out;
 }
 
-core::Expected<core::Message, EnvelopeError> decode_envelope(core::ByteSpan bytes) {
-  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
-    return core::Unexpected{EnvelopeError::malformed};
-  }
+std::string encode_hop_ack(uint64_t hop_seq) {
   proto::Envelope envelope;
-  if (!envelope.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return core::Unexpected{EnvelopeError::malformed};
-  }
-  if (envelope.version() != kEnvelopeVersion) return core::Unexpected{EnvelopeError::bad_version};
+  envelope.set_version(kEnvelopeVersion);
+  envelope.set_hop_ack(hop_seq);
+  return envelope.SerializeAsString();
+}
+
+namespace {
+
+// An ack carries nothing but the version: anything else set is a confused or
+// hostile sender, not something to guess the meaning of.
+bool ack_alone(const proto::Envelope& envelope) {
+  return envelope.src() == 0 && envelope.dst() == 0 && envelope.ttl() == 0 && envelope.kind() == proto::DATAGRAM &&
+         envelope.msg_id() == 0 && envelope.hops() == 0 && envelope.rejection_reason().empty() &&
+         envelope.hop_seq() == 0 && envelope.body_case() == proto::Envelope::BODY_NOT_SET &&
+         envelope.GetReflection()->GetUnknownFields(envelope).empty();
+}
+core::Expected<core::Message, EnvelopeError> decode_message(const proto::Envelope& envelope) {
   const int kind = static_cast<int>(envelope.kind());
   if (kind < proto::DATAGRAM || kind > proto::REJECTION) return core::Unexpected{EnvelopeError::bad_kind};
 
@@ -140,6 +155,45 @@ core::Expected<core::Message, EnvelopeError> decode_envelope(core::ByteSpan byte
   message.body_type = static_cast<uint32_t>(body_case);
   message.body = envelope.GetReflection()->GetMessage(envelope, field).SerializeAsString();
   return message;
+}
+
+core::Expected<proto::Envelope, EnvelopeError> parse(core::ByteSpan bytes) {
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return core::Unexpected{EnvelopeError::malformed};
+  }
+  proto::Envelope envelope;
+  if (!envelope.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return core::Unexpected{EnvelopeError::malformed};
+  }
+  if (envelope.version() != kEnvelopeVersion) return core::Unexpected{EnvelopeError::bad_version};
+  return envelope;
+}
+
+}  // namespace
+
+core::Expected<core::Message, EnvelopeError> decode_envelope(core::ByteSpan bytes) {
+  auto envelope = parse(bytes);
+  if (!envelope) return core::Unexpected{envelope.error()};
+  return decode_message(*envelope);
+}
+
+core::Expected<HopDatagram, EnvelopeError> decode_hop_datagram(core::ByteSpan bytes) {
+  auto envelope = parse(bytes);
+  if (!envelope) return core::Unexpected{envelope.error()};
+  HopDatagram datagram;
+  if (envelope->hop_ack() != 0) {
+    if (!ack_alone(*envelope)) return core::Unexpected{EnvelopeError::bad_hop_fields};
+    datagram.hop_ack = envelope->hop_ack();
+    return datagram;
+  }
+  auto message = decode_message(*envelope);
+  if (!message) return core::Unexpected{message.error()};
+  if (envelope->hop_seq() != 0 && message->dst == core::kEveryNode) {
+    return core::Unexpected{EnvelopeError::bad_hop_fields};
+  }
+  datagram.hop_seq = envelope->hop_seq();
+  datagram.message = std::move(*message);
+  return datagram;
 }
 
 std::string_view body_type_name(uint32_t body_type) {

@@ -40,6 +40,7 @@ OlsrTransport::OlsrTransport(core::Env& env, core::Link& link, const olsr::OlsrP
       metrics_(metrics),
       agents_(agents),
       options_(options),
+      hop_arq_(env, metrics, options.hop_arq),
       local_timer_(env),
       forwarded_(metrics.counter("transport_forwarded_total")),
       flood_retransmitted_(metrics.counter("transport_flood_retransmitted_total")),
@@ -108,7 +109,8 @@ core::SendStatus OlsrTransport::flood(core::Message message) {
 }
 
 core::SendStatus OlsrTransport::transmit(const core::Message& message, std::optional<core::Ipv4Address> next_hop) {
-  const std::string bytes = encode_envelope(message);
+  const uint64_t hop_seq = next_hop ? hop_arq_.next_seq() : 0;
+  std::string bytes = encode_envelope(message, hop_seq);
   if (bytes.size() > link_.max_datagram_size()) return core::SendStatus::too_large;
   const core::ByteSpan datagram(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   if (next_hop) {
@@ -120,19 +122,44 @@ core::SendStatus OlsrTransport::transmit(const core::Message& message, std::opti
   // only more hop-by-hop traffic.
   if (message.hops == 0) count(metrics_, "e2e", message, "sent", bytes.size());
   count(metrics_, "hop", message, "sent", bytes.size());
+  if (hop_seq != 0) {
+    hop_arq_.track(hop_seq, *next_hop,
+                   [this, to = *next_hop, layer = body_type_name(message.body_type), type = type_name(message.kind),
+                    bytes = std::move(bytes)] {
+                     link_.send(to, core::ByteSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+                     metrics_.count_traffic("hop", layer, type, "sent", bytes.size());
+                   });
+  }
   return core::SendStatus::sent;
 }
 
+void OlsrTransport::send_hop_ack(core::Ipv4Address from, uint64_t hop_seq) {
+  const std::string bytes = encode_hop_ack(hop_seq);
+  link_.send(from, core::ByteSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  metrics_.count_traffic("hop", "hop_ack", "datagram", "sent", bytes.size());
+}
+
 void OlsrTransport::receive(core::Ipv4Address from, core::ByteSpan datagram) {
-  auto decoded = decode_envelope(datagram);
+  auto decoded = decode_hop_datagram(datagram);
   if (!decoded) {
     drop(to_string(decoded.error()));
     core::log("routing").debug("envelope dropped from={} reason={} bytes={}", from.to_string(),
                                to_string(decoded.error()), datagram.size());
     return;
   }
-  core::Message& message = *decoded;
+  if (decoded->hop_ack != 0) {
+    metrics_.count_traffic("hop", "hop_ack", "datagram", "received", datagram.size());
+    hop_arq_.on_ack(decoded->hop_ack);
+    return;
+  }
+  core::Message& message = *decoded->message;
   count(metrics_, "hop", message, "received", datagram.size());
+  if (decoded->hop_seq != 0) {
+    // Every copy is acked, so a lost ack is repaired by the retransmission
+    // it caused; only the first is handed on.
+    send_hop_ack(from, decoded->hop_seq);
+    if (!hop_arq_.first_arrival(from, decoded->hop_seq)) return;
+  }
   // Our own message come back: a flood retransmitted by a neighbour, or a
   // unicast caught in a transient routing loop.
   if (message.src == self()) {

@@ -11,6 +11,7 @@
 #include "core/metrics.h"
 #include "core/transport.h"
 #include "routing/agent_directory.h"
+#include "routing/hop_arq.h"
 #include "routing/olsr_protocol.h"
 
 namespace mesh::routing {
@@ -53,9 +54,21 @@ namespace mesh::routing {
 // releaser once more: a cost in messages, since Camera's fencing argument
 // also holds through the recently-OKed set alone.
 //
+// Hop-by-hop ARQ (Options::hop_arq, routing/hop_arq.h; off by default):
+// every unicast hop transmission of the hop-by-hop path (the source's send
+// and each forward, never a flood nor an end-to-end send_routed) asks its
+// next hop for a link-level ack (hop_seq) and is retransmitted to it until
+// acked or given up. The transport acknowledges every datagram that asks,
+// whatever its own setting, and hands on only the first copy of each, so a
+// retransmission is never delivered or forwarded twice. Acks are Envelopes
+// of their own (hop_ack), sealed by the authenticated link like the rest.
+// Off by default: on real 802.11 unicast the MAC already acknowledges and
+// retransmits every frame; turn it on for lossy links without that.
+//
 // Hop-by-hop traffic is counted with scope "hop" (every datagram sent or
-// received on the link, forwarded ones included), end-to-end traffic with
-// scope "e2e" (once at the source, once at each destination).
+// received on the link, forwarded ones, retransmissions and acks, layer
+// "hop_ack", included), end-to-end traffic with scope "e2e" (once at the
+// source, once at each destination).
 class OlsrTransport final : public core::Transport {
  public:
   struct Options {
@@ -65,6 +78,7 @@ class OlsrTransport final : public core::Transport {
     core::Duration flood_hold = std::chrono::seconds(30);
     // Beyond this many remembered floods the oldest are forgotten first.
     size_t flood_capacity = 16384;
+    HopArq::Options hop_arq;
   };
 
   // `link` must name peers by NodeId, i.e. be a core::AuthenticatedLink.
@@ -85,6 +99,8 @@ class OlsrTransport final : public core::Transport {
 
   // Floods remembered right now (for tests and status).
   size_t floods_remembered() const { return floods_.size(); }
+  // Hop datagrams awaiting a link-level ack (for tests and status).
+  size_t hop_acks_pending() const { return hop_arq_.pending(); }
 
  private:
   struct FloodKey {
@@ -98,6 +114,8 @@ class OlsrTransport final : public core::Transport {
   };
 
   void receive(core::Ipv4Address from, core::ByteSpan datagram);
+  // Acknowledges the hop datagram `hop_seq` just received from `from`.
+  void send_hop_ack(core::Ipv4Address from, uint64_t hop_seq);
   void on_flood(core::NodeId from, core::Message message, size_t bytes);
   void forward(core::Message message);
   // Encodes and puts one datagram on the link: to `next_hop`, or to every
@@ -127,6 +145,7 @@ class OlsrTransport final : public core::Transport {
   const AgentDirectory* agents_;
   Options options_;
   Receiver receiver_;
+  HopArq hop_arq_;
   std::map<FloodKey, FloodEntry> floods_;
   // Insertion order, for expiry and eviction: times only grow.
   std::deque<std::pair<core::TimePoint, FloodKey>> flood_order_;

@@ -1,6 +1,8 @@
 #include "sim/ideal_routing.h"
 
+#include <algorithm>
 #include <deque>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -29,7 +31,7 @@ class IdealRouting::NodeTransport final : public core::Transport {
 };
 
 IdealRouting::IdealRouting(Simulator& simulator, Network& network, uint64_t seed)
-    : simulator_(simulator), network_(network), rng_(seed) {}
+    : simulator_(simulator), network_(network), seed_(seed), rng_(seed) {}
 
 IdealRouting::~IdealRouting() = default;
 
@@ -97,8 +99,99 @@ core::SendStatus IdealRouting::send_from(NodeTransport& sender, core::Message me
     return core::SendStatus::no_route;
   }
   ++stats_.sent;
-  carry(parent, sender.index(), *to, *wire);
+  // A message to self crosses no hop, so there is nothing to acknowledge.
+  if (!hop_arq_options_ || *to == sender.index()) {
+    carry(parent, sender.index(), *to, *wire);
+    return core::SendStatus::sent;
+  }
+  std::vector<size_t> path;  // reversed first: `to` first, the sender last
+  for (size_t v = *to; v != sender.index(); v = *parent[v]) path.push_back(v);
+  if (path.size() > wire->ttl) {
+    ++stats_.unroutable;
+    return core::SendStatus::sent;
+  }
+  path.push_back(sender.index());
+  std::reverse(path.begin(), path.end());
+  send_hop(std::make_shared<const std::vector<size_t>>(std::move(path)), 0, std::move(*wire));
   return core::SendStatus::sent;
+}
+
+void IdealRouting::enable_hop_arq(routing::HopArq::Options options) {
+  options.enabled = true;
+  hop_arq_options_ = options;
+}
+
+routing::HopArq& IdealRouting::hop_arq(size_t node) {
+  if (arq_nodes_.size() < network_.node_count()) arq_nodes_.resize(network_.node_count());
+  ArqNode& slot = arq_nodes_[node];
+  if (!slot.arq) {
+    slot.env = std::make_unique<SimEnv>(simulator_, mix_seed(seed_, 0xa12c), static_cast<uint32_t>(node), 0);
+    slot.arq = std::make_unique<routing::HopArq>(*slot.env, hop_arq_metrics_, *hop_arq_options_);
+  }
+  return *slot.arq;
+}
+
+void IdealRouting::send_hop(const Path& path, size_t at, core::Message message) {
+  const size_t to = (*path)[at + 1];
+  routing::HopArq& arq = hop_arq((*path)[at]);
+  const uint64_t seq = arq.next_seq();
+  const size_t bytes = routing::encode_envelope(message, seq).size();
+  transmit_hop(path, at, seq, bytes, message);
+  arq.track(seq, Network::address_of(to),
+            [this, path, at, seq, bytes, message] { transmit_hop(path, at, seq, bytes, message); });
+}
+
+void IdealRouting::transmit_hop(const Path& path, size_t at, uint64_t seq, size_t bytes, const core::Message& message) {
+  const core::NodeId from = Network::address_of((*path)[at]);
+  const core::NodeId to = Network::address_of((*path)[at + 1]);
+  if (!network_.node_up(from)) return;
+  ++stats_.hop_transmissions;
+  stats_.hop_bytes += bytes;
+  const LinkParams params = *network_.link_params(from, to);
+  if (rng_.chance(params.loss)) {
+    ++stats_.lost;
+    return;
+  }
+  simulator_.after(hop_delay(params), [this, path, at, seq, message] { arrive_hop(path, at, seq, message); });
+}
+
+void IdealRouting::arrive_hop(const Path& path, size_t at, uint64_t seq, const core::Message& message) {
+  const size_t from = (*path)[at];
+  const size_t to = (*path)[at + 1];
+  if (!network_.node_up(Network::address_of(to))) {
+    ++stats_.dropped;
+    return;
+  }
+  if (seq != 0) {
+    // Every copy is acked, over the reverse link; only the first goes on.
+    ++stats_.hop_acks;
+    stats_.hop_bytes += routing::encode_hop_ack(seq).size();
+    const LinkParams back = *network_.link_params(Network::address_of(to), Network::address_of(from));
+    if (rng_.chance(back.loss)) {
+      ++stats_.lost;
+    } else {
+      simulator_.after(hop_delay(back), [this, from, seq] {
+        if (network_.node_up(Network::address_of(from))) hop_arq(from).on_ack(seq);
+      });
+    }
+    if (!hop_arq(to).first_arrival(Network::address_of(from), seq)) return;
+  }
+  if (at + 2 < path->size()) {
+    send_hop(path, at + 1, message);
+    return;
+  }
+  core::Message delivered = message;
+  delivered.hops = static_cast<uint32_t>(path->size() - 1);
+  delivered.ttl -= delivered.hops;
+  arrive(to, delivered);
+}
+
+core::Duration IdealRouting::hop_delay(const LinkParams& params) {
+  core::Duration delay = params.delay;
+  if (params.jitter.count() > 0) {
+    delay += core::Duration(static_cast<int64_t>(rng_.below(static_cast<uint64_t>(params.jitter.count()) + 1)));
+  }
+  return delay;
 }
 
 core::SendStatus IdealRouting::flood_from(NodeTransport& sender, core::Message message) {
@@ -151,10 +244,7 @@ void IdealRouting::carry(const std::vector<std::optional<size_t>>& parents, size
       ++stats_.lost;
       return;
     }
-    delay += params.delay;
-    if (params.jitter.count() > 0) {
-      delay += core::Duration(static_cast<int64_t>(rng_.below(static_cast<uint64_t>(params.jitter.count()) + 1)));
-    }
+    delay += hop_delay(params);
     previous = *it;
   }
   // Hop count and remaining TTL as forwarders would have rewritten them.

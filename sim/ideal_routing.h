@@ -7,9 +7,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/metrics.h"
 #include "core/rng.h"
 #include "core/transport.h"
+#include "routing/hop_arq.h"
 #include "sim/network.h"
+#include "sim/sim_env.h"
 #include "sim/simulator.h"
 
 namespace mesh::sim {
@@ -25,6 +28,15 @@ namespace mesh::sim {
 // Paths are chosen when a message is sent: a link that fails while the
 // message is in flight does not stop it, a receiver that is down when it
 // arrives does.
+//
+// With enable_hop_arq(), unicast messages cross their path one hop at a time
+// under hop-by-hop ARQ, run by the same routing::HopArq the agent's
+// OlsrTransport uses (one per node, on a SimEnv of its own): each hop is
+// acknowledged over the reverse link (with its loss and delay) and
+// retransmitted after the HopArq's timeout, and a forwarder or destination
+// hands on only the first copy. A node that is down sends and forwards
+// nothing; its ARQ state outlives a crash here (a shortcut of the model: a
+// restarted agent starts afresh). Floods never use it, as in the transport.
 class IdealRouting {
  public:
   struct Stats {
@@ -33,8 +45,9 @@ class IdealRouting {
     uint64_t lost = 0;          // dropped by a hop's loss draw
     uint64_t unroutable = 0;    // no path, or longer than the TTL
     uint64_t dropped = 0;       // receiver down or without a receiver on arrival
-    uint64_t hop_transmissions = 0;
-    uint64_t hop_bytes = 0;     // encoded Envelope bytes times hops crossed
+    uint64_t hop_transmissions = 0;  // hop ARQ retransmissions included
+    uint64_t hop_acks = 0;           // link-level acks put on the air by the hop ARQ
+    uint64_t hop_bytes = 0;          // encoded Envelope bytes times hops crossed, acks included
   };
 
   // `seed` drives loss and jitter draws only.
@@ -50,6 +63,12 @@ class IdealRouting {
 
   // Hops on a current shortest path, nullopt when unreachable.
   std::optional<uint32_t> hops(core::NodeId from, core::NodeId to) const;
+
+  // Turns hop-by-hop ARQ on for every unicast message sent from now on
+  // (options.enabled is implied).
+  void enable_hop_arq(routing::HopArq::Options options);
+  // The ARQ's counters (transport_hop_*_total), summed over all nodes.
+  const core::Metrics& hop_arq_metrics() const { return hop_arq_metrics_; }
 
   const Stats& stats() const { return stats_; }
   uint32_t default_ttl() const { return default_ttl_; }
@@ -69,11 +88,29 @@ class IdealRouting {
   // Walks the path to `to`, drawing loss and delay per hop; schedules the arrival.
   void carry(const std::vector<std::optional<size_t>>& parents, size_t from, size_t to, core::Message message);
   void arrive(size_t to, const core::Message& message);
+  // A hop's delay: the link's plus its uniform jitter.
+  core::Duration hop_delay(const LinkParams& params);
+
+  // Hop-by-hop ARQ: the message at path[at], to go to path[at + 1].
+  using Path = std::shared_ptr<const std::vector<size_t>>;
+  void send_hop(const Path& path, size_t at, core::Message message);
+  // One transmission of that hop, carrying hop_seq `seq` (0: unacknowledged).
+  void transmit_hop(const Path& path, size_t at, uint64_t seq, size_t bytes, const core::Message& message);
+  void arrive_hop(const Path& path, size_t at, uint64_t seq, const core::Message& message);
+  routing::HopArq& hop_arq(size_t node);
+  struct ArqNode {
+    std::unique_ptr<SimEnv> env;
+    std::unique_ptr<routing::HopArq> arq;  // after env: destroyed first, cancelling its timers
+  };
 
   Simulator& simulator_;
   Network& network_;
+  uint64_t seed_;
   core::Rng rng_;
   uint32_t default_ttl_ = 32;
+  std::optional<routing::HopArq::Options> hop_arq_options_;
+  core::Metrics hop_arq_metrics_;
+  std::vector<ArqNode> arq_nodes_;  // by node index, created on first use
   std::unordered_map<core::NodeId, std::unique_ptr<NodeTransport>> transports_;
   Stats stats_;
 };

@@ -24,6 +24,7 @@ KgroupWorld::KgroupWorld(uint64_t seed, KgroupWorldOptions options)
       routing_(simulator_, network_, mix_seed(seed, 0xfeed)),
       smart_(topology_.size(), true),
       slots_(topology_.size()) {
+  if (options_.hop_arq) routing_.enable_hop_arq(*options_.hop_arq);
   LinkParams params;
   params.delay = options_.hop_delay;
   params.jitter = options_.hop_jitter;

@@ -46,6 +46,8 @@ struct KgroupWorldOptions {
   double hop_loss = 0.0;
   core::Duration hop_delay = std::chrono::milliseconds(4);
   core::Duration hop_jitter = std::chrono::milliseconds(2);
+  // Hop-by-hop ARQ on every unicast hop (IdealRouting::enable_hop_arq).
+  std::optional<routing::HopArq::Options> hop_arq;
   kgroup::ReplicaOptions replica;
   // Epoch migration and re-selection, when set.
   std::optional<core::Duration> epoch_length;
@@ -84,6 +86,7 @@ class KgroupWorld {
   size_t index_of(core::NodeId id) const;
   bool smart(size_t i) const { return smart_[i]; }
   Simulator& simulator() { return simulator_; }
+  const IdealRouting& routing() const { return routing_; }
   Network& network() { return network_; }
   KgroupChecker& checker() { return checker_; }
   bool up(size_t i) const { return slots_[i].host != nullptr; }

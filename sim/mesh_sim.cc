@@ -112,6 +112,7 @@ void MeshSim::boot(size_t index) {
   config.id = id_of(index);
   config.location = topology_.positions[index];
   config.mesh_key = mesh_key_;
+  config.transport.hop_arq.enabled = options_.hop_arq;
   if (options_.configure) options_.configure(config);
   const core::NodeId id = id_of(index);
   routine::DriverFactory* drivers = options_.drivers ? options_.drivers(index, *slot.env) : nullptr;

@@ -33,6 +33,9 @@ class MeshSim {
     // Applied to every node's config before it is built (tests tune retry
     // policies here); may be empty.
     std::function<void(agent::NodeConfig&)> configure;
+    // Turns on every node's hop-by-hop ARQ (routing/hop_arq.h, off in the
+    // agent's default config) before `configure` runs.
+    bool hop_arq = false;
     // The device drivers of node `index`'s incarnation running on `env`
     // (emulated devices, routine/emulated_device.h); may be empty (no
     // drivers). What it returns must outlive that incarnation.

@@ -35,7 +35,7 @@ constexpr std::string_view kHelp = R"(NAME
     meshsim - run meshagent nodes in a deterministic network simulation
 
 SYNOPSIS
-    meshsim SCENARIO.toml [--seed N] [--out DIR] [--quiet] [--log LEVEL]
+    meshsim SCENARIO.toml [--seed N] [--out DIR] [--quiet] [--hop-arq] [--log LEVEL]
     meshsim topology KIND [--nodes N] [--seed S] [--clusters C]
     meshsim --help | --version
 
@@ -69,6 +69,8 @@ OPTIONS
                    loss, jitter, node randomness and the workload
     --out DIR      where to write the CSV files (default: ./meshsim-out)
     --quiet        print nothing but errors (the CSV files are still written)
+    --hop-arq      every node acknowledges and retransmits its unicast hop
+                   datagrams (transport.hop_arq; off by default)
     --log LEVEL    log level of every layer: trace, debug, info, warn, error,
                    critical, off (default: warn)
     --nodes N      topology: number of nodes (default 9; grid3d wants a
@@ -252,6 +254,7 @@ int run_command(std::string_view scenario_path, Args& args) {
   std::optional<uint64_t> seed;
   std::string out_dir = "meshsim-out";
   bool quiet = false;
+  mesh::sim::MeshSim::Options options;
   std::string level = "warn";
   while (!args.done()) {
     const std::string_view arg = args.take();
@@ -261,6 +264,8 @@ int run_command(std::string_view scenario_path, Args& args) {
       out_dir = std::string(args.value_of(arg));
     } else if (arg == "--quiet") {
       quiet = true;
+    } else if (arg == "--hop-arq") {
+      options.hop_arq = true;
     } else if (arg == "--log") {
       level = std::string(args.value_of(arg));
     } else {
@@ -281,7 +286,7 @@ int run_command(std::string_view scenario_path, Args& args) {
   const uint64_t run_seed = seed.value_or(scenario.run.seed);
 
   try {
-    mesh::sim::MeshSim sim(scenario, run_seed);
+    mesh::sim::MeshSim sim(scenario, run_seed, options);
     const bool show_progress = !quiet && isatty(STDERR_FILENO) == 1;
     sim.run(show_progress ? std::function<void(double)>(draw_progress) : std::function<void(double)>());
     sim.write_csv(out_dir);
@@ -312,9 +317,10 @@ int main(int argc, char** argv) {
     if (first.starts_with("-")) throw UsageError{fmt::format("unknown option '{}'", first)};
     return run_command(first, args);
   } catch (const UsageError& e) {
-    fmt::print(stderr, "meshsim: {}\nusage: meshsim SCENARIO.toml [--seed N] [--out DIR] [--quiet] [--log LEVEL]\n"
-                       "       meshsim topology KIND [--nodes N] [--seed S] [--clusters C]\n"
-                       "       meshsim --help\n",
+    fmt::print(stderr,
+               "meshsim: {}\nusage: meshsim SCENARIO.toml [--seed N] [--out DIR] [--quiet] [--hop-arq] [--log LEVEL]\n"
+               "       meshsim topology KIND [--nodes N] [--seed S] [--clusters C]\n"
+               "       meshsim --help\n",
                e.message);
     return kExitUsage;
   }

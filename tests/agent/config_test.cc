@@ -99,6 +99,9 @@ TEST_F(ConfigTest, DefaultsWhenKeysAreAbsent) {
   EXPECT_EQ(config.node.replay_window, 256u);
   EXPECT_EQ(config.node.transport.default_ttl, 32u);
   EXPECT_EQ(config.node.transport.flood_hold, 30000ms);
+  EXPECT_FALSE(config.node.transport.hop_arq.enabled);
+  EXPECT_EQ(config.node.transport.hop_arq.max_retransmissions, 3u);
+  EXPECT_EQ(config.node.transport.hop_arq.dedupe_hold, 40000ms);
   // RFC 3626 §18's constants.
   EXPECT_EQ(config.node.routing.willingness, 3);
   EXPECT_EQ(config.node.routing.hello_interval, 2000ms);
@@ -172,6 +175,12 @@ hna_networks = ["192.168.10.0/24", "10.9.0.0/16"]
 [transport]
 default_ttl = 16
 flood_hold_ms = 25000
+hop_arq = true
+hop_arq_retransmissions = 5
+hop_arq_initial_rto_ms = 50
+hop_arq_rto_floor_ms = 4
+hop_arq_rto_cap_ms = 500
+hop_arq_dedupe_hold_ms = 20000
 
 [requests]
 first_timeout_ms = 100
@@ -207,6 +216,12 @@ agent = "warn"
   EXPECT_EQ(config.link.olsr_port, 7001);  // loopback: agent_port + 1
   EXPECT_EQ(config.node.transport.default_ttl, 16u);
   EXPECT_EQ(config.node.transport.flood_hold, 25000ms);
+  EXPECT_TRUE(config.node.transport.hop_arq.enabled);
+  EXPECT_EQ(config.node.transport.hop_arq.max_retransmissions, 5u);
+  EXPECT_EQ(config.node.transport.hop_arq.initial_rto, 50ms);
+  EXPECT_EQ(config.node.transport.hop_arq.rto_floor, 4ms);
+  EXPECT_EQ(config.node.transport.hop_arq.rto_cap, 500ms);
+  EXPECT_EQ(config.node.transport.hop_arq.dedupe_hold, 20000ms);
   EXPECT_EQ(config.node.routing.willingness, 7);
   EXPECT_EQ(config.node.routing.hello_interval, 1000ms);
   EXPECT_EQ(config.node.routing.tc_interval, 2500ms);
@@ -342,6 +357,15 @@ TEST_F(ConfigTest, OutOfRange) {
   expect_error("[link]\ninterfaces = [\"eth0\"]\nolsr_port = 0\n[security]\nmesh_key_file = \"mesh.key\"\n", 3,
                "link.olsr_port");
   expect_error(kMinimal + "[transport]\ndefault_ttl = 256\n", 6, "transport.default_ttl");
+  expect_error(kMinimal + "[transport]\nhop_arq_retransmissions = 17\n", 6, "transport.hop_arq_retransmissions");
+  message = expect_error(kMinimal + "[transport]\nhop_arq_rto_floor_ms = 50\nhop_arq_rto_cap_ms = 20\n", 7,
+                         "transport.hop_arq_rto_cap_ms");
+  EXPECT_THAT(message, HasSubstr("is below transport.hop_arq_rto_floor_ms"));
+  message = expect_error(kMinimal + "[transport]\nhop_arq_rto_cap_ms = 2000\nhop_arq_dedupe_hold_ms = 8000\n", 7,
+                         "transport.hop_arq_dedupe_hold_ms");
+  EXPECT_THAT(message, HasSubstr("or a late hop retransmission is handed on twice"));
+  message = expect_error(kMinimal + "[transport]\nhop_arq_rto_cap_ms = 20000\n", 6, "transport.hop_arq_rto_cap_ms");
+  EXPECT_THAT(message, HasSubstr("must exceed (hop_arq_retransmissions + 1) * hop_arq_rto_cap_ms (80000)"));
   message = expect_error(kMinimal + "[requests]\n\nbackoff = 0.5\n", 7, "requests.backoff");
   EXPECT_THAT(message, HasSubstr("0.5 is out of range 1..10"));
   expect_error(kMinimal + "[requests]\njitter = 0.75\n", 6, "requests.jitter");
@@ -729,6 +753,12 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "routing.kernel_route_protocol",
                           "transport.default_ttl",
                           "transport.flood_hold_ms",
+                          "transport.hop_arq",
+                          "transport.hop_arq_retransmissions",
+                          "transport.hop_arq_initial_rto_ms",
+                          "transport.hop_arq_rto_floor_ms",
+                          "transport.hop_arq_rto_cap_ms",
+                          "transport.hop_arq_dedupe_hold_ms",
                           "requests.first_timeout_ms",
                           "requests.backoff",
                           "requests.max_interval_ms",
@@ -788,7 +818,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 106u);
+  EXPECT_EQ(keys.size(), 112u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
@@ -811,6 +841,14 @@ TEST_F(ConfigTest, ExampleFileParsesAndDocumentsEveryKey) {
   EXPECT_EQ(config.link.olsr_port, defaults.link.olsr_port);
   EXPECT_EQ(config.node.transport.default_ttl, defaults.node.transport.default_ttl);
   EXPECT_EQ(config.node.transport.flood_hold, defaults.node.transport.flood_hold);
+  const auto& arq = config.node.transport.hop_arq;
+  const auto& default_arq = defaults.node.transport.hop_arq;
+  EXPECT_EQ(arq.enabled, default_arq.enabled);
+  EXPECT_EQ(arq.max_retransmissions, default_arq.max_retransmissions);
+  EXPECT_EQ(arq.initial_rto, default_arq.initial_rto);
+  EXPECT_EQ(arq.rto_floor, default_arq.rto_floor);
+  EXPECT_EQ(arq.rto_cap, default_arq.rto_cap);
+  EXPECT_EQ(arq.dedupe_hold, default_arq.dedupe_hold);
   EXPECT_EQ(config.node.routing.willingness, defaults.node.routing.willingness);
   EXPECT_EQ(config.node.routing.hello_interval, defaults.node.routing.hello_interval);
   EXPECT_EQ(config.node.routing.tc_interval, defaults.node.routing.tc_interval);

@@ -25,6 +25,7 @@ CameraWorld::CameraWorld(uint64_t seed, WorldOptions options)
       network_(simulator_, sim::mix_seed(seed, 1)),
       routing_(simulator_, network_, sim::mix_seed(seed, 2)),
       topology_(make_topology(options_, sim::mix_seed(seed, 3))) {
+  if (options_.hop_arq) routing_.enable_hop_arq(*options_.hop_arq);
   for (size_t i = 0; i < options_.nodes; ++i) ids_.push_back(network_.add_node());
   for (const auto& [a, b] : topology_.edges) network_.connect(ids_[a], ids_[b], options_.link);
   nodes_.resize(options_.nodes);

@@ -40,6 +40,8 @@ struct WorldOptions {
     return o;
   }();
   core::Messenger::Options messenger;
+  // Hop-by-hop ARQ on every unicast hop (sim::IdealRouting::enable_hop_arq).
+  std::optional<routing::HopArq::Options> hop_arq;
 };
 
 class CameraWorld {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -125,8 +126,12 @@ class FakeNetwork {
     env_.start_timer(delay_, [this, from, to, copy = std::move(copy)]() mutable { links_.at(to)->inject(from, std::move(copy)); });
   }
 
+  // Loses every datagram it returns true for, before it is on the air.
+  std::function<bool(core::Ipv4Address from, core::Ipv4Address to, core::ByteSpan datagram)> lose;
+
   void transmit(core::Ipv4Address from, core::Ipv4Address to, core::ByteSpan datagram) {
     if (!connected(from, to)) return;
+    if (lose && lose(from, to, datagram)) return;
     std::vector<uint8_t> copy(datagram.begin(), datagram.end());
     env_.start_timer(delay_, [this, from, to, copy = std::move(copy)]() mutable {
       // The edge may have gone down while the datagram was in flight.

@@ -18,17 +18,17 @@ using std::chrono::seconds;
 using testing::FakeNetwork;
 using testing::ManualEnv;
 
-
 core::NodeId ip(uint8_t last) { return core::NodeId::from_octets(10, 0, 0, last); }
 
 // One node: OLSR on its routing link, the transport on its agent link. The
 // agent link here is raw (peers named by address, which is their NodeId),
 // standing in for the AuthenticatedLink of a real node.
 struct Node {
-  Node(ManualEnv& env, FakeNetwork& olsr_net, FakeNetwork& agent_net, core::NodeId id)
+  Node(ManualEnv& env, FakeNetwork& olsr_net, FakeNetwork& agent_net, core::NodeId id,
+       OlsrTransport::Options options = {})
       : olsr(env, olsr_net.add(id), metrics, testing::olsr_options_for(id)),
         agent_link(agent_net.add(id)),
-        transport(env, agent_link, olsr, metrics, OlsrTransport::Options{}) {
+        transport(env, agent_link, olsr, metrics, options) {
     transport.set_receiver([this](const core::Message& m) { received.push_back(m); });
     olsr.start();
   }
@@ -45,8 +45,8 @@ class OlsrTransportTest : public ::testing::Test {
  protected:
   OlsrTransportTest() : olsr_net_(env_, milliseconds(2)), agent_net_(env_, milliseconds(2)) {}
 
-  Node& add(uint8_t last) {
-    nodes_[last] = std::make_unique<Node>(env_, olsr_net_, agent_net_, ip(last));
+  Node& add(uint8_t last, OlsrTransport::Options options = {}) {
+    nodes_[last] = std::make_unique<Node>(env_, olsr_net_, agent_net_, ip(last), options);
     return *nodes_[last];
   }
   void connect(uint8_t a, uint8_t b) {
@@ -54,8 +54,8 @@ class OlsrTransportTest : public ::testing::Test {
     agent_net_.connect(ip(a), ip(b));
   }
   // 1 - 2 - ... - n
-  void line(uint8_t n) {
-    for (uint8_t i = 1; i <= n; ++i) add(i);
+  void line(uint8_t n, OlsrTransport::Options options = {}) {
+    for (uint8_t i = 1; i <= n; ++i) add(i, options);
     for (uint8_t i = 1; i < n; ++i) connect(i, static_cast<uint8_t>(i + 1));
   }
   Node& node(uint8_t last) { return *nodes_.at(last); }
@@ -230,6 +230,147 @@ TEST_F(OlsrTransportTest, MalformedAndOversizedAreRefused) {
   EXPECT_EQ(node(1).transport.send(big), core::SendStatus::too_large);
   big.dst = core::kEveryNode;
   EXPECT_EQ(node(1).transport.flood(big), core::SendStatus::too_large);
+}
+
+OlsrTransport::Options with_hop_arq(uint32_t max_retransmissions = 3) {
+  OlsrTransport::Options options;
+  options.hop_arq.enabled = true;
+  options.hop_arq.max_retransmissions = max_retransmissions;
+  return options;
+}
+
+bool is_hop_ack(core::ByteSpan datagram) {
+  auto decoded = decode_hop_datagram(datagram);
+  return decoded && decoded->hop_ack != 0;
+}
+
+// Loses the first `count` datagrams from `from` to `to` that `match` picks.
+auto lose_first(core::NodeId from, core::NodeId to, size_t count, bool (*match)(core::ByteSpan)) {
+  return [from, to, count, match, lost = size_t{0}](core::Ipv4Address a, core::Ipv4Address b,
+                                                    core::ByteSpan datagram) mutable {
+    if (a != from || b != to || !match(datagram) || lost >= count) return false;
+    ++lost;
+    return true;
+  };
+}
+bool any_datagram(core::ByteSpan) { return true; }
+bool message_datagram(core::ByteSpan datagram) { return !is_hop_ack(datagram); }
+
+constexpr char kHopAcksSent[] = "messages_total{direction=sent,layer=hop_ack,scope=hop,type=datagram}";
+
+TEST_F(OlsrTransportTest, HopArqRetransmitsAHopDatagramLostOnTheWay) {
+  line(3, with_hop_arq());
+  env_.advance(seconds(30));
+  // The forward from 2 to 3 is lost once.
+  agent_net_.lose = lose_first(ip(2), ip(3), 1, message_datagram);
+  ASSERT_EQ(node(1).transport.send(echo(ip(3), 7)), core::SendStatus::sent);
+  env_.advance(seconds(5));
+  ASSERT_EQ(node(3).received.size(), 1u);
+  EXPECT_EQ(node(3).received[0].msg_id, 7u);
+  EXPECT_EQ(node(3).received[0].hops, 2u);
+  EXPECT_EQ(node(2).counter("transport_hop_retransmitted_total"), 1u);
+  EXPECT_EQ(node(1).counter("transport_hop_retransmitted_total"), 0u);
+  EXPECT_EQ(node(1).counter("transport_hop_acked_total"), 1u);
+  EXPECT_EQ(node(2).counter("transport_hop_acked_total"), 1u);
+  EXPECT_EQ(node(2).transport.hop_acks_pending(), 0u);
+}
+
+TEST_F(OlsrTransportTest, WithoutHopArqTheSameLossLosesTheMessage) {
+  line(3);
+  env_.advance(seconds(30));
+  agent_net_.lose = lose_first(ip(2), ip(3), 1, message_datagram);
+  ASSERT_EQ(node(1).transport.send(echo(ip(3), 7)), core::SendStatus::sent);
+  env_.advance(seconds(5));
+  EXPECT_TRUE(node(3).received.empty());
+  EXPECT_EQ(node(2).counter(kHopAcksSent), 0u);
+  EXPECT_EQ(node(3).counter(kHopAcksSent), 0u);
+}
+
+TEST_F(OlsrTransportTest, HopAckStopsTheRetransmissionsEvenFromAReceiverWithoutArq) {
+  add(1, with_hop_arq());
+  add(2);  // ARQ off here: it still acks what asks for an ack
+  connect(1, 2);
+  env_.advance(seconds(30));
+  const size_t sent_before = node(1).agent_link.datagrams_sent;
+  ASSERT_EQ(node(1).transport.send(echo(ip(2), 1)), core::SendStatus::sent);
+  env_.advance(seconds(10));
+  ASSERT_EQ(node(2).received.size(), 1u);
+  EXPECT_EQ(node(1).agent_link.datagrams_sent - sent_before, 1u);
+  EXPECT_EQ(node(1).counter("transport_hop_retransmitted_total"), 0u);
+  EXPECT_EQ(node(1).counter("transport_hop_acked_total"), 1u);
+  EXPECT_EQ(node(2).counter(kHopAcksSent), 1u);
+  EXPECT_EQ(node(1).transport.hop_acks_pending(), 0u);
+}
+
+TEST_F(OlsrTransportTest, HopDuplicateIsAckedButNeverDeliveredOrForwardedTwice) {
+  line(3);
+  env_.advance(seconds(30));
+  auto datagram = [](uint8_t dst, uint64_t hop_seq) {
+    core::Message m = echo(ip(dst), dst, 5);
+    m.src = ip(1);
+    const std::string bytes = encode_envelope(m, hop_seq);
+    return std::vector<uint8_t>(bytes.begin(), bytes.end());
+  };
+  // Retransmissions as node 2 sees them: the same datagram, the same hop_seq.
+  for (int copy = 0; copy < 2; ++copy) {
+    node(2).agent_link.inject(ip(1), datagram(2, 77));
+    node(2).agent_link.inject(ip(1), datagram(3, 78));
+  }
+  env_.advance(seconds(1));
+  EXPECT_EQ(node(2).received.size(), 1u);
+  EXPECT_EQ(node(2).counter("transport_forwarded_total"), 1u);
+  EXPECT_EQ(node(3).received.size(), 1u);
+  EXPECT_EQ(node(2).counter("transport_hop_duplicates_total"), 2u);
+  EXPECT_EQ(node(2).counter(kHopAcksSent), 4u);
+  // Hop sequence numbers are per previous hop: the same one from node 3 is
+  // another datagram.
+  node(2).agent_link.inject(ip(3), datagram(2, 77));
+  EXPECT_EQ(node(2).received.size(), 2u);
+}
+
+TEST_F(OlsrTransportTest, HopArqGivesUpAfterItsRetransmissions) {
+  line(2, with_hop_arq(3));
+  env_.advance(seconds(30));
+  agent_net_.lose = lose_first(ip(1), ip(2), 1000, any_datagram);
+  const size_t sent_before = node(1).agent_link.datagrams_sent;
+  ASSERT_EQ(node(1).transport.send(echo(ip(2), 1)), core::SendStatus::sent);
+  env_.advance(seconds(60));
+  EXPECT_TRUE(node(2).received.empty());
+  EXPECT_EQ(node(1).agent_link.datagrams_sent - sent_before, 4u);  // one send, three retransmissions
+  EXPECT_EQ(node(1).counter("transport_hop_retransmitted_total"), 3u);
+  EXPECT_EQ(node(1).counter("transport_hop_gave_up_total"), 1u);
+  EXPECT_EQ(node(1).transport.hop_acks_pending(), 0u);
+}
+
+TEST_F(OlsrTransportTest, LostHopAckIsRepairedByTheRetransmission) {
+  line(2, with_hop_arq());
+  env_.advance(seconds(30));
+  agent_net_.lose = lose_first(ip(2), ip(1), 1, is_hop_ack);
+  ASSERT_EQ(node(1).transport.send(echo(ip(2), 1)), core::SendStatus::sent);
+  env_.advance(seconds(5));
+  ASSERT_EQ(node(2).received.size(), 1u);
+  EXPECT_EQ(node(1).counter("transport_hop_retransmitted_total"), 1u);
+  EXPECT_EQ(node(2).counter("transport_hop_duplicates_total"), 1u);
+  EXPECT_EQ(node(2).counter(kHopAcksSent), 2u);
+  EXPECT_EQ(node(1).counter("transport_hop_acked_total"), 1u);
+  EXPECT_EQ(node(1).counter("transport_hop_gave_up_total"), 0u);
+  EXPECT_EQ(node(1).transport.hop_acks_pending(), 0u);
+}
+
+TEST_F(OlsrTransportTest, FloodsNeverAskForHopAcks) {
+  line(3, with_hop_arq());
+  env_.advance(seconds(30));
+  ASSERT_EQ(node(1).transport.flood(echo(core::kEveryNode, 4)), core::SendStatus::sent);
+  env_.advance(seconds(1));
+  ASSERT_EQ(node(3).received.size(), 1u);
+  for (uint8_t i = 1; i <= 3; ++i) {
+    for (const auto& datagram : node(i).agent_link.sent) {
+      auto decoded = decode_hop_datagram(core::ByteSpan(datagram));
+      ASSERT_TRUE(decoded);
+      EXPECT_EQ(decoded->hop_seq, 0u) << "node " << int(i);
+    }
+    EXPECT_EQ(node(i).counter(kHopAcksSent), 0u) << "node " << int(i);
+  }
 }
 
 TEST_F(OlsrTransportTest, DestroyedTransportDetachesFromItsLink) {

@@ -107,6 +107,47 @@ TEST(IdealRouting, PerHopLossMatchesLinkParameters) {
   EXPECT_EQ(w.routing.stats().delivered + w.routing.stats().lost, static_cast<uint64_t>(kSends));
 }
 
+// With hop ARQ the same 50 % hops deliver almost everything, each message
+// once: a hop gives up only after 11 transmissions lost in a row (5e-4), and
+// lost acks make retransmissions the receiving hop must suppress.
+TEST(IdealRouting, HopArqRepairsHopLossesAndDeliversEachMessageOnce) {
+  LineWorld w(3, 7);
+  routing::HopArq::Options arq;
+  arq.max_retransmissions = 10;
+  w.routing.enable_hop_arq(arq);
+  LinkParams lossy;
+  lossy.loss = 0.5;
+  w.network.connect(w.ids[0], w.ids[1], lossy);
+  w.network.connect(w.ids[1], w.ids[2], lossy);
+  constexpr int kSends = 400;
+  for (int i = 0; i < kSends; ++i) {
+    w.routing.transport(w.ids[0]).send(w.message_to(w.ids[2], std::to_string(i)));
+  }
+  w.simulator.run_for(std::chrono::seconds(60));
+  std::map<std::string, int> arrivals;
+  for (const core::Message& m : w.heard[w.ids[2]]) {
+    proto::EchoBody body;
+    ASSERT_TRUE(body.ParseFromString(m.body));
+    ++arrivals[body.request().payload()];
+    EXPECT_EQ(m.hops, 2u);
+  }
+  int twice = 0;
+  for (const auto& [payload, times] : arrivals) twice += times > 1 ? 1 : 0;
+  EXPECT_EQ(twice, 0);
+  // 800 hop transfers, each lost for good with 0.5^11: none expected.
+  EXPECT_GE(arrivals.size(), static_cast<size_t>(kSends - 2));
+  EXPECT_TRUE(w.heard[w.ids[1]].empty());
+  // A message to self crosses no hop: delivered as without ARQ.
+  w.routing.transport(w.ids[0]).send(w.message_to(w.ids[0], "self"));
+  w.simulator.run_for(milliseconds(1));
+  ASSERT_EQ(w.heard[w.ids[0]].size(), 1u);
+  EXPECT_EQ(w.heard[w.ids[0]][0].hops, 0u);
+  const auto& metrics = w.routing.hop_arq_metrics();
+  EXPECT_GT(metrics.total("transport_hop_retransmitted_total"), 0u);
+  EXPECT_GT(metrics.total("transport_hop_duplicates_total"), 0u);
+  EXPECT_GT(w.routing.stats().hop_acks, 0u);
+}
+
 TEST(IdealRouting, ArrivalAtCrashedNodeIsDroppedAndBadBodyIsACallerBug) {
   LineWorld w(2);
   w.routing.transport(w.ids[0]).send(w.message_to(w.ids[1], "x"));
