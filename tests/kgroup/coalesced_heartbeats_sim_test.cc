@@ -91,15 +91,7 @@ SeedOutcome run_seed(uint64_t seed, const SimScenario& scenario) {
     const auto leader = world.highest_term_leader(members, config);
     return leader ? world.replica(*leader, config) : nullptr;
   });
-  const core::TimePoint chaos_end = world.simulator().now() + milliseconds(12000);
-  world.simulator().after(milliseconds(1000), [&] {
-    world.crash_members_until(chaos_end, rng, members, configs.front(), faults_tolerated(3), scenario.partitions);
-  });
-  world.run_for(milliseconds(13000));
-  world.settle();
-  world.run_for(milliseconds(6000));
-  world.stop_client();
-  world.run_for(milliseconds(1000));
+  crash_members_then_settle(world, rng, members, configs.front(), faults_tolerated(3), scenario.partitions);
 
   SeedOutcome outcome;
   for (const GroupConfig& config : configs) {

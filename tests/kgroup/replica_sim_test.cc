@@ -38,16 +38,7 @@ SeedOutcome run_seed(uint64_t seed, const SimScenario& scenario) {
   });
 
   // Crashes: the leader at random points, random members, f at once.
-  const core::TimePoint chaos_end = world.simulator().now() + milliseconds(12000);
-  world.simulator().after(milliseconds(1000), [&] {
-    world.crash_members_until(chaos_end, rng, members, config, f, scenario.partitions);
-  });
-
-  world.run_for(milliseconds(13000));
-  world.settle();
-  world.run_for(milliseconds(6000));
-  world.stop_client();
-  world.run_for(milliseconds(1000));
+  crash_members_then_settle(world, rng, members, config, f, scenario.partitions);
 
   SeedOutcome outcome;
   outcome.failures = world.check_settled(target, 0, 0, milliseconds(1000));

@@ -39,6 +39,24 @@ struct SeedOutcome {
   size_t migrations = 0;              // epochs and generations the target went through
 };
 
+// The chaos both replica sweeps run once the client writes: from 1 s to 13 s
+// the members of `config` crash (and, with `partitions`, the mesh splits)
+// as crash_members_until draws it, never more than f at once; then
+// membership settles, the client writes 6 s more and stops, and 1 s passes.
+inline void crash_members_then_settle(sim::KgroupWorld& world, core::Rng& rng, const std::vector<size_t>& members,
+                                      const GroupConfig& config, size_t f, bool partitions) {
+  using std::chrono::milliseconds;
+  const core::TimePoint chaos_end = world.simulator().now() + milliseconds(12000);
+  world.simulator().after(milliseconds(1000), [&world, &rng, members, config, f, partitions, chaos_end] {
+    world.crash_members_until(chaos_end, rng, members, config, f, partitions);
+  });
+  world.run_for(milliseconds(13000));
+  world.settle();
+  world.run_for(milliseconds(6000));
+  world.stop_client();
+  world.run_for(milliseconds(1000));
+}
+
 // Runs `run` for `count` seeds from `first_seed` and prints the totals.
 // KGROUP_SEED / KGROUP_SEED_SCALE: see tests/support/seed_range.h;
 // KGROUP_LOG=level shows the kgroup log. The sweep stops after five failing
