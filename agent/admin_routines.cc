@@ -45,9 +45,10 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
     }
   }
   const auto mesh_strategy = node_.config().routines.leaders.strategy;
+  const auto visibility = node_.config().routines.leaders.visibility;
   node_.routines().read(
       ids, timeout_of(request.timeout_ms()),
-      [this, alive = alive_, mesh_strategy, reply = std::move(reply)](const auto& reads) {
+      [this, alive = alive_, mesh_strategy, visibility, reply = std::move(reply)](const auto& reads) {
         if (!*alive) return;
         const routine::Catalog& now = node_.catalog();
         proto::AdminResponse response;
@@ -61,7 +62,9 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
           row.set_trigger(describe_trigger(*spec));
           const auto strategy =
               spec->lock_strategy == routine::LockStrategy::mesh_default ? mesh_strategy : spec->lock_strategy;
-          row.set_lock(std::string(routine::to_string(strategy)));
+          // Under WV no device is locked, whatever the strategy says.
+          row.set_lock(visibility == routine::Visibility::wv ? "none" : std::string(routine::to_string(strategy)));
+          row.set_visibility(std::string(routine::to_string(visibility)));
           for (const auto& device : routine::command_devices(*spec)) row.add_devices(device);
           for (const auto& resource : spec->uses) row.add_uses(resource);
           for (const auto& command : spec->commands) row.add_commands(describe_command(command, now));

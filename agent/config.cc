@@ -1395,6 +1395,12 @@ const std::vector<SectionSpec>& Parser::sections() {
        }},
       {"routines",
        {
+           choice_key("visibility", {"wv", "gsv", "psv"},
+                      "set visibility to \"psv\" (routines sharing a device never overlap: the default), \"gsv\" "
+                      "(one routine at a time in the whole mesh) or \"wv\" (no isolation), the same on every node",
+                      [](C& c, const std::string& v) {
+                        c.node.routines.leaders.visibility = *routine::parse_visibility(v);
+                      }),
            choice_key("lock_strategy", {"sla", "ola"},
                       "set lock_strategy to \"sla\" (one device lock at a time in increasing device id: "
                       "deadlock-free, the default) or \"ola\" (all at once, retried after a backoff)",

@@ -255,6 +255,7 @@ int show_routine(AgentConnection& connection, const CommandLine& line, const std
       {"enabled", r.enabled() ? "yes" : "no"},
       {"trigger", r.trigger()},
       {"min retrigger", fmt::format("{} s", format_number(r.min_retrigger_ms() / 1000.0))},
+      {"visibility", r.visibility()},
       {"lock", r.lock()},
       {"devices", fmt::format("{}", fmt::join(r.devices(), ", "))},
       {"uses", r.uses().empty() ? "-" : fmt::format("{}", fmt::join(r.uses(), ", "))},

@@ -311,8 +311,10 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
   const RoutineSpec* spec = spec_of(key);
   const bool definition_holds =
       spec != nullptr && (invocation.definition == 0 || invocation.definition == definition_digest(*spec));
+  // The devices the invocation locks (and releases at the end): none
+  // under WV, but any lock it recorded is still given back.
   std::vector<std::string> devices;
-  if (spec != nullptr) {
+  if (spec != nullptr && options_.visibility != Visibility::wv) {
     const auto wanted = command_devices(*spec);
     devices.assign(wanted.begin(), wanted.end());
   }
@@ -671,9 +673,12 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
   a.set_device(command.device);
   to_proto(command.values, *a.mutable_values());
   a.set_origin(messages_.self().value());
-  a.set_lock_holder(holder_name(routine, *invocation));
-  const auto lock = invocation->locks.find(command.device);
-  a.set_lock_token(lock == invocation->locks.end() ? 0 : lock->second);
+  // Under WV nothing is locked, and a command without a holder is what the
+  // device group runs while the device is free.
+  if (const auto lock = invocation->locks.find(command.device); lock != invocation->locks.end()) {
+    a.set_lock_holder(holder_name(routine, *invocation));
+    a.set_lock_token(lock->second);
+  }
   const core::TimePoint deadline = env_.now() + options_.request_timeout * 4;
   core::log("routine").debug("routine {} invocation {}: sending command {} to {} (token {})", routine, seq,
                              a.command_id(), command.device, a.lock_token());
@@ -785,11 +790,12 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
   }
 }
 
-std::vector<std::string> RoutineLeaders::resources_of(const RoutineSpec& spec) {
+std::vector<std::string> RoutineLeaders::resources_of(const RoutineSpec& spec) const {
   if (fault_points().ignore_uses) return {};
   std::vector<std::string> resources = spec.uses;
   std::sort(resources.begin(), resources.end());
   resources.erase(std::unique(resources.begin(), resources.end()), resources.end());
+  if (options_.visibility == Visibility::gsv) resources.insert(resources.begin(), std::string(kGlobalRoutineResource));
   return resources;
 }
 

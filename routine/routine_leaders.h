@@ -21,10 +21,14 @@
 #include "routine/routine_group_state.h"
 #include "routine/routine_messages.h"
 #include "routine/routine_model.h"
+#include "routine/visibility.h"
 
 namespace mesh::routine {
 
 struct RoutineLeaderOptions {
+  // How concurrent routines are isolated (routine/visibility.h); the same
+  // on every node.
+  Visibility visibility = Visibility::psv;
   // The mesh's lock strategy; a routine may override it (`lock = "ola"`).
   LockStrategy strategy = LockStrategy::sla;
   // How often this node looks for routine groups it started or stopped leading.
@@ -62,7 +66,8 @@ struct RoutineLeaderOptions {
 //    does not trigger twice.
 //  - ACQUIRING_LOCKS: first the mesh-wide resources the routine names
 //    (`uses`), taken with Camera (mutex/camera.h) one at a time in name
-//    order, each grant committed (ResourceHeld: resource, fencing token,
+//    order (under GSV the global routine resource before them,
+//    routine/visibility.h), each grant committed (ResourceHeld: resource, fencing token,
 //    the node holding it) before the next; then the devices of its
 //    commands, locked at their device groups. SLA: one at a time in
 //    increasing device id, each queued until granted (no wait-for cycle:
@@ -72,9 +77,11 @@ struct RoutineLeaderOptions {
 //    on any refusal every lock is given back and the routine tries again
 //    after a randomized, growing backoff (its resources kept). Each grant
 //    is committed here (LockHeld, with its fencing token) before the next
-//    step.
+//    step. Under WV no device is locked: the invocation goes on to
+//    EXECUTING once it holds its resources.
 //  - EXECUTING: commands in order, each a CommandAccept at its device group
-//    with id ROUTINE#SEQ#INDEX and the lock's token, then its outcome read
+//    with id ROUTINE#SEQ#INDEX and the lock's token (no holder and no token
+//    under WV: the device group runs it unless a lock is held), then its outcome read
 //    back and committed here. A command's duration keeps the locks that long
 //    before the next command (or the release). Before each command the
 //    leader checks that it still holds everything: a command fenced by its
@@ -184,7 +191,7 @@ class RoutineLeaders {
   // Whether this node's Camera holds `resource` under the committed grant.
   bool holds_here(const std::string& resource, const RoutineGroupState::ResourceGrant& grant) const;
   // The resources a routine takes, in the order it takes them.
-  static std::vector<std::string> resources_of(const RoutineSpec& spec);
+  std::vector<std::string> resources_of(const RoutineSpec& spec) const;
   void release_claims(const std::string& holder);
   // Releases the grants of invocations this node no longer drives.
   void sweep_claims(const std::set<SessionKey>& leading);

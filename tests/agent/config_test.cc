@@ -23,6 +23,7 @@ namespace mesh::agent {
 namespace {
 
 using namespace std::chrono_literals;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -804,6 +805,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "devices.catalog_sync_interval_ms",
                           "devices.subscription_renew_ms",
                           "devices.subscription_lease_ms",
+                          "routines.visibility",
                           "routines.lock_strategy",
                           "routines.poll_interval_ms",
                           "routines.lock_renew_ms",
@@ -818,7 +820,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 112u);
+  EXPECT_EQ(keys.size(), 113u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
@@ -1084,6 +1086,13 @@ TEST_F(ConfigTest, RoutinesSection) {
   EXPECT_EQ(config.node.devices.leaders.lock_reclaim_after, std::chrono::milliseconds(5000));
   EXPECT_EQ(parse(kMinimal).node.routines.leaders.strategy, routine::LockStrategy::sla);
   EXPECT_THAT(error_of(kMinimal + "[routines]\nlock_strategy = \"fifo\"\n"), HasSubstr("routines.lock_strategy"));
+  EXPECT_EQ(parse(kMinimal).node.routines.leaders.visibility, routine::Visibility::psv);
+  EXPECT_EQ(parse(kMinimal + "[routines]\nvisibility = \"gsv\"\n").node.routines.leaders.visibility,
+            routine::Visibility::gsv);
+  EXPECT_EQ(parse(kMinimal + "[routines]\nvisibility = \"wv\"\n").node.routines.leaders.visibility,
+            routine::Visibility::wv);
+  EXPECT_THAT(error_of(kMinimal + "[routines]\nvisibility = \"strict\"\n"),
+              AllOf(HasSubstr("routines.visibility"), HasSubstr("\"gsv\"")));
   EXPECT_THAT(error_of(kMinimal + "[routines]\nlock_renew_ms = 5000\nlock_reclaim_ms = 10000\n"),
               HasSubstr("at least three times routines.lock_renew_ms"));
   EXPECT_THAT(error_of(kMinimal + "[routines]\nola_backoff_min_ms = 900\nola_backoff_max_ms = 100\n"),

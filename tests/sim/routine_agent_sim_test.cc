@@ -8,7 +8,10 @@
 // routines also name a mesh-wide resource (`uses`: "pump" or "boiler"),
 // taken with Camera. Mid-stream a random
 // node is killed (kill -9) and restarted later; some plans lose packets or
-// kill a second node.
+// kill a second node. Each sweep runs one visibility model
+// (routine/visibility.h): PSV, the default, or GSV, whose checker also
+// counts routines that share nothing; under WV the PSV checker must catch
+// interleavings.
 //
 // The oracle reads the devices' own actuation logs and the groups' state,
 // never a leader's belief:
@@ -64,6 +67,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 struct Plan {
+  routine::Visibility visibility = routine::Visibility::psv;
   routine::LockStrategy strategy = routine::LockStrategy::sla;
   double loss = 0.0;
   bool second_crash = false;
@@ -176,6 +180,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     config.devices.leaders.poll_interval = milliseconds(500);
     config.devices.service.ensure_interval = seconds(1);
     config.routines.leaders.strategy = plan.strategy;
+    config.routines.leaders.visibility = plan.visibility;
   };
   options.drivers = [&world](size_t, core::Env& env) {
     world.factories.push_back(std::make_unique<routine::EmulatedDriverFactory>(env));
@@ -272,7 +277,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     if (count > 1) out.violations.push_back(fmt::format("command {} actuated {} times", id, count));
   }
   // Safety: invocations that share a device or a resource never
-  // interleave their actuations.
+  // interleave their actuations; under GSV no two invocations do.
   for (auto a = spans.begin(); a != spans.end(); ++a) {
     for (auto b = std::next(a); b != spans.end(); ++b) {
       const std::string ra = a->first.substr(0, a->first.find('#'));
@@ -284,7 +289,8 @@ Outcome run(const Plan& plan, uint64_t seed) {
       const bool device_conflict =
           std::any_of(da.begin(), da.end(), [&db](const auto& d) { return db.count(d) != 0; });
       const auto shared = std::find_if(ua.begin(), ua.end(), [&ub](const auto& u) { return ub.count(u) != 0; });
-      if (!device_conflict && shared == ua.end()) continue;
+      const bool global = plan.visibility == routine::Visibility::gsv;
+      if (!device_conflict && shared == ua.end() && !global) continue;
       const bool disjoint = a->second.last < b->second.first || b->second.last < a->second.first;
       if (!disjoint) {
         out.violations.push_back(fmt::format(
@@ -292,7 +298,9 @@ Outcome run(const Plan& plan, uint64_t seed) {
             a->first, core::to_seconds(a->second.first.time_since_epoch()),
             core::to_seconds(a->second.last.time_since_epoch()), b->first,
             core::to_seconds(b->second.first.time_since_epoch()), core::to_seconds(b->second.last.time_since_epoch()),
-            device_conflict ? std::string("share a device") : "share only resource " + *shared));
+            device_conflict          ? std::string("share a device")
+            : shared != ua.end()     ? "share only resource " + *shared
+                                     : std::string("share nothing, but GSV runs one routine at a time")));
       }
     }
   }
@@ -425,6 +433,38 @@ TEST(RoutineAgentSim, SlaIsSafeAndLiveAcrossACrash) {
   EXPECT_GT(t.ok, 0u);
 }
 
+TEST(RoutineAgentSim, GsvRunsOneRoutineAtATimeAcrossACrash) {
+  Plan plan;
+  plan.visibility = routine::Visibility::gsv;
+  Totals t;
+  sweep(plan, 1, 10, t);
+  EXPECT_GT(t.ok, 0u);
+}
+
+TEST(RoutineAgentSim, WvRunsAndIsSeenInterleaving) {
+  // WV isolates nothing: the PSV checker must catch conflicting routines
+  // interleaving on some seed (else it could not tell the models apart),
+  // and every invocation must still end with no lock left behind.
+  Plan plan;
+  plan.visibility = routine::Visibility::wv;
+  std::optional<uint64_t> interleaved;
+  uint64_t ok = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    const Outcome o = run(plan, seed);
+    ok += o.ok;
+    for (const auto& violation : o.violations) {
+      if (violation.find("share a device") != std::string::npos) {
+        if (!interleaved) std::printf("seed %llu: %s\n", static_cast<unsigned long long>(seed), violation.c_str());
+        interleaved = interleaved.value_or(seed);
+      } else {
+        ADD_FAILURE() << "seed " << seed << " (replay with ROUTINE_AGENT_SEED): " << violation;
+      }
+    }
+  }
+  EXPECT_TRUE(interleaved.has_value()) << "no two conflicting WV routines interleaved in 10 seeds";
+  EXPECT_GT(ok, 0u);
+}
+
 TEST(RoutineAgentSim, OlaIsSafeAndLiveAcrossACrash) {
   Plan plan;
   plan.strategy = routine::LockStrategy::ola;
@@ -439,6 +479,7 @@ struct DeliberateBug {
   const char* name;
   bool routine::FaultPoints::*fault;
   const char* expected;  // in some violation
+  routine::Visibility visibility = routine::Visibility::psv;
 };
 
 TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
@@ -448,13 +489,17 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       {"every command actuated twice", &routine::FaultPoints::actuate_twice, "actuated 2 times"},
       {"invocations end without releasing their locks", &routine::FaultPoints::skip_release, "still locked"},
       {"replicas stamp triggers differently", &routine::FaultPoints::nondeterministic_trigger, "differs"},
+      {"GSV's global resource not taken", &routine::FaultPoints::ignore_uses, "GSV runs one routine at a time",
+       routine::Visibility::gsv},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;
     std::optional<uint64_t> caught;
     std::string seen;
     for (uint64_t seed = 1; seed <= 8 && !caught; ++seed) {
-      for (const auto& violation : run(Plan{}, seed).violations) {
+      Plan plan;
+      plan.visibility = bug.visibility;
+      for (const auto& violation : run(plan, seed).violations) {
         if (violation.find(bug.expected) != std::string::npos) {
           caught = seed;
           seen = violation;

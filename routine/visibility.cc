@@ -1,0 +1,24 @@
+#include "routine/visibility.h"
+
+namespace mesh::routine {
+
+std::string_view to_string(Visibility visibility) {
+  switch (visibility) {
+    case Visibility::wv:
+      return "wv";
+    case Visibility::gsv:
+      return "gsv";
+    case Visibility::psv:
+      return "psv";
+  }
+  return "psv";
+}
+
+std::optional<Visibility> parse_visibility(std::string_view text) {
+  if (text == "wv") return Visibility::wv;
+  if (text == "gsv") return Visibility::gsv;
+  if (text == "psv") return Visibility::psv;
+  return std::nullopt;
+}
+
+}  // namespace mesh::routine

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mesh::routine {
+
+// How strictly concurrent routines are isolated from each other (SafeHome
+// §2.1): one setting for the whole mesh, `[routines] visibility`. Every
+// node must run the same one; a node with another would give its routines
+// another isolation than its neighbours'.
+//
+//  - wv (weak visibility): no isolation. A routine's commands go to their
+//    devices as soon as it is triggered, without device locks, so two
+//    routines over the same devices may interleave; the baseline SafeHome
+//    measures the others against, and what a hub-less mesh does by default
+//    when it does nothing. (Mesh-wide resources named with `uses` are still
+//    taken: they are the user's own mutual exclusion, not isolation among
+//    routines.)
+//  - gsv (global strict visibility): at most one routine executing in the
+//    whole mesh. Every invocation first takes one mesh-wide Camera
+//    resource, kGlobalRoutineResource, before its own resources and device
+//    locks, and holds it until it ends, so invocations run one after
+//    another in the order Camera grants that resource: the order of its
+//    requests' timestamps, which is the order the invocations started
+//    acquiring (trigger order, up to the time a trigger takes to reach its
+//    routine's leader). Device locks are taken too: they cost no waiting
+//    (no other routine competes) and they fence the commands of a leader
+//    that lost its grant.
+//  - psv (partitioned strict visibility): routines that share a device never
+//    overlap. The device locks (routine/device_locks.h), taken with SLA or
+//    OLA, are held from the first command to the end of the invocation:
+//    strict two-phase locking over the devices, so the invocations that
+//    ran are serializable in the order they took their contended locks.
+//
+// SafeHome's S-GSV and EV (lock leasing with per-device lineages) build on
+// these and are not offered yet.
+enum class Visibility { wv, gsv, psv };
+
+std::string_view to_string(Visibility visibility);
+std::optional<Visibility> parse_visibility(std::string_view text);
+
+// The Camera resource every invocation holds under GSV. It has a space in
+// it, which no resource a routine names in `uses` may have, so it never
+// collides with one; it is taken before them (resources are taken in one
+// order everywhere, so no wait cycle runs through them).
+inline constexpr std::string_view kGlobalRoutineResource = "routines gsv";
+
+}  // namespace mesh::routine
