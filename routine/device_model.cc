@@ -1,11 +1,11 @@
 #include "routine/device_model.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
+
+#include <fmt/format.h>
 
 namespace mesh::routine {
 namespace {
@@ -36,8 +36,7 @@ const std::vector<KindRow>& kind_table() {
       {DeviceKind::dimmer, "dimmer", {on_off("power", true), number("brightness", 0, 100, true, true)}},
       {DeviceKind::bulb,
        "bulb",
-       {on_off("power", true), number("brightness", 0, 100, true, true),
-        number("color_temp", 2500, 9000, true, true)}},
+       {on_off("power", true), number("brightness", 0, 100, true, true), number("color_temp", 2500, 9000, true, true)}},
       {DeviceKind::motion_sensor, "motion_sensor", {on_off("motion", false)}},
       {DeviceKind::contact_sensor, "contact_sensor", {on_off("contact", false)}},
       {DeviceKind::occupancy_sensor, "occupancy_sensor", {on_off("occupancy", false)}},
@@ -123,6 +122,10 @@ const AttributeSpec* find_attribute(DeviceKind kind, std::string_view name) {
   return nullptr;
 }
 
+std::string printable_char(char c) {
+  return (c >= 0x20 && c < 0x7f) ? std::string(1, c) : fmt::format("\\x{:02x}", c & 0xff);
+}
+
 std::optional<std::string> check_device_id(std::string_view id) {
   if (id.empty()) return "a device id must not be empty";
   if (id.size() > kMaxDeviceIdLength) {
@@ -132,7 +135,7 @@ std::optional<std::string> check_device_id(std::string_view id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
     if (!ok) {
       return fmt::format("device id '{}' has '{}': use lower-case letters, digits, '_', '.' and '-'", id,
-                         (c >= 0x20 && c < 0x7f) ? std::string(1, c) : fmt::format("\\x{:02x}", c & 0xff));
+                         printable_char(c));
     }
   }
   return std::nullopt;
@@ -181,8 +184,7 @@ core::Expected<Value, std::string> parse_value(const AttributeSpec& spec, std::s
       auto [ptr, ec] = std::from_chars(text.data(), end, number);
       if (text.empty() || ec != std::errc() || ptr != end) return wrong();
       if (!value_fits(spec, Value{number})) {
-        return core::Unexpected(
-            fmt::format("{}={} is out of range: allowed is {}", spec.name, text, spec.allowed()));
+        return core::Unexpected(fmt::format("{}={} is out of range: allowed is {}", spec.name, text, spec.allowed()));
       }
       return Value{number};
     }
@@ -199,15 +201,15 @@ std::optional<std::string> check_command(const DeviceSpec& device, const Attribu
       for (const auto& attribute : schema(device.kind)) {
         if (attribute.writable) known += fmt::format("{}{}", known.empty() ? "" : ", ", attribute.name);
       }
-      return fmt::format("device {}: a {} has no attribute '{}' (it has: {})", device.id, to_string(device.kind),
-                         name, known.empty() ? "none that can be set" : known);
+      return fmt::format("device {}: a {} has no attribute '{}' (it has: {})", device.id, to_string(device.kind), name,
+                         known.empty() ? "none that can be set" : known);
     }
     if (!spec->writable) {
       return fmt::format("device {}: {} is a reading and cannot be set", device.id, name);
     }
     if (!value_fits(*spec, value)) {
-      return fmt::format("device {}: {}={} is not allowed: allowed is {}", device.id, name,
-                         format_value(*spec, value), spec->allowed());
+      return fmt::format("device {}: {}={} is not allowed: allowed is {}", device.id, name, format_value(*spec, value),
+                         spec->allowed());
     }
   }
   return std::nullopt;

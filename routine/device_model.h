@@ -77,6 +77,11 @@ inline constexpr size_t kMaxDeviceIdLength = 64;
 // Empty if `id` is a valid device id, else what is wrong with it.
 std::optional<std::string> check_device_id(std::string_view id);
 
+// How an error message shows a character of the user's input: itself if it
+// is printable ASCII (space included), else \xNN, so a control or UTF-8
+// byte is visible.
+std::string printable_char(char c);
+
 // Formats a value as the schema writes it ("on", "true", "30", "21.5").
 std::string format_value(const AttributeSpec& spec, const Value& value);
 std::string format_value(const Value& value);

@@ -7,10 +7,6 @@
 namespace mesh::routine {
 namespace {
 
-std::string printable(char c) {
-  return (c >= 0x20 && c < 0x7f) ? std::string(1, c) : fmt::format("\\x{:02x}", c & 0xff);
-}
-
 std::optional<std::string> check_resource_name(std::string_view name) {
   if (name.empty()) return "a resource name in uses must not be empty";
   if (name.size() > kMaxResourceNameLength) {
@@ -19,7 +15,8 @@ std::optional<std::string> check_resource_name(std::string_view name) {
   }
   for (char c : name) {
     if (c <= 0x20 || c >= 0x7f) {
-      return fmt::format("resource name '{}' has '{}': use printable characters without spaces", name, printable(c));
+      return fmt::format("resource name '{}' has '{}': use printable characters without spaces", name,
+                         printable_char(c));
     }
   }
   return std::nullopt;
@@ -30,8 +27,7 @@ std::optional<std::string> check_command_shape(const RoutineCommand& command) {
   if (command.values.empty()) {
     return fmt::format("device {}: a command must set at least one attribute", command.device);
   }
-  if (command.duration &&
-      (*command.duration <= core::Duration::zero() || *command.duration > kMaxCommandDuration)) {
+  if (command.duration && (*command.duration <= core::Duration::zero() || *command.duration > kMaxCommandDuration)) {
     return fmt::format("device {}: a duration must be positive and at most {} h", command.device,
                        std::chrono::duration_cast<std::chrono::hours>(kMaxCommandDuration).count());
   }
@@ -77,7 +73,7 @@ std::optional<std::string> check_routine_id(std::string_view id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
     if (!ok) {
       return fmt::format("routine id '{}' has '{}': use lower-case letters, digits, '_', '.' and '-'", id,
-                         printable(c));
+                         printable_char(c));
     }
   }
   return std::nullopt;
@@ -124,7 +120,8 @@ std::optional<std::string> check_definition(const RoutineSpec& spec) {
     return fail(fmt::format("it has {} commands; at most {} are allowed", spec.commands.size(), kMaxRoutineCommands));
   }
   for (size_t i = 0; i < spec.commands.size(); ++i) {
-    if (auto problem = check_command_shape(spec.commands[i])) return fail(fmt::format("command {}: {}", i + 1, *problem));
+    if (auto problem = check_command_shape(spec.commands[i]))
+      return fail(fmt::format("command {}: {}", i + 1, *problem));
   }
   if (spec.min_retrigger < core::Duration::zero() || spec.min_retrigger > kMaxMinRetrigger) {
     return fail(fmt::format("min_retrigger must be 0 to {} h",
@@ -184,7 +181,8 @@ proto::RoutineSpecMsg to_proto(const RoutineSpec& spec) {
   msg.set_min_retrigger_ms(to_ms(spec.min_retrigger));
   msg.set_disabled(!spec.enabled);
   for (const std::string& resource : spec.uses) msg.add_uses(resource);
-  if (spec.lock_strategy != LockStrategy::mesh_default) msg.set_lock_strategy(std::string(to_string(spec.lock_strategy)));
+  if (spec.lock_strategy != LockStrategy::mesh_default)
+    msg.set_lock_strategy(std::string(to_string(spec.lock_strategy)));
   return msg;
 }
 

@@ -18,18 +18,13 @@ struct Token {
   std::string_view text;  // as written
   uint32_t line = 1;
   uint32_t column = 1;
-  double number = 0;      // kind number
-  std::string unquoted;   // kind string
+  double number = 0;     // kind number
+  std::string unquoted;  // kind string
   CompareOp op = CompareOp::eq;
 };
 
 bool is_word_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-         c == '-';
-}
-
-std::string printable(char c) {
-  return (c >= 0x21 && c < 0x7f) ? std::string(1, c) : fmt::format("\\x{:02x}", c & 0xff);
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
 }
 
 std::optional<double> as_number(std::string_view word) {
@@ -108,7 +103,7 @@ class Lexer {
           token.number = *number;
         }
       } else {
-        return fail(token, fmt::format("unexpected character '{}'", printable(c)));
+        return fail(token, fmt::format("unexpected character '{}'", printable_char(c)));
       }
       token.text = text_.substr(start, pos_ - start);
       tokens.push_back(std::move(token));
@@ -270,8 +265,8 @@ class Parser {
     }
     const Token& op = take();
     if (op.kind != Token::Kind::op) {
-      return fail(op, fmt::format("expected a comparison (== != < <= > >=) after '{}', found {}", ref.text,
-                                  describe(op)));
+      return fail(op,
+                  fmt::format("expected a comparison (== != < <= > >=) after '{}', found {}", ref.text, describe(op)));
     }
     c.op = op.op;
     const Token& value = take();
@@ -507,8 +502,7 @@ core::Expected<TimeWindow, std::string> parse_window(std::string_view text) {
 }
 
 std::string format_window(const TimeWindow& window) {
-  return fmt::format("{:02}:{:02}-{:02}:{:02}", window.start / 60, window.start % 60, window.end / 60,
-                     window.end % 60);
+  return fmt::format("{:02}:{:02}-{:02}:{:02}", window.start / 60, window.start % 60, window.end / 60, window.end % 60);
 }
 
 core::Expected<Days, std::string> parse_days(std::string_view text) {
