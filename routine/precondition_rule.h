@@ -41,6 +41,8 @@ namespace mesh::routine {
 //   requires = ["outlet_1.power == off",      # one or more conditions, all of which
 //               "outlet_2.power == off"]      #   must hold first (AND, §2)
 //
+// The file is ASCII throughout, comments included.
+//
 // Parsing never crashes: text and sizes are bounded by the limits below, and
 // every problem is reported with the rule and the key it is in.
 
@@ -115,7 +117,9 @@ std::optional<std::string> check_precondition_rule_id(std::string_view id);
 // key, a missing or invalid or duplicate id, a bad condition (unknown
 // device or attribute, value of the wrong type, bad operator), a `when` on
 // a reading, an empty or oversized `requires`, two requirements on one
-// variable, a requirement on `when`'s own variable.
+// variable, a requirement on `when`'s own variable. A file over
+// kMaxPreconditionFileBytes, or with a byte outside ASCII (comments
+// included: see first_non_ascii_line in the .cc), is refused whole.
 core::Expected<std::vector<PreconditionRule>, std::string> parse_precondition_rules(std::string_view text,
                                                                                     const std::string& source,
                                                                                     const DeviceCatalog& devices);

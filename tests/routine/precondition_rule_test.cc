@@ -268,6 +268,17 @@ TEST(PreconditionRuleFileTest, RefusesOversizedRules) {
             "rules.toml: the file is 1048577 bytes long; at most 1048576 are allowed");
 }
 
+TEST(PreconditionRuleFileTest, TheFileIsAscii) {
+  const std::string refused = ": a character outside ASCII. Fix: write the file in ASCII, comments included.";
+  EXPECT_EQ(file_error("[[precondition]]\nid = \"r\"\nk\xef\xb9\xbf = 1\n"), "rules.toml:3" + refused);
+  EXPECT_EQ(file_error("[[precondition]]\nid = \"r\"  # caf\xc3\xa9\n"), "rules.toml:2" + refused);
+  EXPECT_EQ(file_error("# K\xc3\xbc"
+                       "che\n"),
+            "rules.toml:1" + refused);
+  // A line that looks like a comment may be inside a multi-line string.
+  EXPECT_EQ(file_error("x = \"\"\"\n#z=\\\xef\xbb\xb7\"\"\"\n"), "rules.toml:2" + refused);
+}
+
 TEST(PreconditionRuleIdTest, AcceptsCatalogStyleIds) {
   EXPECT_EQ(check_precondition_rule_id("sprinkler_needs_outlets_off"), std::nullopt);
   EXPECT_EQ(check_precondition_rule_id(""), "a rule id must not be empty");
