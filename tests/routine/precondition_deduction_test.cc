@@ -46,13 +46,14 @@ std::string pick(std::string_view text, IntervalChoice choice, std::optional<dou
   return value ? format_value(domain.kind, *value) : "error: " + value.error();
 }
 
-std::string pick_free(std::string_view text, IntervalChoice choice, std::optional<Value> current = std::nullopt) {
+std::string pick_free(std::string_view text, IntervalChoice choice,
+                      const std::optional<Value>& current = std::nullopt) {
   const auto domain = free_condition(text).domain;
   auto value = choose_value(domain, current, DeductionPolicy{choice, 0.5});
   return value ? format_value(domain.kind, *value) : "error: " + value.error();
 }
 
-PreconditionRule rule(std::string id, std::string_view when, std::vector<std::string_view> requirements,
+PreconditionRule rule(std::string id, std::string_view when, const std::vector<std::string_view>& requirements,
                       bool with_catalog = false) {
   auto parse = [&](std::string_view text) { return with_catalog ? condition(text) : free_condition(text); };
   PreconditionRule out{std::move(id), parse(when), {}};

@@ -12,7 +12,7 @@ AttributeCondition condition(std::string_view text) {
   return parsed ? *parsed : AttributeCondition{};
 }
 
-PreconditionRule rule(std::string id, std::string_view when, std::vector<std::string_view> requirements) {
+PreconditionRule rule(std::string id, std::string_view when, const std::vector<std::string_view>& requirements) {
   PreconditionRule out{std::move(id), condition(when), {}};
   for (auto text : requirements) out.preconditions.push_back(condition(text));
   return out;
