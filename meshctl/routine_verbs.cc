@@ -70,7 +70,6 @@ constexpr std::string_view kHelp = R"(    routines
 constexpr int kExitCommandFailed = 8;
 constexpr int kExitAborted = 9;
 
-
 int enable_routine(AgentConnection& connection, const CommandLine& line, bool enabled) {
   const std::string_view verb = enabled ? "enable" : "disable";
   if (line.words.size() != 3) return usage_error(fmt::format("routine {} takes one ID", verb));
@@ -203,8 +202,7 @@ int run_routines(AgentConnection& connection, const CommandLine& line) {
     if (!r.error().empty()) state = "unknown";
     const int64_t eligible = last_automatic + static_cast<int64_t>(r.min_retrigger_ms()) * 1000;
     rows.push_back({r.id(), r.enabled() ? "yes" : "no", state, r.leader().empty() ? "-" : r.leader(),
-                    relative(last_run),
-                    last_automatic == 0 || eligible <= unix_now_us() ? "now" : relative(eligible)});
+                    relative(last_run), last_automatic == 0 || eligible <= unix_now_us() ? "now" : relative(eligible)});
     if (!r.error().empty()) problems.push_back(fmt::format("  {}: {}", r.id(), r.error()));
     if (!r.problem().empty()) problems.push_back(fmt::format("  {} cannot run: {}", r.id(), r.problem()));
   }
@@ -230,13 +228,20 @@ void print_invocation(const proto::InvocationMsg& i, const proto::RoutineRow& r)
     std::cout << fmt::format("  resources: {}\n", fmt::join(held, ", "));
   }
   if (!i.stop_reason().empty()) std::cout << fmt::format("  stopped: {}\n", i.stop_reason());
-  for (int c = 0; c < i.commands_size(); ++c) {
-    const auto& command = i.commands(c);
-    const std::string what = static_cast<int>(command.index()) < r.commands_size()
-                                 ? r.commands(static_cast<int>(command.index()))
-                                 : fmt::format("command {}", command.index() + 1);
-    std::cout << fmt::format("  {}. {}: {}{}\n", command.index() + 1, what, status_text(command.status()),
+  if (!i.abort_reason().empty()) std::cout << fmt::format("  aborted: {}\n", i.abort_reason());
+  const auto what = [&r](uint32_t index) {
+    return static_cast<int>(index) < r.commands_size() ? r.commands(static_cast<int>(index))
+                                                       : fmt::format("command {}", index + 1);
+  };
+  for (const auto& command : i.commands()) {
+    std::cout << fmt::format("  {}. {}: {}{}\n", command.index() + 1, what(command.index()),
+                             status_text(command.status()),
                              command.detail().empty() ? "" : " (" + command.detail() + ")");
+  }
+  // The rollback, in the order it ran: newest command first.
+  for (auto undo = i.undone().rbegin(); undo != i.undone().rend(); ++undo) {
+    std::cout << fmt::format("  undo {}.: {}{}\n", undo->index() + 1, status_text(undo->status()),
+                             undo->detail().empty() ? "" : " (" + undo->detail() + ")");
   }
 }
 
@@ -283,12 +288,12 @@ int routine_history(AgentConnection& connection, const CommandLine& line) {
     return kExitOk;
   }
   for (const auto& r : reply->routines()) {
-    std::cout << fmt::format("routine {}: {} invocations remembered{}{}\n", r.id(),
-                             r.invocations_size() + r.omitted_invocations(),
-                             r.omitted_invocations() == 0
-                                 ? ""
-                                 : fmt::format(", the {} oldest not shown (one answer's size)", r.omitted_invocations()),
-                             r.error().empty() ? "" : " (read failed: " + r.error() + ")");
+    std::cout << fmt::format(
+        "routine {}: {} invocations remembered{}{}\n", r.id(), r.invocations_size() + r.omitted_invocations(),
+        r.omitted_invocations() == 0
+            ? ""
+            : fmt::format(", the {} oldest not shown (one answer's size)", r.omitted_invocations()),
+        r.error().empty() ? "" : " (read failed: " + r.error() + ")");
     for (const auto& i : r.invocations()) print_invocation(i, r);
   }
   return kExitOk;
@@ -301,7 +306,8 @@ int run_now(AgentConnection& connection, const CommandLine& line) {
   request.mutable_routine_run()->set_wait(line.wait);
   request.mutable_routine_run()->set_timeout_ms(agent_timeout_ms(line));
   // The agent waits for the invocation's end up to its own run timeout.
-  const double wait = line.timeout_s ? answer_wait_s(line) : (line.wait ? 60.0 + kPingAnswerGraceS : answer_wait_s(line));
+  const double wait =
+      line.timeout_s ? answer_wait_s(line) : (line.wait ? 60.0 + kPingAnswerGraceS : answer_wait_s(line));
   auto response = connection.call(request, wait);
   if (!response) return no_agent(connection, response.error());
   if (!response->error().empty()) return agent_error(response->error());
@@ -310,8 +316,7 @@ int run_now(AgentConnection& connection, const CommandLine& line) {
   if (line.json) {
     print_json(response->routine_run());
   } else if (!line.wait) {
-    std::cout << fmt::format("routine {} invocation {} started ({})\n", line.words[2], i.seq(),
-                             phase_text(i.phase()));
+    std::cout << fmt::format("routine {} invocation {} started ({})\n", line.words[2], i.seq(), phase_text(i.phase()));
   } else {
     std::cout << fmt::format("routine {} invocation {} {}{}\n", line.words[2], i.seq(), outcome_text(i.outcome()),
                              i.detail().empty() ? "" : ": " + i.detail());

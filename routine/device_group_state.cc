@@ -126,6 +126,7 @@ void DeviceGroupState::apply_update(std::string_view update) {
         return;
       }
       it->second.actuating = true;
+      record_state_before(it->second);
       return;
     }
     case proto::DeviceUpdate::kLock:
@@ -138,7 +139,11 @@ void DeviceGroupState::apply_update(std::string_view update) {
       const auto& outcome = decoded->outcome();
       const auto it = commands_.find(outcome.command_id());
       if (it == commands_.end() || it->second.done() || outcome.status() == proto::COMMAND_PENDING) return;
+      // The state before is the group's own record, not the writer's.
+      google::protobuf::RepeatedPtrField<proto::AttributeMsg> before;
+      before.Swap(it->second.outcome.mutable_state_before());
       it->second.outcome = outcome;
+      it->second.outcome.mutable_state_before()->Swap(&before);
       finished_order_.push_back(it->first);
       if (outcome.status() == proto::COMMAND_OK && outcome.state_after_size() > 0) {
         Device& device = devices_[it->second.device];
@@ -166,6 +171,16 @@ void DeviceGroupState::apply_update(std::string_view update) {
     case proto::DeviceUpdate::KIND_NOT_SET:
       return;
   }
+}
+
+void DeviceGroupState::record_state_before(Command& command) {
+  const Device* known = device(command.device);
+  if (known == nullptr || !known->known) return;
+  Attributes before;
+  for (const auto& [name, value] : command.values) {
+    if (const auto it = known->attributes.find(name); it != known->attributes.end()) before.emplace(name, it->second);
+  }
+  to_proto(before, *command.outcome.mutable_state_before());
 }
 
 std::optional<std::string> DeviceGroupState::lock_refusal(const Command& command) const {

@@ -144,6 +144,9 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
   void apply_update(std::string_view update);
   // The fencing check of a command about to be actuated: why it must not
   // be, given the device's lock now, or nothing.
+  // Copies what this group knows of the command's attributes into its
+  // outcome's state_before, as the command begins actuating.
+  void record_state_before(Command& command);
   std::optional<std::string> lock_refusal(const Command& command) const;
   void finish(Command& command, proto::CommandStatus status, std::string detail);
   void forget_old_commands();

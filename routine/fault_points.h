@@ -24,6 +24,12 @@ struct FaultPoints {
   // Routine groups stamp a trigger with a per-process counter instead of
   // the committed time, so replicas diverge (inheritance).
   bool nondeterministic_trigger = false;
+  // A rollback sends each undone command's own values again instead of the
+  // state before it (atomicity: an aborted invocation's effects stay).
+  bool undo_repeats_command = false;
+  // A failed must command does not abort its invocation: the commands after
+  // it run (atomicity).
+  bool ignore_must = false;
 };
 
 FaultPoints& fault_points();

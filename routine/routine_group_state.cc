@@ -21,9 +21,13 @@ std::string holder_name(const std::string& routine, const RoutineGroupState::Inv
   return fmt::format("{}#{}.{:08x}", routine, invocation.seq, invocation.tag);
 }
 
-std::string command_id(const std::string& routine, const RoutineGroupState::Invocation& invocation,
-                       uint32_t index) {
+std::string command_id(const std::string& routine, const RoutineGroupState::Invocation& invocation, uint32_t index) {
   return fmt::format("{}#{}", holder_name(routine, invocation), index);
+}
+
+std::string undo_command_id(const std::string& routine, const RoutineGroupState::Invocation& invocation,
+                            uint32_t index) {
+  return fmt::format("{}.undo", command_id(routine, invocation, index));
 }
 
 proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
@@ -53,7 +57,15 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     command.set_index(index);
     command.set_status(result.status);
     command.set_detail(result.detail);
+    to_proto(result.state_before, *command.mutable_state_before());
     msg.add_command_done_at_us(result.done_at_us);
+  }
+  msg.set_abort_reason(invocation.abort_reason);
+  for (const auto& [index, result] : invocation.undone) {
+    auto& undo = *msg.add_undone();
+    undo.set_index(index);
+    undo.set_status(result.status);
+    undo.set_detail(result.detail);
   }
   msg.set_triggered_at_us(invocation.triggered_at_us);
   msg.set_locked_at_us(invocation.locked_at_us);
@@ -80,6 +92,13 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
     result.status = msg.commands(i).status();
     result.detail = msg.commands(i).detail();
     result.done_at_us = i < msg.command_done_at_us_size() ? msg.command_done_at_us(i) : 0;
+    result.state_before = from_proto(msg.commands(i).state_before());
+  }
+  invocation.abort_reason = msg.abort_reason();
+  for (const auto& undo : msg.undone()) {
+    auto& result = invocation.undone[undo.index()];
+    result.status = undo.status();
+    result.detail = undo.detail();
   }
   invocation.triggered_at_us = msg.triggered_at_us();
   invocation.locked_at_us = msg.locked_at_us();
@@ -190,11 +209,34 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       return;
     case proto::InvocationStep::kCommand: {
       const auto& command = step.command();
-      if (invocation.phase != proto::PHASE_EXECUTING || command.status() == proto::COMMAND_PENDING) return;
+      if (invocation.phase != proto::PHASE_EXECUTING || command.status() == proto::COMMAND_PENDING ||
+          !invocation.abort_reason.empty()) {
+        return;
+      }
       auto [result, inserted] = invocation.commands.try_emplace(command.index());
       if (!inserted) return;
       result->second.status = command.status();
       result->second.detail = command.detail();
+      result->second.done_at_us = step.at_us();
+      result->second.state_before = from_proto(command.state_before());
+      return;
+    }
+    case proto::InvocationStep::kAbort:
+      if (invocation.phase == proto::PHASE_EXECUTING && invocation.abort_reason.empty() && !step.abort().empty()) {
+        invocation.abort_reason = step.abort();
+      }
+      return;
+    case proto::InvocationStep::kUndo: {
+      const auto& undo = step.undo();
+      const auto ran = invocation.commands.find(undo.index());
+      if (invocation.phase != proto::PHASE_EXECUTING || invocation.abort_reason.empty() ||
+          undo.status() == proto::COMMAND_PENDING || ran == invocation.commands.end()) {
+        return;
+      }
+      auto [result, inserted] = invocation.undone.try_emplace(undo.index());
+      if (!inserted) return;
+      result->second.status = undo.status();
+      result->second.detail = undo.detail();
       result->second.done_at_us = step.at_us();
       return;
     }

@@ -10,6 +10,7 @@
 
 #include "kgroup/client_state_machine.h"
 #include "proto/invocation.pb.h"
+#include "routine/device_model.h"
 
 namespace mesh::routine {
 
@@ -32,7 +33,12 @@ namespace mesh::routine {
 //    device group it locked: no lock leaked (and a holder gone for good is
 //    reclaimed by the device leader);
 //  - an invocation that lost a lock or resource is stopped (a committed
-//    `stop` with the reason): no later command of it is sent.
+//    `stop` with the reason): no later command of it is sent;
+//  - an invocation whose must command failed is aborted (a committed
+//    `abort` with the reason): no later command of it is sent, and the
+//    commands that ran are undone newest first, each undo's outcome
+//    committed (`undo`) before the next, so a new leader resumes the
+//    rollback where it stood and never undoes a command twice.
 //
 // Steps apply only if they move an invocation forward (a repeated or
 // late step changes nothing), so a deposed leader's stale write is harmless.
@@ -42,6 +48,8 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     proto::CommandStatus status = proto::COMMAND_PENDING;
     std::string detail;
     int64_t done_at_us = 0;
+    // The device's values before the command: what undoing it restores.
+    Attributes state_before;
   };
   // A resource taken with Camera: its grant lives at one node (`holder`),
   // so only that node can go on using it (routine/routine_leaders.h).
@@ -63,6 +71,8 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     std::map<std::string, ResourceGrant> resources;  // resource (RoutineSpec::uses) -> its Camera grant
     std::string stop_reason;  // non-empty: stopped because a lock or resource was lost
     std::map<uint32_t, CommandResult> commands;
+    std::string abort_reason;  // non-empty: a must command failed; what ran is being undone
+    std::map<uint32_t, CommandResult> undone;  // command index -> the outcome of undoing it
     int64_t triggered_at_us = 0;
     int64_t locked_at_us = 0;
     int64_t releasing_at_us = 0;
@@ -117,6 +127,9 @@ std::string holder_name(const std::string& routine, const RoutineGroupState::Inv
 // "ROUTINE#SEQ.TAG#INDEX"
 std::string command_id(const std::string& routine, const RoutineGroupState::Invocation& invocation,
                        uint32_t index);
+// "ROUTINE#SEQ.TAG#INDEX.undo": the command that undoes command INDEX.
+std::string undo_command_id(const std::string& routine, const RoutineGroupState::Invocation& invocation,
+                            uint32_t index);
 
 proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation);
 RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg);

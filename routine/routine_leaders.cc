@@ -26,6 +26,43 @@ uint64_t fnv1a(std::string_view bytes) {
 
 bool succeeded(proto::CommandStatus status) { return status == proto::COMMAND_OK; }
 
+// Whether a command may have changed its device: it ran, or its outcome is
+// unknown (the driver or the device leader gave up midway). A rollback
+// restores each of these.
+bool may_have_acted(proto::CommandStatus status) {
+  return status == proto::COMMAND_OK || status == proto::COMMAND_TIMEOUT || status == proto::COMMAND_INTERRUPTED ||
+         status == proto::COMMAND_DRIVER_ERROR;
+}
+
+// The command a rollback undoes next: the newest that may have acted and is
+// not undone yet.
+std::optional<uint32_t> next_to_undo(const RoutineGroupState::Invocation& invocation) {
+  for (auto it = invocation.commands.rbegin(); it != invocation.commands.rend(); ++it) {
+    if (may_have_acted(it->second.status) && invocation.undone.count(it->first) == 0) return it->first;
+  }
+  return std::nullopt;
+}
+
+// What an aborted invocation's history says: why, and what its rollback
+// restored or could not.
+std::string rollback_report(const RoutineGroupState::Invocation& invocation) {
+  std::vector<std::string> restored;
+  std::vector<std::string> not_restored;
+  for (auto it = invocation.undone.rbegin(); it != invocation.undone.rend(); ++it) {
+    if (succeeded(it->second.status)) {
+      restored.push_back(fmt::format("{}", it->first + 1));
+    } else {
+      not_restored.push_back(fmt::format("command {} ({}: {})", it->first + 1,
+                                         proto::CommandStatus_Name(it->second.status), it->second.detail));
+    }
+  }
+  std::string report = invocation.abort_reason;
+  report += restored.empty() ? "; nothing to undo" : fmt::format("; undone: command {}", fmt::join(restored, ", "));
+  if (!not_restored.empty()) report += fmt::format("; not undone: {}", fmt::join(not_restored, "; "));
+  if (!invocation.stop_reason.empty()) report += fmt::format("; rollback stopped: {}", invocation.stop_reason);
+  return report;
+}
+
 // "routine:ID" -> "ID"
 std::string routine_id(const std::tuple<std::string, uint64_t, uint32_t>& key) {
   const std::string& target = std::get<0>(key);
@@ -80,6 +117,8 @@ RoutineLeaders::RoutineLeaders(core::Env& env, kgroup::GroupHost& host, const kg
       triggers_(metrics.counter("routine_triggers_total")),
       invocations_ok_(metrics.counter("routine_invocations_total", {{"result", "ok"}})),
       invocations_failed_(metrics.counter("routine_invocations_total", {{"result", "failed"}})),
+      invocations_aborted_(metrics.counter("routine_invocations_total", {{"result", "aborted"}})),
+      rollback_commands_(metrics.counter("routine_rollback_commands_total")),
       lock_retries_(metrics.counter("routine_lock_retries_total")) {
   messages_.on(proto::RoutineBody::kLocksLost,
                [this, alive = alive_](const core::Message&, const proto::RoutineBody& body) {
@@ -187,10 +226,9 @@ void RoutineLeaders::sync_watch(const SessionKey& key, Session& s) {
   s.watch = 0;
   s.watched = wanted;
   if (wanted.empty()) return;
-  s.watch = watcher_.watch(std::vector<std::string>(wanted.begin(), wanted.end()),
-                           [this, key](const std::string& device, const DeviceWatcher::Seen& seen) {
-                             on_device_change(key, device, seen);
-                           });
+  s.watch = watcher_.watch(
+      std::vector<std::string>(wanted.begin(), wanted.end()),
+      [this, key](const std::string& device, const DeviceWatcher::Seen& seen) { on_device_change(key, device, seen); });
 }
 
 void RoutineLeaders::evaluate_seen(const SessionKey& key, Session& s, const kgroup::GroupReplica& replica) {
@@ -231,8 +269,8 @@ void RoutineLeaders::on_device_change(const SessionKey& key, const std::string& 
     return &it->second.record.attributes;
   };
   const int64_t local_minutes = now / kMicrosPerMinute + options_.utc_offset_minutes;
-  const int64_t day_number = local_minutes >= 0 ? local_minutes / kMinutesPerDay
-                                                : (local_minutes - kMinutesPerDay + 1) / kMinutesPerDay;
+  const int64_t day_number =
+      local_minutes >= 0 ? local_minutes / kMinutesPerDay : (local_minutes - kMinutesPerDay + 1) / kMinutesPerDay;
   const auto minute_of_day = static_cast<uint32_t>(local_minutes - day_number * kMinutesPerDay);
   // 1970-01-01 was a Thursday.
   const auto weekday = static_cast<Weekday>(((day_number + 3) % 7 + 7) % 7);
@@ -243,8 +281,8 @@ void RoutineLeaders::on_device_change(const SessionKey& key, const std::string& 
   trigger.set_at_us(now);
   trigger.set_tag(static_cast<uint32_t>(env_.rng().next_u64()));
   trigger.set_definition(definition_digest(*spec));
-  trigger.set_min_retrigger_ms(static_cast<uint32_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(spec->min_retrigger).count()));
+  trigger.set_min_retrigger_ms(
+      static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(spec->min_retrigger).count()));
   auto& cause = *trigger.add_causes();
   cause.set_device(device);
   cause.set_version(seen.record.version);
@@ -326,8 +364,9 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
     case proto::PHASE_NOT_TRIGGERED:
     case proto::PHASE_ACQUIRING_LOCKS: {
       if (!definition_holds) {
-        step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
-             [this, key, seq](bool committed) { after_step(key, seq, committed); });
+        step(
+            key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
+            [this, key, seq](bool committed) { after_step(key, seq, committed); });
         return;
       }
       const std::string holder = holder_name(routine_id(key), invocation);
@@ -352,8 +391,9 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         if (invocation.locks.count(device) == 0) missing.push_back(device);
       }
       if (missing.empty()) {
-        step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_EXECUTING); },
-             [this, key, seq](bool committed) { after_step(key, seq, committed); });
+        step(
+            key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_EXECUTING); },
+            [this, key, seq](bool committed) { after_step(key, seq, committed); });
         return;
       }
       if (strategy_of(*spec) == LockStrategy::ola) {
@@ -365,15 +405,35 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
     }
     case proto::PHASE_EXECUTING: {
       if (!definition_holds) {
-        step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
-             [this, key, seq](bool committed) { after_step(key, seq, committed); });
+        step(
+            key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
+            [this, key, seq](bool committed) { after_step(key, seq, committed); });
         return;
       }
       if (const auto reason = lost(routine_id(key), invocation)) {
         stop(key, seq, *reason);
         return;
       }
+      if (!invocation.abort_reason.empty()) {
+        roll_back(key, invocation);
+        return;
+      }
       const auto next = static_cast<uint32_t>(invocation.commands.size());
+      // A must command that did not succeed aborts the invocation (SafeHome
+      // atomicity); a best-effort one is only reported.
+      if (next > 0) {
+        const auto& [index, result] = *invocation.commands.rbegin();
+        if (!succeeded(result.status) && index < spec->commands.size() && spec->commands[index].must &&
+            !fault_points().ignore_must) {
+          const std::string reason =
+              fmt::format("command {} ({}) failed: {}: {}", index + 1, spec->commands[index].device,
+                          proto::CommandStatus_Name(result.status), result.detail);
+          step(
+              key, seq, [&reason](proto::InvocationStep& s) { s.set_abort(reason); },
+              [this, key, seq](bool committed) { after_step(key, seq, committed); });
+          return;
+        }
+      }
       // A command's duration keeps the locks that long after it ran.
       if (next > 0) {
         const auto& previous = spec->commands[next - 1];
@@ -390,11 +450,12 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         }
       }
       if (next >= spec->commands.size()) {
-        step(key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
-             [this, key, seq](bool committed) { after_step(key, seq, committed); });
+        step(
+            key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
+            [this, key, seq](bool committed) { after_step(key, seq, committed); });
         return;
       }
-      execute(key, seq, next, spec->commands[next]);
+      execute(key, seq, next, false);
       return;
     }
     case proto::PHASE_RELEASING_LOCKS: {
@@ -402,6 +463,9 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
       if (spec == nullptr) {
         end.set_outcome(proto::INVOCATION_ABORTED);
         end.set_detail("the routine was removed from the catalog");
+      } else if (!invocation.abort_reason.empty()) {
+        end.set_outcome(proto::INVOCATION_ABORTED);
+        end.set_detail(rollback_report(invocation));
       } else if (!invocation.stop_reason.empty()) {
         // Commands may have run only once every lock was held.
         end.set_outcome(invocation.locked_at_us == 0 ? proto::INVOCATION_ABORTED : proto::INVOCATION_FAILED);
@@ -412,17 +476,19 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         end.set_detail("the routine's definition changed before it ran");
       } else if (invocation.commands.size() < spec->commands.size() && !definition_holds) {
         end.set_outcome(proto::INVOCATION_ABORTED);
-        end.set_detail(fmt::format("the routine's definition changed after {} of its commands",
-                                   invocation.commands.size()));
+        end.set_detail(
+            fmt::format("the routine's definition changed after {} of its commands", invocation.commands.size()));
       } else {
+        // Every must command succeeded (or the invocation would have
+        // aborted): it is ok, with its best-effort failures reported.
         std::vector<std::string> failed;
         for (const auto& [index, result] : invocation.commands) {
           if (!succeeded(result.status)) {
-            failed.push_back(fmt::format("command {} {}: {}", index + 1, proto::CommandStatus_Name(result.status),
-                                         result.detail));
+            failed.push_back(fmt::format("best-effort command {} {}: {}", index + 1,
+                                         proto::CommandStatus_Name(result.status), result.detail));
           }
         }
-        end.set_outcome(failed.empty() ? proto::INVOCATION_OK : proto::INVOCATION_FAILED);
+        end.set_outcome(proto::INVOCATION_OK);
         end.set_detail(fmt::format("{}", fmt::join(failed, "; ")));
       }
       release(key, seq, devices, end);
@@ -466,49 +532,48 @@ void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std:
   request.mutable_lock()->set_holder(holder);
   request.mutable_lock()->set_wait(true);
   write_device(device, request.SerializeAsString(),
-                   [this, key, seq, device, holder, target, held_before, alive = alive_](const auto& written) {
-                     if (!*alive) return;
-                     if (!written) {
-                       core::log("routine").debug("lock request {} on {}: {}", holder, device, written.error());
-                       idle(key, seq, options_.poll_interval);
-                       return;
-                     }
-                     proto::DeviceQuery query;
-                     query.mutable_lock()->set_device(device);
-                     query.mutable_lock()->set_holder(holder);
-                     read_device(
-                         device, query.SerializeAsString(),
-                         [this, key, seq, device, holder, held_before, alive](const auto& read) {
-                           if (!*alive) return;
-                           const auto reply =
-                               read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
-                           if (!reply || reply->lock().state() != proto::LOCK_HELD) {
-                             // Waiting in the queue (or the request was lost
-                             // with a leader: asking again is harmless).
-                             if (!read) {
-                               core::log("routine").debug("lock status {} on {}: {}", holder, device, read.error());
-                             }
-                             idle(key, seq, options_.poll_interval);
-                             return;
-                           }
-                           if (recorded_locks(key, seq) != held_before) {
-                             // The invocation moved on meanwhile (it started
-                             // over, or this answers an earlier attempt):
-                             // recording this lock now could put it out of
-                             // order. The next drive asks again.
-                             idle(key, seq, options_.poll_interval);
-                             return;
-                           }
-                           const uint64_t token = reply->lock().token();
-                           step(
-                               key, seq,
-                               [&device, token](proto::InvocationStep& s) {
-                                 s.mutable_lock_held()->set_device(device);
-                                 s.mutable_lock_held()->set_token(token);
-                               },
-                               [this, key, seq](bool committed) { after_step(key, seq, committed); });
-                         });
-                   });
+               [this, key, seq, device, holder, target, held_before, alive = alive_](const auto& written) {
+                 if (!*alive) return;
+                 if (!written) {
+                   core::log("routine").debug("lock request {} on {}: {}", holder, device, written.error());
+                   idle(key, seq, options_.poll_interval);
+                   return;
+                 }
+                 proto::DeviceQuery query;
+                 query.mutable_lock()->set_device(device);
+                 query.mutable_lock()->set_holder(holder);
+                 read_device(device, query.SerializeAsString(),
+                             [this, key, seq, device, holder, held_before, alive](const auto& read) {
+                               if (!*alive) return;
+                               const auto reply =
+                                   read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                               if (!reply || reply->lock().state() != proto::LOCK_HELD) {
+                                 // Waiting in the queue (or the request was lost
+                                 // with a leader: asking again is harmless).
+                                 if (!read) {
+                                   core::log("routine").debug("lock status {} on {}: {}", holder, device, read.error());
+                                 }
+                                 idle(key, seq, options_.poll_interval);
+                                 return;
+                               }
+                               if (recorded_locks(key, seq) != held_before) {
+                                 // The invocation moved on meanwhile (it started
+                                 // over, or this answers an earlier attempt):
+                                 // recording this lock now could put it out of
+                                 // order. The next drive asks again.
+                                 idle(key, seq, options_.poll_interval);
+                                 return;
+                               }
+                               const uint64_t token = reply->lock().token();
+                               step(
+                                   key, seq,
+                                   [&device, token](proto::InvocationStep& s) {
+                                     s.mutable_lock_held()->set_device(device);
+                                     s.mutable_lock_held()->set_token(token);
+                                   },
+                                   [this, key, seq](bool committed) { after_step(key, seq, committed); });
+                             });
+               });
 }
 
 std::optional<size_t> RoutineLeaders::recorded_locks(const SessionKey& key, uint64_t seq) const {
@@ -587,31 +652,28 @@ void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std:
     request.mutable_lock()->set_device(device);
     request.mutable_lock()->set_holder(holder);
     request.mutable_lock()->set_wait(false);
-    write_device(
-        device, request.SerializeAsString(),
-        [this, device, holder, target, round, finish, alive = alive_](const auto& written) {
-          if (!*alive) return;
-          if (!written) {
-            round->refused = true;
-            finish();
-            return;
-          }
-          proto::DeviceQuery query;
-          query.mutable_lock()->set_device(device);
-          query.mutable_lock()->set_holder(holder);
-          read_device(device, query.SerializeAsString(),
-                            [device, round, finish, alive](const auto& read) {
-                              if (!*alive) return;
-                              const auto reply =
-                                  read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
-                              if (reply && reply->lock().state() == proto::LOCK_HELD) {
-                                round->granted[device] = reply->lock().token();
-                              } else {
-                                round->refused = true;
-                              }
-                              finish();
-                            });
-        });
+    write_device(device, request.SerializeAsString(),
+                 [this, device, holder, target, round, finish, alive = alive_](const auto& written) {
+                   if (!*alive) return;
+                   if (!written) {
+                     round->refused = true;
+                     finish();
+                     return;
+                   }
+                   proto::DeviceQuery query;
+                   query.mutable_lock()->set_device(device);
+                   query.mutable_lock()->set_holder(holder);
+                   read_device(device, query.SerializeAsString(), [device, round, finish, alive](const auto& read) {
+                     if (!*alive) return;
+                     const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                     if (reply && reply->lock().state() == proto::LOCK_HELD) {
+                       round->granted[device] = reply->lock().token();
+                     } else {
+                       round->refused = true;
+                     }
+                     finish();
+                   });
+                 });
   }
 }
 
@@ -653,25 +715,28 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
       release.mutable_unlock()->set_device(device);
       release.mutable_unlock()->set_holder(holder);
       write_device(device, release.SerializeAsString(),
-                       [this, key, seq, awaiting, then_wait, alive = alive_](const auto&) {
-                         if (!*alive || --*awaiting != 0) return;
-                         idle(key, seq, then_wait);
-                       });
+                   [this, key, seq, awaiting, then_wait, alive = alive_](const auto&) {
+                     if (!*alive || --*awaiting != 0) return;
+                     idle(key, seq, then_wait);
+                   });
     }
   };
   (*next)();
 }
 
-void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index, const RoutineCommand& command) {
+void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo) {
+  const RoutineSpec* spec = spec_of(key);
   const RoutineGroupState* st = state(key);
   const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
-  if (invocation == nullptr) return;
+  if (spec == nullptr || invocation == nullptr || index >= spec->commands.size()) return;
+  const RoutineCommand& command = spec->commands[index];
   const std::string routine = routine_id(key);
   proto::DeviceUpdate accept;
   auto& a = *accept.mutable_accept();
-  a.set_command_id(command_id(routine, *invocation, index));
+  a.set_command_id(undo ? undo_command_id(routine, *invocation, index) : command_id(routine, *invocation, index));
   a.set_device(command.device);
-  to_proto(command.values, *a.mutable_values());
+  const bool restore = undo && !fault_points().undo_repeats_command;
+  to_proto(restore ? invocation->commands.at(index).state_before : command.values, *a.mutable_values());
   a.set_origin(messages_.self().value());
   // Under WV nothing is locked, and a command without a holder is what the
   // device group runs while the device is free.
@@ -683,19 +748,45 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
   core::log("routine").debug("routine {} invocation {}: sending command {} to {} (token {})", routine, seq,
                              a.command_id(), command.device, a.lock_token());
   write_device(command.device, accept.SerializeAsString(),
-                   [this, key, seq, index, deadline, alive = alive_](const auto& written) {
-                     if (!*alive) return;
-                     if (!written) {
-                       core::log("routine").debug("routine {} invocation {}: command {} not accepted: {}",
-                                                  routine_id(key), seq, index, written.error());
-                       idle(key, seq, options_.poll_interval);
-                       return;
-                     }
-                     poll_command(key, seq, index, deadline);
-                   });
+               [this, key, seq, index, undo, deadline, alive = alive_](const auto& written) {
+                 if (!*alive) return;
+                 if (!written) {
+                   core::log("routine").debug("routine {} invocation {}: command {} not accepted: {}", routine_id(key),
+                                              seq, index, written.error());
+                   idle(key, seq, options_.poll_interval);
+                   return;
+                 }
+                 poll_command(key, seq, index, undo, deadline);
+               });
 }
 
-void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t index, core::TimePoint deadline) {
+void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::Invocation& invocation) {
+  const uint64_t seq = invocation.seq;
+  const auto index = next_to_undo(invocation);
+  if (!index) {
+    step(
+        key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
+        [this, key, seq](bool committed) { after_step(key, seq, committed); });
+    return;
+  }
+  if (invocation.commands.at(*index).state_before.empty()) {
+    // Its device's state was not known when it ran: nothing to restore to.
+    step(
+        key, seq,
+        [index](proto::InvocationStep& s) {
+          s.mutable_undo()->set_index(*index);
+          s.mutable_undo()->set_status(proto::COMMAND_REFUSED);
+          s.mutable_undo()->set_detail("the device's state before it was not known");
+        },
+        [this, key, seq](bool committed) { after_step(key, seq, committed); });
+    return;
+  }
+  core::log("routine").info("routine {} invocation {}: undoing command {}", routine_id(key), seq, *index + 1);
+  execute(key, seq, *index, true);
+}
+
+void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
+                                  core::TimePoint deadline) {
   const RoutineSpec* spec = spec_of(key);
   if (spec == nullptr || index >= spec->commands.size()) {
     idle(key, seq);
@@ -708,43 +799,49 @@ void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t 
     return;
   }
   proto::DeviceQuery query;
-  query.set_command_id(command_id(routine_id(key), *invocation, index));
-  read_device(
-      spec->commands[index].device, query.SerializeAsString(),
-      [this, key, seq, index, deadline, alive = alive_](const auto& read) {
-        if (!*alive) return;
-        const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
-        if (!reply || !reply->found()) {
-          core::log("routine").debug("routine {} invocation {}: command {} not found at its device group ({})",
-                                     routine_id(key), seq, index, read ? "not there" : read.error());
-          // Not there (yet, or any more after a move): send it again (same
-          // id), unless this has gone on too long.
-          idle(key, seq, options_.poll_interval);
-          return;
-        }
-        const proto::CommandOutcome& outcome = reply->command().outcome();
-        if (outcome.status() == proto::COMMAND_PENDING) {
-          if (env_.now() > deadline) {
-            idle(key, seq, options_.poll_interval);
-            return;
-          }
-          Session* s = session(key);
-          if (s == nullptr) return;
-          const auto it = s->driving.find(seq);
-          if (it == s->driving.end()) return;
-          it->second->timer.start(options_.poll_interval,
-                                  [this, key, seq, index, deadline] { poll_command(key, seq, index, deadline); });
-          return;
-        }
-        step(
-            key, seq,
-            [index, &outcome](proto::InvocationStep& s) {
-              s.mutable_command()->set_index(index);
-              s.mutable_command()->set_status(outcome.status());
-              s.mutable_command()->set_detail(outcome.detail());
-            },
-            [this, key, seq](bool committed) { after_step(key, seq, committed); });
-      });
+  query.set_command_id(undo ? undo_command_id(routine_id(key), *invocation, index)
+                            : command_id(routine_id(key), *invocation, index));
+  read_device(spec->commands[index].device, query.SerializeAsString(),
+              [this, key, seq, index, undo, deadline, alive = alive_](const auto& read) {
+                if (!*alive) return;
+                const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                if (!reply || !reply->found()) {
+                  core::log("routine").debug("routine {} invocation {}: command {} not found at its device group ({})",
+                                             routine_id(key), seq, index, read ? "not there" : read.error());
+                  // Not there (yet, or any more after a move): send it again (same
+                  // id), unless this has gone on too long.
+                  idle(key, seq, options_.poll_interval);
+                  return;
+                }
+                const proto::CommandOutcome& outcome = reply->command().outcome();
+                if (outcome.status() == proto::COMMAND_PENDING) {
+                  if (env_.now() > deadline) {
+                    idle(key, seq, options_.poll_interval);
+                    return;
+                  }
+                  Session* s = session(key);
+                  if (s == nullptr) return;
+                  const auto it = s->driving.find(seq);
+                  if (it == s->driving.end()) return;
+                  it->second->timer.start(options_.poll_interval, [this, key, seq, index, undo, deadline] {
+                    poll_command(key, seq, index, undo, deadline);
+                  });
+                  return;
+                }
+                step(
+                    key, seq,
+                    [index, undo, &outcome](proto::InvocationStep& s) {
+                      proto::CommandStep& recorded = undo ? *s.mutable_undo() : *s.mutable_command();
+                      recorded.set_index(index);
+                      recorded.set_status(outcome.status());
+                      recorded.set_detail(outcome.detail());
+                      if (!undo) *recorded.mutable_state_before() = outcome.state_before();
+                    },
+                    [this, key, seq, undo](bool committed) {
+                      if (committed && undo) rollback_commands_.add();
+                      after_step(key, seq, committed);
+                    });
+              });
 }
 
 void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<std::string> devices,
@@ -764,7 +861,10 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
         key, seq, [&end](proto::InvocationStep& s) { *s.mutable_end() = end; },
         [this, key, seq, end, routine](bool committed) {
           if (committed) {
-            (end.outcome() == proto::INVOCATION_OK ? invocations_ok_ : invocations_failed_).add();
+            (end.outcome() == proto::INVOCATION_OK        ? invocations_ok_
+             : end.outcome() == proto::INVOCATION_ABORTED ? invocations_aborted_
+                                                          : invocations_failed_)
+                .add();
             core::log("routine").info("routine {} invocation {} {}{}", routine, seq,
                                       proto::InvocationOutcome_Name(end.outcome()),
                                       end.detail().empty() ? "" : ": " + end.detail());
@@ -781,12 +881,11 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
     proto::DeviceUpdate release;
     release.mutable_unlock()->set_device(device);
     release.mutable_unlock()->set_holder(holder);
-    write_device(device, release.SerializeAsString(),
-                     [failed, done, alive = alive_](const auto& written) {
-                       if (!*alive) return;
-                       if (!written) *failed = true;
-                       done();
-                     });
+    write_device(device, release.SerializeAsString(), [failed, done, alive = alive_](const auto& written) {
+      if (!*alive) return;
+      if (!written) *failed = true;
+      done();
+    });
   }
 }
 
@@ -812,20 +911,20 @@ void RoutineLeaders::take_resource(const SessionKey& key, uint64_t seq, const st
   if (found == claims.end()) {
     claims[resource] = Claim{0, std::nullopt, env_.now()};
     core::log("routine").debug("routine {} invocation {}: asking Camera for {}", routine_id(key), seq, resource);
-    const mutex::AcquireHandle handle = camera_.acquire(
-        resource, mutex::Camera::kNoTimeout,
-        [this, holder, resource, alive = alive_](const mutex::AcquireResult& result) {
-          if (!*alive) return;
-          const auto owner = claims_.find(holder);
-          if (owner == claims_.end() || owner->second.count(resource) == 0) return;
-          if (!result) {
-            core::log("routine").warn("invocation {}: Camera refused {}: {}", holder, resource,
-                                      mutex::to_string(result.error()));
-            owner->second.erase(resource);
-            return;
-          }
-          owner->second[resource].token = result->fencing_token;
-        });
+    const mutex::AcquireHandle handle =
+        camera_.acquire(resource, mutex::Camera::kNoTimeout,
+                        [this, holder, resource, alive = alive_](const mutex::AcquireResult& result) {
+                          if (!*alive) return;
+                          const auto owner = claims_.find(holder);
+                          if (owner == claims_.end() || owner->second.count(resource) == 0) return;
+                          if (!result) {
+                            core::log("routine").warn("invocation {}: Camera refused {}: {}", holder, resource,
+                                                      mutex::to_string(result.error()));
+                            owner->second.erase(resource);
+                            return;
+                          }
+                          owner->second[resource].token = result->fencing_token;
+                        });
     // The callback may have run already (and erased a refused claim).
     if (auto owner = claims_.find(holder); owner != claims_.end()) {
       if (auto claim = owner->second.find(resource); claim != owner->second.end()) claim->second.handle = handle;

@@ -90,6 +90,20 @@ struct RoutineLeaderOptions {
 //    whose Camera grant this node does not hold, stops the invocation (a
 //    committed `stop` with the reason): its remaining commands are skipped,
 //    it releases everything and ends failed (aborted if nothing ran).
+//  - Atomicity (SafeHome §2.2): a command that is `must` (the default) and
+//    does not succeed aborts the invocation (a committed `abort` with the
+//    reason): no later command is sent, and the commands that may have
+//    acted (ok, or with an unknown outcome) are undone newest first, each
+//    set back to the values its device group recorded just before it ran
+//    (CommandOutcome.state_before), under the same locks, each undo's
+//    outcome committed before the next. Then it releases and ends aborted;
+//    its history says what failed and what was and was not undone. A
+//    best-effort command's failure is reported and the invocation goes on.
+//    While its locks are held nobody else wrote its devices (PSV, GSV), so
+//    restoring is exactly undoing; under WV a rollback may overwrite a
+//    concurrent routine's write, as WV promises no isolation. An invocation
+//    stopped for a lost lock is not rolled back: another routine may have
+//    written its devices since.
 //  - RELEASING_LOCKS: every lock given back (each release committed by its
 //    device group), the Camera grants given back, then the invocation's end
 //    committed here.
@@ -171,8 +185,14 @@ class RoutineLeaders {
   std::optional<size_t> recorded_locks(const SessionKey& key, uint64_t seq) const;
   void acquire_ola(const SessionKey& key, uint64_t seq, const std::vector<std::string>& missing);
   void give_back(const SessionKey& key, uint64_t seq, std::vector<std::string> devices, core::Duration then_wait);
-  void execute(const SessionKey& key, uint64_t seq, uint32_t index, const RoutineCommand& command);
-  void poll_command(const SessionKey& key, uint64_t seq, uint32_t index, core::TimePoint deadline);
+  // Sends command `index` of the invocation, or with `undo` the command
+  // that restores what it changed (its recorded state_before), and then
+  // polls its outcome, which is committed as a command or undo step.
+  void execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo);
+  void poll_command(const SessionKey& key, uint64_t seq, uint32_t index, bool undo, core::TimePoint deadline);
+  // An aborted invocation's next rollback step: undo the newest command
+  // that may have acted, or, when none is left, go on to release.
+  void roll_back(const SessionKey& key, const RoutineGroupState::Invocation& invocation);
   void release(const SessionKey& key, uint64_t seq, std::vector<std::string> devices, proto::InvocationEnd end);
   // Takes `resource` with Camera (once per invocation and node) and commits
   // the grant when it comes.
@@ -257,6 +277,8 @@ class RoutineLeaders {
   core::Counter& triggers_;
   core::Counter& invocations_ok_;
   core::Counter& invocations_failed_;
+  core::Counter& invocations_aborted_;
+  core::Counter& rollback_commands_;
   core::Counter& lock_retries_;
 };
 

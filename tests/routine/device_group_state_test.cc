@@ -85,6 +85,41 @@ TEST(DeviceGroupState, CommandLifecycleAndSnapshot) {
   EXPECT_FALSE(copy.restore("\x0a\x05junk"));
 }
 
+TEST(DeviceGroupState, RecordsTheStateBeforeACommandAsItBeginsActuating) {
+  DeviceGroupState state;
+  state.apply(1, write(observed("lamp", true, {{"power", false}, {"brightness", 30.0}}), 1));
+  state.apply(2, write(accept("c1", "lamp", {{"power", true}, {"color_temp", 3000.0}}), 2));
+  state.apply(3, write(accept("c2", "heater", {{"power", true}}), 3));  // never observed
+  EXPECT_EQ(state.command("c1")->outcome.state_before_size(), 0);       // accepted, not yet actuating
+  proto::DeviceUpdate actuating;
+  actuating.mutable_actuating()->set_command_id("c1");
+  state.apply(4, write(actuating, 4));
+  actuating.mutable_actuating()->set_command_id("c2");
+  state.apply(5, write(actuating, 5));
+  // Only the attributes the command sets, and only those the group knew.
+  EXPECT_EQ(from_proto(state.command("c1")->outcome.state_before()), (Attributes{{"power", false}}));
+  EXPECT_EQ(state.command("c2")->outcome.state_before_size(), 0);
+
+  // The outcome's writer does not choose the state before: the group's
+  // record stays, and travels in snapshots and query answers.
+  proto::DeviceUpdate outcome;
+  outcome.mutable_outcome()->set_command_id("c1");
+  outcome.mutable_outcome()->set_status(proto::COMMAND_OK);
+  to_proto(Attributes{{"power", true}}, *outcome.mutable_outcome()->mutable_state_after());
+  to_proto(Attributes{{"power", true}}, *outcome.mutable_outcome()->mutable_state_before());
+  state.apply(6, write(outcome, 6));
+  EXPECT_EQ(from_proto(state.command("c1")->outcome.state_before()), (Attributes{{"power", false}}));
+  EXPECT_EQ(state.device("lamp")->attributes, (Attributes{{"power", true}, {"brightness", 30.0}}));
+  DeviceGroupState copy;
+  ASSERT_TRUE(copy.restore(state.snapshot()));
+  EXPECT_EQ(from_proto(copy.command("c1")->outcome.state_before()), (Attributes{{"power", false}}));
+  proto::DeviceQuery query;
+  query.set_command_id("c1");
+  const auto reply = parse_message<proto::DeviceQueryReply>(*state.read(query.SerializeAsString()));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(from_proto(reply->command().outcome().state_before()), (Attributes{{"power", false}}));
+}
+
 TEST(DeviceGroupState, ForgetsOldFinishedCommandsOnly) {
   DeviceGroupState state;
   uint64_t seq = 0;

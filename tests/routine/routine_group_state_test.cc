@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "routine/device_codec.h"
+
 namespace mesh::routine {
 namespace {
 
@@ -65,6 +67,26 @@ class RoutineGroup : public ::testing::Test {
     auto& c = *step(seq, update).mutable_command();
     c.set_index(index);
     c.set_status(status);
+    apply(update);
+  }
+  void command_before(uint64_t seq, uint32_t index, proto::CommandStatus status, const Attributes& before) {
+    proto::RoutineUpdate update;
+    auto& c = *step(seq, update).mutable_command();
+    c.set_index(index);
+    c.set_status(status);
+    to_proto(before, *c.mutable_state_before());
+    apply(update);
+  }
+  void abort(uint64_t seq, const std::string& reason) {
+    proto::RoutineUpdate update;
+    step(seq, update).set_abort(reason);
+    apply(update);
+  }
+  void undo(uint64_t seq, uint32_t index, proto::CommandStatus status) {
+    proto::RoutineUpdate update;
+    auto& u = *step(seq, update).mutable_undo();
+    u.set_index(index);
+    u.set_status(status);
     apply(update);
   }
   void end(uint64_t seq, proto::InvocationOutcome outcome) {
@@ -239,12 +261,53 @@ TEST_F(RoutineGroup, StopEndsExecutionWithItsReason) {
   EXPECT_EQ(state_.invocation(1)->stop_reason, "command 1 was fenced");
 }
 
+TEST_F(RoutineGroup, AbortStopsCommandsAndRecordsEachUndoOnce) {
+  trigger(100, "", 0, "req-1");
+  lock_held(1, "lamp", 4);
+  lock_held(1, "fan", 5);
+  abort(1, "too early");  // not executing yet: ignored
+  EXPECT_TRUE(state_.invocation(1)->abort_reason.empty());
+  phase(1, proto::PHASE_EXECUTING);
+  undo(1, 0, proto::COMMAND_OK);  // no abort yet: ignored
+  command_before(1, 0, proto::COMMAND_OK, {{"power", false}});
+  command_before(1, 1, proto::COMMAND_DEVICE_DOWN, {});
+  abort(1, "");  // an abort names why: ignored
+  EXPECT_TRUE(state_.invocation(1)->abort_reason.empty());
+  abort(1, "command 2 (fan) failed");
+  abort(1, "a second reason");  // the first stays
+  EXPECT_EQ(state_.invocation(1)->abort_reason, "command 2 (fan) failed");
+  EXPECT_EQ(state_.invocation(1)->phase, proto::PHASE_EXECUTING);  // executing, to roll back
+  command(1, 2, proto::COMMAND_OK);                                // no command is recorded after the abort
+  EXPECT_EQ(state_.invocation(1)->commands.size(), 2u);
+  undo(1, 5, proto::COMMAND_OK);       // no such command: ignored
+  undo(1, 0, proto::COMMAND_PENDING);  // no outcome yet: ignored
+  EXPECT_TRUE(state_.invocation(1)->undone.empty());
+  undo(1, 0, proto::COMMAND_OK);
+  undo(1, 0, proto::COMMAND_TIMEOUT);  // recorded once: the first outcome stays
+  ASSERT_EQ(state_.invocation(1)->undone.size(), 1u);
+  EXPECT_EQ(state_.invocation(1)->undone.at(0).status, proto::COMMAND_OK);
+  EXPECT_EQ(state_.invocation(1)->commands.at(0).state_before, (Attributes{{"power", false}}));
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.invocation(1)->abort_reason, "command 2 (fan) failed");
+  ASSERT_EQ(copy.invocation(1)->undone.size(), 1u);
+  EXPECT_EQ(copy.invocation(1)->undone.at(0).status, proto::COMMAND_OK);
+  EXPECT_EQ(copy.invocation(1)->commands.at(0).state_before, (Attributes{{"power", false}}));
+  EXPECT_EQ(copy.snapshot(), state_.snapshot());
+  phase(1, proto::PHASE_RELEASING_LOCKS);
+  undo(1, 1, proto::COMMAND_OK);  // releasing: the rollback is over
+  EXPECT_EQ(state_.invocation(1)->undone.size(), 1u);
+  end(1, proto::INVOCATION_ABORTED);
+  EXPECT_EQ(state_.invocation(1)->outcome, proto::INVOCATION_ABORTED);
+}
+
 TEST(RoutineNames, HolderAndCommandIdsNameTheInvocation) {
   RoutineGroupState::Invocation invocation;
   invocation.seq = 7;
   invocation.tag = 0x3fa2;
   EXPECT_EQ(holder_name("night_hall", invocation), "night_hall#7.00003fa2");
   EXPECT_EQ(command_id("night_hall", invocation, 2), "night_hall#7.00003fa2#2");
+  EXPECT_EQ(undo_command_id("night_hall", invocation, 2), "night_hall#7.00003fa2#2.undo");
 }
 
 }  // namespace

@@ -71,12 +71,17 @@ struct Plan {
   routine::LockStrategy strategy = routine::LockStrategy::sla;
   double loss = 0.0;
   bool second_crash = false;
+  // Actuators go down for a few seconds now and then, so must commands fail
+  // and their invocations roll back.
+  bool device_failures = false;
 };
 
 struct Outcome {
   std::vector<std::string> violations;
   uint64_t invocations = 0;
   uint64_t ok = 0;
+  uint64_t aborted = 0;  // by a failed must command, then rolled back
+  uint64_t undone = 0;   // commands a rollback restored
   uint64_t actuations = 0;
   bool partitioned = false;
 };
@@ -147,8 +152,8 @@ Outcome run(const Plan& plan, uint64_t seed) {
     spec.location = {static_cast<double>(rng.below(60)), static_cast<double>(rng.below(60)), 0};
     spec.driver = "emulated://" + spec.id;
     catalog.push_back(spec);
-    world.devices.push_back(std::make_unique<EmulatedDevice>(
-        spec, sensor ? Attributes{{"motion", false}} : Attributes{{"power", false}}));
+    world.devices.push_back(
+        std::make_unique<EmulatedDevice>(spec, sensor ? Attributes{{"motion", false}} : Attributes{{"power", false}}));
   }
   // Routines over random, overlapping device sets; one on the sensor.
   const size_t routine_count = static_cast<size_t>(rng.between(4, 6));
@@ -210,6 +215,14 @@ Outcome run(const Plan& plan, uint64_t seed) {
     sim.simulator().after(milliseconds(rng.between(1500, 4000)), flip);
   };
   flip();
+  std::function<void()> fail_device = [&] {
+    if (sim.simulator().now() >= stop) return;
+    EmulatedDevice* device = world.find(fmt::format("d{}", rng.below(actuators)));
+    device->set_up(false);
+    sim.simulator().after(milliseconds(rng.between(1000, 4000)), [device] { device->set_up(true); });
+    sim.simulator().after(milliseconds(rng.between(2000, 6000)), fail_device);
+  };
+  if (plan.device_failures) fail_device();
 
   std::set<size_t> down;
   sim.run_until(settle + milliseconds(rng.between(1000, 20000)));
@@ -286,21 +299,20 @@ Outcome run(const Plan& plan, uint64_t seed) {
       const auto& db = devices_of[rb];
       const auto& ua = resources_of[ra];
       const auto& ub = resources_of[rb];
-      const bool device_conflict =
-          std::any_of(da.begin(), da.end(), [&db](const auto& d) { return db.count(d) != 0; });
+      const bool device_conflict = std::any_of(da.begin(), da.end(), [&db](const auto& d) { return db.count(d) != 0; });
       const auto shared = std::find_if(ua.begin(), ua.end(), [&ub](const auto& u) { return ub.count(u) != 0; });
       const bool global = plan.visibility == routine::Visibility::gsv;
       if (!device_conflict && shared == ua.end() && !global) continue;
       const bool disjoint = a->second.last < b->second.first || b->second.last < a->second.first;
       if (!disjoint) {
         out.violations.push_back(fmt::format(
-            "invocations {} [{:.3f} s, {:.3f} s] and {} [{:.3f} s, {:.3f} s] {} and overlapped",
-            a->first, core::to_seconds(a->second.first.time_since_epoch()),
-            core::to_seconds(a->second.last.time_since_epoch()), b->first,
-            core::to_seconds(b->second.first.time_since_epoch()), core::to_seconds(b->second.last.time_since_epoch()),
-            device_conflict          ? std::string("share a device")
-            : shared != ua.end()     ? "share only resource " + *shared
-                                     : std::string("share nothing, but GSV runs one routine at a time")));
+            "invocations {} [{:.3f} s, {:.3f} s] and {} [{:.3f} s, {:.3f} s] {} and overlapped", a->first,
+            core::to_seconds(a->second.first.time_since_epoch()), core::to_seconds(a->second.last.time_since_epoch()),
+            b->first, core::to_seconds(b->second.first.time_since_epoch()),
+            core::to_seconds(b->second.last.time_since_epoch()),
+            device_conflict      ? std::string("share a device")
+            : shared != ua.end() ? "share only resource " + *shared
+                                 : std::string("share nothing, but GSV runs one routine at a time")));
       }
     }
   }
@@ -346,11 +358,72 @@ Outcome run(const Plan& plan, uint64_t seed) {
       kgroup::GroupReplica* r = node->kgroups().host().find(target, c.epoch, c.generation);
       if (r == nullptr || r == leader || r->applied() != leader->applied()) continue;
       if (r->state_machine().snapshot() != leader_snapshot) {
-        out.violations.push_back(fmt::format("n{}'s replica of {} applied as far as its leader but differs", i,
-                                             target));
+        out.violations.push_back(
+            fmt::format("n{}'s replica of {} applied as far as its leader but differs", i, target));
       }
     }
   }
+  // Atomicity: an invocation aborted by a failed must command ran nothing
+  // after it, and each undo that actuated set its device back to the values
+  // it had just before the undone command (what the device's own log says).
+  for (const auto& spec : world.routines) {
+    const auto replicas = serving(sim, "routine:" + spec.id);
+    if (replicas.empty()) continue;
+    const auto* state = dynamic_cast<const routine::RoutineGroupState*>(&replicas.front().second->state_machine());
+    if (state == nullptr) continue;
+    for (const auto& [seq, invocation] : state->invocations()) {
+      if (!invocation.done()) continue;
+      const std::string name = routine::holder_name(spec.id, invocation);
+      const auto failed = std::find_if(invocation.commands.begin(), invocation.commands.end(), [&](const auto& c) {
+        return c.second.status != proto::COMMAND_OK && c.first < spec.commands.size() && spec.commands[c.first].must;
+      });
+      if (failed == invocation.commands.end()) continue;
+      for (uint32_t later = failed->first + 1; later < spec.commands.size(); ++later) {
+        const std::string id = routine::command_id(spec.id, invocation, later);
+        if (actuated.count(id) != 0 || invocation.commands.count(later) != 0) {
+          out.violations.push_back(
+              fmt::format("command {} ran after must command {} of its invocation failed", id, failed->first + 1));
+        }
+      }
+      if (invocation.abort_reason.empty()) continue;
+      ++out.aborted;
+      if (invocation.outcome != proto::INVOCATION_ABORTED) {
+        out.violations.push_back(
+            fmt::format("invocation {} aborted but ended {}", name, proto::InvocationOutcome_Name(invocation.outcome)));
+      }
+    }
+  }
+  for (auto& device : world.devices) {
+    if (device->spec().kind == DeviceKind::motion_sensor) continue;
+    Attributes now{{"power", false}};
+    std::map<std::string, Attributes> before;  // command id -> the device's values just before it
+    for (const auto& a : device->actuations()) {
+      before.emplace(a.command_id, now);
+      const std::string suffix = ".undo";
+      if (a.command_id.size() > suffix.size() &&
+          a.command_id.compare(a.command_id.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        ++out.undone;
+        const std::string undone = a.command_id.substr(0, a.command_id.size() - suffix.size());
+        const auto original = before.find(undone);
+        if (original == before.end()) {
+          // The undone command's outcome was unknown (the device did not
+          // answer) and it never acted: its undo must change nothing.
+          bool unchanged = true;
+          for (const auto& [attribute, value] : a.values) unchanged = unchanged && now.at(attribute) == value;
+          if (!unchanged) {
+            out.violations.push_back(
+                fmt::format("{} changed {} though {} never actuated", a.command_id, device->spec().id, undone));
+          }
+        } else if (a.values != original->second) {
+          out.violations.push_back(fmt::format("{} set {} to power={} but it was power={} before {}", a.command_id,
+                                               device->spec().id, std::get<bool>(a.values.at("power")),
+                                               std::get<bool>(original->second.at("power")), undone));
+        }
+      }
+      for (const auto& [attribute, value] : a.values) now[attribute] = value;
+    }
+  }
+
   // A safety violation names any group the k-group layer forked (one
   // target, epoch and generation with two member lists: genesis by creators
   // that did not see each other), the one known way to break it.
@@ -376,7 +449,8 @@ Outcome run(const Plan& plan, uint64_t seed) {
   std::set<std::string> clusters;
   for (size_t i = 0; i < sim.size(); ++i) {
     if (agent::Node* node = sim.node(i)) {
-      for (const auto& device : catalog) clusters.insert(node->kgroups().selector().device_group(device.id).to_string());
+      for (const auto& device : catalog)
+        clusters.insert(node->kgroups().selector().device_group(device.id).to_string());
       break;
     }
   }
@@ -399,6 +473,8 @@ struct Totals {
   uint64_t seeds = 0;
   uint64_t invocations = 0;
   uint64_t ok = 0;
+  uint64_t aborted = 0;
+  uint64_t undone = 0;
   uint64_t actuations = 0;
   uint64_t partitioned = 0;
 };
@@ -416,14 +492,19 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     ++totals.seeds;
     totals.invocations += o.invocations;
     totals.ok += o.ok;
+    totals.aborted += o.aborted;
+    totals.undone += o.undone;
     totals.actuations += o.actuations;
     totals.partitioned += o.partitioned ? 1 : 0;
     if (test_support::report_violations("ROUTINE_AGENT", seed, o.violations)) return;
   }
-  std::printf("seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu actuations=%llu\n",
-              static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
-              static_cast<unsigned long long>(totals.invocations), static_cast<unsigned long long>(totals.ok),
-              static_cast<unsigned long long>(totals.actuations));
+  std::printf(
+      "seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu aborted=%llu undone=%llu "
+      "actuations=%llu\n",
+      static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
+      static_cast<unsigned long long>(totals.invocations), static_cast<unsigned long long>(totals.ok),
+      static_cast<unsigned long long>(totals.aborted), static_cast<unsigned long long>(totals.undone),
+      static_cast<unsigned long long>(totals.actuations));
 }
 
 TEST(RoutineAgentSim, SlaIsSafeAndLiveAcrossACrash) {
@@ -465,6 +546,21 @@ TEST(RoutineAgentSim, WvRunsAndIsSeenInterleaving) {
   EXPECT_GT(ok, 0u);
 }
 
+TEST(RoutineAgentSim, FailedMustCommandsRollBackUnderPsvAndGsv) {
+  for (const auto visibility : {routine::Visibility::psv, routine::Visibility::gsv}) {
+    Plan plan;
+    plan.visibility = visibility;
+    plan.device_failures = true;
+    Totals t;
+    sweep(plan, 1, 6, t);
+    // The failures must have aborted some invocations and undone some
+    // commands, or this sweep checked nothing.
+    EXPECT_GT(t.aborted, 0u) << routine::to_string(visibility);
+    EXPECT_GT(t.undone, 0u) << routine::to_string(visibility);
+    EXPECT_GT(t.ok, 0u) << routine::to_string(visibility);
+  }
+}
+
 TEST(RoutineAgentSim, OlaIsSafeAndLiveAcrossACrash) {
   Plan plan;
   plan.strategy = routine::LockStrategy::ola;
@@ -480,6 +576,7 @@ struct DeliberateBug {
   bool routine::FaultPoints::*fault;
   const char* expected;  // in some violation
   routine::Visibility visibility = routine::Visibility::psv;
+  bool device_failures = false;
 };
 
 TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
@@ -491,6 +588,10 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       {"replicas stamp triggers differently", &routine::FaultPoints::nondeterministic_trigger, "differs"},
       {"GSV's global resource not taken", &routine::FaultPoints::ignore_uses, "GSV runs one routine at a time",
        routine::Visibility::gsv},
+      {"a rollback repeats the command it undoes", &routine::FaultPoints::undo_repeats_command,
+       "but it was power=", routine::Visibility::psv, true},
+      {"a failed must command does not abort", &routine::FaultPoints::ignore_must, "of its invocation failed",
+       routine::Visibility::psv, true},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;
@@ -499,6 +600,7 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
     for (uint64_t seed = 1; seed <= 8 && !caught; ++seed) {
       Plan plan;
       plan.visibility = bug.visibility;
+      plan.device_failures = bug.device_failures;
       for (const auto& violation : run(plan, seed).violations) {
         if (violation.find(bug.expected) != std::string::npos) {
           caught = seed;
@@ -509,8 +611,8 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
     }
     routine::fault_points() = {};
     EXPECT_TRUE(caught.has_value()) << "no checker reported '" << bug.expected << "' with the bug: " << bug.name;
-    if (caught) std::printf("%s: caught at seed %llu: %s\n", bug.name, static_cast<unsigned long long>(*caught),
-                            seen.c_str());
+    if (caught)
+      std::printf("%s: caught at seed %llu: %s\n", bug.name, static_cast<unsigned long long>(*caught), seen.c_str());
   }
 }
 
