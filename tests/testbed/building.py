@@ -214,9 +214,10 @@ def invocations_of(log_lines, routines, command_ok=None):
     return out
 
 
-def check_serialization(log_lines, routines, command_ok=None):
+def check_serialization(log_lines, routines, command_ok=None, visibility="psv"):
     """The oracle. Returns (invocations, problems): problems lists every command id actuated more than once
-    and every pair of invocations of conflicting routines (intersecting device sets) whose intervals overlap."""
+    and every pair of invocations of conflicting routines (intersecting device sets) whose intervals overlap;
+    under GSV (visibility "gsv") every pair of invocations conflicts, as one routine runs at a time."""
     problems = []
     counts = {}
     for a in log_lines:
@@ -231,9 +232,10 @@ def check_serialization(log_lines, routines, command_ok=None):
     for i, (a_holder, a) in enumerate(ordered):
         for b_holder, b in ordered[i + 1:]:
             shared = by_id[a["routine"]].devices() & by_id[b["routine"]].devices()
-            if shared and b["start"] < a["end"]:
+            if (shared or visibility == "gsv") and b["start"] < a["end"]:
+                where = f"on {', '.join(sorted(shared))}" if shared else "(no shared device: GSV)"
                 problems.append(f"{a_holder} [{a['start']:.3f} .. {a['end']:.3f}] overlaps {b_holder} "
-                                f"[{b['start']:.3f} .. {b['end']:.3f}] on {', '.join(sorted(shared))}")
+                                f"[{b['start']:.3f} .. {b['end']:.3f}] {where}")
     return invocations, problems
 
 
@@ -246,8 +248,9 @@ def conflicting_pairs(invocations, routines):
 
 
 def self_test_oracle():
-    """The oracle on hand-made logs: it must pass a serialized one and catch an overlap, a hold cut into
-    and a double actuation. Raises AssertionError when it does not, so a broken oracle fails the run."""
+    """The oracle on hand-made logs: it must pass a serialized one and catch an overlap, a hold cut into,
+    a double actuation, and under GSV an overlap of routines sharing no device. Raises AssertionError when it
+    does not, so a broken oracle fails the run."""
     routines = [Routine("a", "manual", [Command("lamp", {"power": '"on"'}, 2), Command("fan", {"power": '"on"'})]),
                 Routine("b", "manual", [Command("fan", {"power": '"off"'})]),
                 Routine("c", "manual", [Command("desk", {"power": '"off"'})])]
@@ -270,5 +273,10 @@ def self_test_oracle():
     _, problems = check_serialization(cases["inside a hold"][0], routines, command_ok=lambda holder, index: False)
     if problems:
         raise AssertionError(f"oracle self-test: a failed command's duration was kept: {problems}")
-    log("oracle self-test: a serialized log passes; an interleaving, a hold cut into and a double actuation "
-        "are each caught")
+    # c (desk) actuates inside a's lamp hold (1.0 .. 3.0): fine under PSV, an overlap under GSV.
+    global_serial = [entry("a#1.0000000a#0", "lamp", 1.0), entry("c#1.0000000c#0", "desk", 2.0)]
+    if check_serialization(global_serial, routines)[1] or len(check_serialization(
+            global_serial, routines, visibility="gsv")[1]) != 1:
+        raise AssertionError("oracle self-test: GSV must catch routines sharing no device overlapping, PSV not")
+    log("oracle self-test: a serialized log passes; an interleaving, a hold cut into, a double actuation and "
+        "(GSV) any overlap are each caught")

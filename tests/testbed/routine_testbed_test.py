@@ -2,7 +2,7 @@
 """Nine real agents running routines over thirteen emulated Kasa devices, started by scripts/testbed.
 
   routine_testbed_test.py loopback|netns --testbed PATH --meshagent PATH --meshctl PATH
-                          --meshsim PATH --meshemu PATH --dir DIR
+                          --meshsim PATH --meshemu PATH --dir DIR [--visibility psv|gsv|wv]
 
 meshemu serves plugs, bulbs, a dimmer, a switch and four sensors whose readings follow looping timelines
 (on 127.0.0.1 in loopback mode; in netns mode on a device LAN, a bridge every node's namespace joins, see
@@ -20,10 +20,17 @@ invocation ended (ok, failed or aborted), each command it reports ok actuated ex
 invocation the log shows. The oracle first runs on hand-made logs (building.self_test_oracle), so a
 checker that cannot fail fails the test.
 
+--visibility sets the agents' `[routines] visibility` (routine/visibility.h; default psv). Under gsv the
+oracle counts every pair of invocations, devices shared or not. Under wv nothing isolates routines, so the
+run passes only if the oracle does catch conflicting invocations overlapping (and nothing actuated twice);
+it takes as long as the others and proves only that the oracle can tell the models apart, so it runs when
+MESH_TESTBED_WV=1 and is skipped, saying so, otherwise.
+
 netns mode needs root and working network namespaces; without them it prints why and exits 77, which
 ctest reports as skipped.
 """
 
+import argparse
 import json
 import os
 import shutil
@@ -294,6 +301,15 @@ def keep_evidence(directory, emu_log, kept):
 
 
 def main():
+    model = argparse.ArgumentParser(add_help=False)
+    model.add_argument("--visibility", choices=["psv", "gsv", "wv"], default="psv")
+    ours, rest = model.parse_known_args()
+    sys.argv = [sys.argv[0]] + rest
+    visibility = ours.visibility
+    if visibility == "wv" and os.environ.get("MESH_TESTBED_WV") != "1":
+        print("SKIP: the WV run only shows that the oracle catches routines that are not isolated; "
+              "MESH_TESTBED_WV=1 runs it", flush=True)
+        return SKIP
     meshemu, args, directory = testbed_test.testbed_arguments_with_meshemu("meshrt")
     if args is None:
         return SKIP
@@ -310,7 +326,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     tb = Testbed(args, directory)
     up = ["up", "--topology", topology, "--kgroup-k", "5", "--meshagent", args.meshagent,
-          "--meshctl", args.meshctl, "--meshsim", args.meshsim, "--log-level", "info"]
+          "--meshctl", args.meshctl, "--meshsim", args.meshsim, "--log-level", "info", "--visibility", visibility]
     up += ["--netns", "--ns-prefix", "mtr-"] if args.mode == "netns" else ["--loopback-net", "94"]
     emulator = None
     manual = ManualRuns(tb)
@@ -371,8 +387,15 @@ def main():
         statuses, outcomes, left_out = check_history(tb, observer, invocations, log_lines)
         invocations, problems = building.check_serialization(
             log_lines, ROUTINES,
-            command_ok=lambda holder, index: statuses[holder].get(index) == "COMMAND_OK" if holder in statuses else None)
+            command_ok=lambda holder, index: statuses[holder].get(index) == "COMMAND_OK" if holder in statuses else None,
+            visibility=visibility)
         report(invocations, outcomes, manual, problems)
+        if visibility == "wv":
+            twice = [p for p in problems if "actuated" in p]
+            if twice or not problems:
+                raise AssertionError(f"under WV the oracle should see overlaps and no double actuation: {problems}")
+            log(f"WV: the oracle caught {len(problems)} overlaps, as it must without isolation")
+            problems = []
         if left_out:
             log(f"{len(left_out)} old finished invocations are past what one history answer holds (their holds are "
                 f"kept in full): {sorted(left_out)}")
@@ -395,7 +418,7 @@ def main():
         for path in (topology, emu_config, catalog, routines_file, emu_log):
             if os.path.exists(path):
                 os.remove(path)
-    log(f"PASS ({args.mode})")
+    log(f"PASS ({args.mode}, {visibility})")
     return 0
 
 
