@@ -43,7 +43,7 @@ device = "hall"
 set = { power = true, brightness = 80 }
 )";
 
-std::string error_of(const std::string& text) {
+std::string workload_error_of(const std::string& text) {
   try {
     parse_workload(text, "w.toml");
   } catch (const WorkloadError& e) {
@@ -112,7 +112,7 @@ TEST(RoutineWorkload, RefusesBadInputNamingLineKeyAndFix) {
       {"[generator\n", "w.toml:1:"},
   };
   for (const Case& c : cases) {
-    const std::string error = error_of(c.text);
+    const std::string error = workload_error_of(c.text);
     EXPECT_NE(error.find(c.expected), std::string::npos) << "input:\n" << c.text << "\nerror: " << error;
   }
 }
