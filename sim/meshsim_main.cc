@@ -2,20 +2,27 @@
 // virtual time, and prints generated topologies for the testbed scripts.
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/log.h"
 #include "core/version.h"
+#include "routine/visibility.h"
 #include "sim/mesh_sim.h"
+#include "sim/routine_workload.h"
+#include "sim/routine_workload_run.h"
 #include "sim/scenario.h"
 #include "sim/topology.h"
 
@@ -30,6 +37,9 @@ constexpr int kDefaultTopologyNodes = 9;
 constexpr int kDefaultClusters = 3;
 constexpr int kMaxTopologyNodes = 10000;
 constexpr int kProgressWidth = 40;
+constexpr int kDefaultWorkloadNodes = 7;
+constexpr int kMaxWorkloadNodes = 200;
+constexpr int64_t kMaxWorkloadSeeds = 100000;
 
 constexpr std::string_view kHelp = R"(NAME
     meshsim - run meshagent nodes in a deterministic network simulation
@@ -37,6 +47,8 @@ constexpr std::string_view kHelp = R"(NAME
 SYNOPSIS
     meshsim SCENARIO.toml [--seed N] [--out DIR] [--quiet] [--hop-arq] [--log LEVEL]
     meshsim topology KIND [--nodes N] [--seed S] [--clusters C]
+    meshsim routines WORKLOAD.toml [--models wv,gsv,psv] [--seeds N | --seed S]
+            [--nodes N] [--out DIR] [--quiet] [--log LEVEL]
     meshsim --help | --version
 
 DESCRIPTION
@@ -64,6 +76,34 @@ DESCRIPTION
     one of line, grid, grid3d, random, clustered, lshape. The testbed
     scripts build their network namespaces from it.
 
+    meshsim routines runs a SafeHome workload (devices, routines of ordered
+    commands with durations, arrival times; or the paper's synthetic
+    generator) on a random mesh of whole agents with emulated devices, once
+    per seed and visibility model: the same workload, mesh and arrival
+    nodes under every model of a seed. Each arrival is a manual run from a
+    node the seed picks; after the last one the mesh runs until every
+    invocation has ended (bounded). The schedule is read from the devices'
+    actuation logs (a command occupies its device from its actuation for
+    its duration), the metrics are SafeHome's (safehome.md section 7) and
+    the oracle checks serial equivalence of the end state, GSV's one
+    routine at a time and PSV's one routine per device at a time, under
+    every model. It writes into DIR, per model M:
+        M-invocations.csv  model,seed,invocation,routine,arrival_ms,
+                           start_ms,end_ms,wait_ms,e2e_ms,overhead,
+                           temporary_incongruence,outcome - one row per
+                           arrival; times in virtual ms after the workload's
+                           start; outcome ok, failed, aborted, unfinished
+                           or not_triggered
+        M-summary.csv      model,seed,invocations,ok,unfinished,e2e_p50_ms,
+                           e2e_p90_ms,parallelism_level,order_mismatch,
+                           final_incongruence,final_incongruence_exact,
+                           temporary_incongruence_share,
+                           temporary_incongruence_mean,abort_rate,
+                           serial_order,global_strict,partitioned_strict -
+                           one row per seed; the last three pass or fail
+    and prints one line per run. The same seed writes byte-identical files.
+    The workload format is documented in sim/scenarios/WORKLOADS.md.
+
 OPTIONS
     --seed N       run seed (default: the scenario's [run] seed); drives
                    loss, jitter, node randomness and the workload
@@ -77,6 +117,15 @@ OPTIONS
                    product of three factors and picks the most cubic one)
     --seed S       topology: layout seed for random and clustered (default 1)
     --clusters C   topology: clusters for kind clustered (default 3)
+    --models LIST  routines: comma-separated visibility models among wv, gsv,
+                   psv (default: all three)
+    --seeds N      routines: run seeds 1..N (default 1)
+    --seed S       routines: run seed S only; it drives the mesh, the
+                   arrival nodes and, unless the workload's generator fixes
+                   its own seed, the generated workload
+    --nodes N      routines: mesh size (default 7)
+    --out DIR      routines: where to write the CSV files (default
+                   ./meshsim-routines)
     -h, --help     this text
     --version      the version
 
@@ -137,15 +186,18 @@ SCENARIO FORMAT
         node = 4
 
 EXIT STATUS
-    0   the run finished (or the topology was printed)
+    0   the run finished (or the topology was printed); for routines, also
+        when an oracle check failed (the CSV says which)
     1   the run failed (a node refused to start, the CSV files could not
         be written)
-    2   bad usage or an invalid scenario; the message says what to fix
+    2   bad usage or an invalid scenario or workload; the message says what
+        to fix
 
 EXAMPLES
     meshsim sim/scenarios/grid-9-ping.toml
     meshsim sim/scenarios/random-100-loss.toml --seed 42 --out /tmp/run42
     meshsim topology random --nodes 50 --seed 3
+    meshsim routines sim/scenarios/safehome-small.toml --seeds 3 --out /tmp/sh
 )";
 
 struct UsageError {
@@ -298,12 +350,109 @@ int run_command(std::string_view scenario_path, Args& args) {
   return kExitOk;
 }
 
+std::vector<mesh::routine::Visibility> parse_models(std::string_view text) {
+  std::vector<mesh::routine::Visibility> models;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    const std::string_view name = text.substr(begin, comma - begin);
+    const auto model = mesh::routine::parse_visibility(name);
+    if (!model) throw UsageError{fmt::format("--models: unknown model '{}'; use wv, gsv or psv", name)};
+    if (std::find(models.begin(), models.end(), *model) != models.end()) {
+      throw UsageError{fmt::format("--models: '{}' is listed twice", name)};
+    }
+    models.push_back(*model);
+    begin = comma + 1;
+  }
+  return models;
+}
+
+int routines_command(Args& args) {
+  if (args.done()) throw UsageError{"routines needs a WORKLOAD.toml"};
+  const std::string workload_path(args.take());
+  std::vector<mesh::routine::Visibility> models = {mesh::routine::Visibility::wv, mesh::routine::Visibility::gsv,
+                                                   mesh::routine::Visibility::psv};
+  uint64_t first_seed = 1;
+  uint64_t seeds = 1;
+  bool seeds_given = false;
+  bool seed_given = false;
+  mesh::sim::WorkloadRunOptions options;
+  options.nodes = kDefaultWorkloadNodes;
+  std::string out_dir = "meshsim-routines";
+  bool quiet = false;
+  std::string level = "warn";
+  while (!args.done()) {
+    const std::string_view arg = args.take();
+    if (arg == "--models") {
+      models = parse_models(args.value_of(arg));
+    } else if (arg == "--seeds") {
+      seeds = static_cast<uint64_t>(args.int_of(arg, 1, kMaxWorkloadSeeds));
+      seeds_given = true;
+    } else if (arg == "--seed") {
+      first_seed = static_cast<uint64_t>(args.int_of(arg, 0, INT64_MAX));
+      seed_given = true;
+    } else if (arg == "--nodes") {
+      options.nodes = static_cast<int>(args.int_of(arg, 1, kMaxWorkloadNodes));
+    } else if (arg == "--out") {
+      out_dir = std::string(args.value_of(arg));
+    } else if (arg == "--quiet") {
+      quiet = true;
+    } else if (arg == "--log") {
+      level = std::string(args.value_of(arg));
+    } else {
+      throw UsageError{fmt::format("unknown routines option '{}'", arg)};
+    }
+  }
+  if (seeds_given && seed_given) throw UsageError{"give --seeds N or --seed S, not both"};
+  if (!mesh::core::set_log_level(level)) {
+    throw UsageError{
+        fmt::format("--log: unknown level '{}'; use trace, debug, info, warn, error, critical or off", level)};
+  }
+  mesh::sim::WorkloadFile workload;
+  try {
+    workload = mesh::sim::load_workload(workload_path);
+  } catch (const mesh::sim::WorkloadError& e) {
+    fmt::print(stderr, "meshsim: {}\n", e.what());
+    return kExitUsage;
+  }
+  try {
+    std::filesystem::create_directories(out_dir);
+    for (const auto model : models) {
+      const std::string name(mesh::routine::to_string(model));
+      std::string invocations = mesh::sim::invocations_csv_header();
+      std::string summary = mesh::sim::summary_csv_header();
+      for (uint64_t seed = first_seed; seed < first_seed + seeds; ++seed) {
+        const auto result = mesh::sim::run_workload(mesh::sim::instantiate(workload, seed), model, seed, options);
+        invocations += mesh::sim::invocations_csv_rows(result);
+        const std::string row = mesh::sim::summary_csv_row(result);
+        summary += row;
+        if (!quiet) fmt::print("{}", row);
+        for (const auto* problem : {&result.serial_order, &result.global_strict, &result.partitioned_strict}) {
+          if (*problem && !quiet) {
+            fmt::print(stderr, "  {} seed {}: {}\n", name, seed, (*problem)->substr(0, (*problem)->find('\n')));
+          }
+        }
+      }
+      for (const auto& [file, text] :
+           {std::pair{name + "-invocations.csv", &invocations}, std::pair{name + "-summary.csv", &summary}}) {
+        std::ofstream out(std::filesystem::path(out_dir) / file, std::ios::binary);
+        out << *text;
+        if (!out) throw std::runtime_error(fmt::format("cannot write {}/{}", out_dir, file));
+      }
+    }
+    if (!quiet) fmt::print("csv {}/MODEL-{{invocations,summary}}.csv\n", out_dir);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "meshsim: run failed: {}\n", e.what());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   Args args(argc, argv);
   try {
-    if (args.done()) throw UsageError{"missing SCENARIO.toml or 'topology KIND'"};
+    if (args.done()) throw UsageError{"missing SCENARIO.toml, 'topology KIND' or 'routines WORKLOAD.toml'"};
     const std::string_view first = args.take();
     if (first == "-h" || first == "--help") {
       fmt::print("{}", kHelp);
@@ -314,12 +463,15 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (first == "topology") return topology_command(args);
+    if (first == "routines") return routines_command(args);
     if (first.starts_with("-")) throw UsageError{fmt::format("unknown option '{}'", first)};
     return run_command(first, args);
   } catch (const UsageError& e) {
     fmt::print(stderr,
                "meshsim: {}\nusage: meshsim SCENARIO.toml [--seed N] [--out DIR] [--quiet] [--hop-arq] [--log LEVEL]\n"
                "       meshsim topology KIND [--nodes N] [--seed S] [--clusters C]\n"
+               "       meshsim routines WORKLOAD.toml [--models wv,gsv,psv] [--seeds N | --seed S] [--nodes N] "
+               "[--out DIR]\n"
                "       meshsim --help\n",
                e.message);
     return kExitUsage;
