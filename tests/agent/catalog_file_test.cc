@@ -63,6 +63,7 @@ TEST(CatalogFile, LoadNamesAMissingFile) {
   ASSERT_TRUE(example) << example.error();
   EXPECT_EQ(example->devices.size(), 3u);
   EXPECT_EQ(example->routines.size(), 3u);
+  EXPECT_EQ(example->preconditions.size(), 1u);
 }
 
 constexpr std::string_view kDevices =
