@@ -47,7 +47,7 @@ core::Expected<std::vector<PlanSubject>, std::string> device_subjects(const rout
     auto value = routine::parse_value(*attribute, std::string_view(assignment).substr(eq + 1));
     if (!value) return core::Unexpected(fmt::format("device {}: {}", spec->id, value.error()));
     auto condition = routine::command_condition(*spec, name, *value);
-    if (!condition) return core::Unexpected(std::move(condition.error()));
+    if (!condition) return core::Unexpected(condition.error());
     subjects.push_back({fmt::format("{} {}", spec->id, routine::format_attributes(spec->kind, {{name, *value}})),
                         std::move(*condition)});
   }
@@ -163,7 +163,7 @@ void AdminPreconditions::plan(const proto::PlanRequest& request, Reply reply) {
     subjects = routine_subjects(node_.catalog(), request.routine());
   }
   if (!subjects) {
-    reply(error_response(std::move(subjects.error())));
+    reply(error_response(subjects.error()));
     return;
   }
   const uint32_t timeout_ms = request.timeout_ms() == 0 ? kDefaultStateReadMs : request.timeout_ms();

@@ -109,7 +109,7 @@ class CatalogParser {
       if (rules) {
         file.preconditions = std::move(*rules);
       } else {
-        errors_.push_back(std::move(rules.error()));
+        errors_.push_back(rules.error());
       }
     }
     if (!errors_.empty()) {

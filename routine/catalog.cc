@@ -201,7 +201,7 @@ void Catalog::rebuild() {
     if (rule) {
       rules.push_back(std::move(*rule));
     } else {
-      rule_problems[id] = std::move(rule.error());
+      rule_problems[id] = rule.error();
     }
   }
   const bool changed = effective.devices != devices_ || effective.routines != routines_ ||

@@ -658,7 +658,7 @@ core::Expected<std::vector<PreconditionRule>, std::string> parse_precondition_ru
                                                                                     const std::string& source,
                                                                                     const DeviceCatalog& devices) {
   auto read = RuleFileParser(source, devices, RuleFileKind::rules).parse(text);
-  if (!read) return core::Unexpected(std::move(read.error()));
+  if (!read) return core::Unexpected(read.error());
   std::vector<PreconditionRule> rules;
   for (auto& one : *read) rules.push_back(std::move(one.rule));
   return rules;
@@ -667,7 +667,7 @@ core::Expected<std::vector<PreconditionRule>, std::string> parse_precondition_ru
 core::Expected<std::vector<PreconditionRuleSpec>, std::string> parse_precondition_rule_specs(
     std::string_view text, const std::string& source, const DeviceCatalog& devices, RuleFileKind kind) {
   auto read = RuleFileParser(source, devices, kind).parse(text);
-  if (!read) return core::Unexpected(std::move(read.error()));
+  if (!read) return core::Unexpected(read.error());
   std::vector<PreconditionRuleSpec> specs;
   for (auto& one : *read) specs.push_back(std::move(one.spec));
   return specs;
