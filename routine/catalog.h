@@ -83,7 +83,8 @@ class Catalog {
   // Rules that do not fit the effective devices: id -> why (resolve_rule()).
   const std::map<std::string, std::string>& precondition_problems() const { return precondition_problems_; }
 
-  // Called after every change of the effective devices or routines.
+  // Called after every change of the effective devices, routines or rules,
+  // or of what is wrong with them.
   void set_on_change(std::function<void()> callback) { on_change_ = std::move(callback); }
 
  private:
