@@ -10,6 +10,7 @@
 #include "agent/admin_response.h"
 #include "agent/catalog_file.h"
 #include "routine/device_codec.h"
+#include "routine/precondition_codec.h"
 #include "routine/routine_model.h"
 
 namespace mesh::agent {
@@ -18,7 +19,8 @@ namespace {
 // The verdict on the change of `id`: the version it got and whether the
 // catalog group refused it, or, if it was never decided (refused by this
 // node's check, or no answer in time), refused with the reason.
-proto::CatalogVerdict verdict_of(const std::string& id, const core::Expected<proto::CatalogEntry, std::string>& result) {
+proto::CatalogVerdict verdict_of(const std::string& id,
+                                 const core::Expected<proto::CatalogEntry, std::string>& result) {
   proto::CatalogVerdict verdict;
   verdict.set_id(id);
   if (!result) {
@@ -33,25 +35,48 @@ proto::CatalogVerdict verdict_of(const std::string& id, const core::Expected<pro
 }
 
 struct Submission {
-  std::string id;  // the device or routine the change is about
+  std::string id;  // the device, routine or rule the change is about
   proto::CatalogChange change;
 };
 
-// One change per [[device]] (or [[routine]]) table of the file.
+std::string_view table_of(AdminCatalog::Kind kind) {
+  switch (kind) {
+    case AdminCatalog::Kind::device:
+      return "[[device]]";
+    case AdminCatalog::Kind::routine:
+      return "[[routine]]";
+    case AdminCatalog::Kind::precondition:
+      return "[[precondition]]";
+  }
+  return "";
+}
+
+// One change per [[device]] (or [[routine]], or [[precondition]]) table of
+// the file.
 std::vector<Submission> submissions_of(AdminCatalog::Kind kind, const CatalogFile& file, bool replace) {
   std::vector<Submission> submissions;
-  if (kind == AdminCatalog::Kind::device) {
-    for (const auto& device : file.devices) {
-      Submission submission{device.id, {}};
-      *submission.change.mutable_put() = routine::to_proto(device);
-      submissions.push_back(std::move(submission));
-    }
-  } else {
-    for (const auto& spec : file.routines) {
-      Submission submission{spec.id, {}};
-      *submission.change.mutable_put_routine() = routine::to_proto(spec);
-      submissions.push_back(std::move(submission));
-    }
+  switch (kind) {
+    case AdminCatalog::Kind::device:
+      for (const auto& device : file.devices) {
+        Submission submission{device.id, {}};
+        *submission.change.mutable_put() = routine::to_proto(device);
+        submissions.push_back(std::move(submission));
+      }
+      break;
+    case AdminCatalog::Kind::routine:
+      for (const auto& spec : file.routines) {
+        Submission submission{spec.id, {}};
+        *submission.change.mutable_put_routine() = routine::to_proto(spec);
+        submissions.push_back(std::move(submission));
+      }
+      break;
+    case AdminCatalog::Kind::precondition:
+      for (const auto& spec : file.preconditions) {
+        Submission submission{spec.id, {}};
+        *submission.change.mutable_put_precondition() = routine::to_proto(spec);
+        submissions.push_back(std::move(submission));
+      }
+      break;
   }
   for (auto& submission : submissions) submission.change.set_replace(replace);
   return submissions;
@@ -68,8 +93,7 @@ void AdminCatalog::add(Kind kind, const proto::CatalogAddRequest& request, Reply
   }
   std::vector<Submission> submissions = submissions_of(kind, *file, request.replace());
   if (submissions.empty()) {
-    reply(error_response(
-        fmt::format("{} defines no {}", source, kind == Kind::device ? "[[device]]" : "[[routine]]")));
+    reply(error_response(fmt::format("{} defines no {}", source, table_of(kind))));
     return;
   }
   // Every change goes at once; the reply waits for the last verdict and
@@ -81,8 +105,17 @@ void AdminCatalog::add(Kind kind, const proto::CatalogAddRequest& request, Reply
     Reply reply;
   };
   auto gather = std::make_shared<Gather>();
-  gather->verdicts =
-      kind == Kind::device ? gather->response.mutable_device_add() : gather->response.mutable_routine_add();
+  switch (kind) {
+    case Kind::device:
+      gather->verdicts = gather->response.mutable_device_add();
+      break;
+    case Kind::routine:
+      gather->verdicts = gather->response.mutable_routine_add();
+      break;
+    case Kind::precondition:
+      gather->verdicts = gather->response.mutable_precondition_add();
+      break;
+  }
   for (size_t i = 0; i < submissions.size(); ++i) gather->verdicts->add_verdicts();
   gather->awaiting = submissions.size();
   gather->reply = std::move(reply);
@@ -98,26 +131,41 @@ void AdminCatalog::add(Kind kind, const proto::CatalogAddRequest& request, Reply
 
 void AdminCatalog::remove(Kind kind, const proto::CatalogRemoveRequest& request, Reply reply) {
   proto::CatalogChange change;
-  if (kind == Kind::device) {
-    change.set_remove(request.id());
-  } else {
-    change.set_remove_routine(request.id());
+  switch (kind) {
+    case Kind::device:
+      change.set_remove(request.id());
+      break;
+    case Kind::routine:
+      change.set_remove_routine(request.id());
+      break;
+    case Kind::precondition:
+      change.set_remove_precondition(request.id());
+      break;
   }
-  submit_one(request.id(), std::move(change), request.timeout_ms(),
-             [kind](proto::AdminResponse& response) {
-               return kind == Kind::device ? response.mutable_device_remove()->mutable_verdict()
-                                           : response.mutable_routine_remove()->mutable_verdict();
-             },
-             std::move(reply));
+  submit_one(
+      request.id(), std::move(change), request.timeout_ms(),
+      [kind](proto::AdminResponse& response) {
+        switch (kind) {
+          case Kind::device:
+            return response.mutable_device_remove()->mutable_verdict();
+          case Kind::routine:
+            return response.mutable_routine_remove()->mutable_verdict();
+          case Kind::precondition:
+            break;
+        }
+        return response.mutable_precondition_remove()->mutable_verdict();
+      },
+      std::move(reply));
 }
 
 void AdminCatalog::set_routine_enabled(const proto::RoutineEnableRequest& request, Reply reply) {
   proto::CatalogChange change;
   change.mutable_set_routine_enabled()->set_id(request.id());
   change.mutable_set_routine_enabled()->set_enabled(request.enabled());
-  submit_one(request.id(), std::move(change), request.timeout_ms(),
-             [](proto::AdminResponse& response) { return response.mutable_routine_enable()->mutable_verdict(); },
-             std::move(reply));
+  submit_one(
+      request.id(), std::move(change), request.timeout_ms(),
+      [](proto::AdminResponse& response) { return response.mutable_routine_enable()->mutable_verdict(); },
+      std::move(reply));
 }
 
 void AdminCatalog::submit_one(const std::string& id, proto::CatalogChange change, uint32_t timeout_ms,

@@ -9,7 +9,8 @@
 namespace mesh::agent {
 
 // The catalog changes of the admin protocol (meshctl device add/remove,
-// routine add/remove/enable/disable), for AdminService. A change is checked
+// routine add/remove/enable/disable, precondition add/remove), for
+// AdminService. A change is checked
 // against this node's catalog first (a file's mistakes come back with file,
 // line and key), then decided and replicated by the catalog group; the reply
 // holds each change's verdict: the catalog version it got, or why it was
@@ -19,7 +20,7 @@ class AdminCatalog {
   using Reply = std::function<void(proto::AdminResponse response)>;
   // Which tables of a catalog file an add takes, and which entry a remove
   // names.
-  enum class Kind { device, routine };
+  enum class Kind { device, routine, precondition };
 
   explicit AdminCatalog(Node& node) : node_(node) {}
   AdminCatalog(const AdminCatalog&) = delete;

@@ -24,7 +24,7 @@ constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug", "info", "
 constexpr std::string_view kCommands =
     "status, metrics, log_level, ping, neighbors, routes, topology, members, lock, unlock, locks, kgroups, kgroup, "
     "kgroup_write, devices, device_set, device_watch, device_add, device_remove, routine_add, routine_remove, "
-    "routine_enable, routines, routine_run";
+    "routine_enable, routines, routine_run, preconditions, precondition_add, precondition_remove, plan";
 
 int prefix_length(core::Ipv4Address netmask) {
   int length = 0;
@@ -70,7 +70,8 @@ bool reads_no_stored_state(proto::AdminRequest::CommandCase command) {
 
 }  // namespace
 
-AdminService::AdminService(Node& node) : node_(node), devices_(node), routines_(node), catalog_(node) {}
+AdminService::AdminService(Node& node)
+    : node_(node), devices_(node), routines_(node), catalog_(node), preconditions_(node) {}
 
 AdminService::~AdminService() {
   *alive_ = false;
@@ -159,6 +160,18 @@ void AdminService::handle(const proto::AdminRequest& request, Reply reply, Conne
       return;
     case proto::AdminRequest::kRoutineRun:
       routines_.run(request.routine_run(), std::move(reply));
+      return;
+    case proto::AdminRequest::kPreconditions:
+      reply(preconditions_.list());
+      return;
+    case proto::AdminRequest::kPreconditionAdd:
+      catalog_.add(AdminCatalog::Kind::precondition, request.precondition_add(), std::move(reply));
+      return;
+    case proto::AdminRequest::kPreconditionRemove:
+      catalog_.remove(AdminCatalog::Kind::precondition, request.precondition_remove(), std::move(reply));
+      return;
+    case proto::AdminRequest::kPlan:
+      preconditions_.plan(request.plan(), std::move(reply));
       return;
     case proto::AdminRequest::COMMAND_NOT_SET:
       break;

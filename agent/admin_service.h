@@ -7,6 +7,7 @@
 
 #include "agent/admin_catalog.h"
 #include "agent/admin_devices.h"
+#include "agent/admin_preconditions.h"
 #include "agent/admin_routines.h"
 #include "agent/node.h"
 #include "proto/admin.pb.h"
@@ -70,6 +71,7 @@ class AdminService {
   AdminDevices devices_;
   AdminRoutines routines_;
   AdminCatalog catalog_;
+  AdminPreconditions preconditions_;
   std::map<mutex::AcquireHandle, LockClaim> claims_;
   // Replies to client writes still running go nowhere once this is gone.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -67,8 +67,9 @@ class CatalogParser {
     const auto digest = core::sha256(text);
     file.digest.assign(digest.begin(), digest.end());
     for (const auto& [key, node] : root) {
-      if (key.str() != "device" && key.str() != "routine") {
-        fail(line_of(node), key.str(), "unknown table", "a catalog holds [[device]] and [[routine]] tables only");
+      if (key.str() != "device" && key.str() != "routine" && key.str() != "precondition") {
+        fail(line_of(node), key.str(), "unknown table",
+             "a catalog holds [[device]], [[routine]] and [[precondition]] tables only");
       }
     }
     if (const toml::node* devices = root.get("device")) {
@@ -97,6 +98,18 @@ class CatalogParser {
             fail(line_of(entry), "routine", "expected a table", "write each routine as a [[routine]] table");
           }
         }
+      }
+    }
+    // The rules file's parser reads [[precondition]] tables, so a rule means
+    // the same in a catalog as in a rules file; the file's devices and the
+    // mesh's are what its conditions may name.
+    if (root.contains("precondition")) {
+      auto rules =
+          routine::parse_precondition_rule_specs(text, source_, usable_devices(file), routine::RuleFileKind::catalog);
+      if (rules) {
+        file.preconditions = std::move(*rules);
+      } else {
+        errors_.push_back(rules.error());
       }
     }
     if (!errors_.empty()) {
@@ -323,7 +336,8 @@ class CatalogParser {
           if (auto parsed = routine::parse_days(name)) {
             spec.trigger.days.mask = static_cast<uint8_t>(spec.trigger.days.mask | parsed->mask);
           } else {
-            fail(line_of(*days), key, parsed.error(), "use mon, tue, wed, thu, fri, sat, sun or ranges such as mon..fri");
+            fail(line_of(*days), key, parsed.error(),
+                 "use mon, tue, wed, thu, fri, sat, sun or ranges such as mon..fri");
             ok = false;
           }
         }
@@ -336,8 +350,9 @@ class CatalogParser {
       }
     }
     if (spec.trigger.manual && (spec.trigger.window || !spec.trigger.days.every())) {
-      fail(line, fmt::format("{}.trigger", where), "a manual routine runs only on demand, so a window or days mean "
-                                                   "nothing",
+      fail(line, fmt::format("{}.trigger", where),
+           "a manual routine runs only on demand, so a window or days mean "
+           "nothing",
            "remove window and days, or write a trigger condition");
       ok = false;
     }

@@ -6,12 +6,14 @@
 
 #include "core/expected.h"
 #include "routine/device_model.h"
+#include "routine/precondition_rule.h"
 #include "routine/routine_model.h"
 
 namespace mesh::agent {
 
-// A catalog file: TOML, one [[device]] table per device and one [[routine]]
-// table per routine.
+// A catalog file: TOML, one [[device]] table per device, one [[routine]]
+// table per routine and one [[precondition]] table per APEX precondition
+// rule.
 //
 //   [[device]]
 //   id = "hall_light"              # [a-z0-9_.-]+, unique in the file
@@ -36,19 +38,29 @@ namespace mesh::agent {
 //   duration_s = 300                        # optional: keep the device this long
 //   must = true                             # optional, default true; false: best effort
 //
+//   [[precondition]]
+//   id = "dim_needs_motion_off"             # [a-z0-9_.-]+, unique in the file
+//   when = "hall_light.power == on"         # a condition a command makes true
+//   requires = ["hall_motion.motion == off"]  # conditions that must hold first
+//
+// Rules are read by the rules file's parser (routine/precondition_rule.h
+// gives their grammar), so a catalog that has any must be ASCII throughout.
+//
 // The agent reads it at start ([devices] catalog in the agent config);
-// meshctl device add and routine add send one to add or change devices or
-// routines at run time.
+// meshctl device add, routine add and precondition add send one to add or
+// change devices, routines or rules at run time.
 struct CatalogFile {
-  std::vector<routine::DeviceSpec> devices;    // in file order
-  std::vector<routine::RoutineSpec> routines;  // in file order
-  std::string digest;                          // SHA-256 of the file's bytes (32 bytes)
+  std::vector<routine::DeviceSpec> devices;                  // in file order
+  std::vector<routine::RoutineSpec> routines;                // in file order
+  std::vector<routine::PreconditionRuleSpec> preconditions;  // in file order
+  std::string digest;                                        // SHA-256 of the file's bytes (32 bytes)
 };
 
 // Parses and checks a catalog. The error lists every problem, one per line,
-// each as "SOURCE:LINE: KEY: problem. Fix: ...". A routine may use the
-// file's devices and, given `known_devices` (the mesh's catalog, for meshctl
-// routine add), those too; the file the agent starts from stands alone.
+// each as "SOURCE:LINE: KEY: problem. Fix: ...". A routine or a rule may use
+// the file's devices and, given `known_devices` (the mesh's catalog, for
+// meshctl routine add and precondition add), those too; the file the agent
+// starts from stands alone.
 core::Expected<CatalogFile, std::string> parse_catalog(std::string_view text, const std::string& source,
                                                        const routine::DeviceCatalog* known_devices = nullptr);
 

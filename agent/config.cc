@@ -977,6 +977,7 @@ class Parser {
     }
     config.node.devices.catalog = std::move(catalog->devices);
     config.node.devices.routines = std::move(catalog->routines);
+    config.node.devices.preconditions = std::move(catalog->preconditions);
     config.node.devices.catalog_digest = std::move(catalog->digest);
   }
 

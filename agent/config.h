@@ -58,8 +58,9 @@ struct AgentConfig {
   // The other key of a rotation in progress, or empty (the default).
   std::string accepted_mesh_key_file;
   // [devices] catalog; empty: no catalog file (devices only from meshctl).
-  // Its devices and routines are in node.devices.catalog and
-  // node.devices.routines.
+  // Its devices, routines and precondition rules are in
+  // node.devices.catalog, node.devices.routines and
+  // node.devices.preconditions.
   std::string catalog_file;
   std::string log_level = "info";
   std::map<std::string, std::string> layer_log_levels;  // [log.layers] routing = "debug"

@@ -140,7 +140,8 @@ Node::Node(const NodeConfig& config, NodeContext context)
                                                  std::move(medley_options));
   camera_ = std::make_unique<mutex::Camera>(context_.env, *messenger_, *medley_, metrics_, *storage_, config_.mutex);
   routine_messages_ = std::make_unique<routine::RoutineMessages>(*messenger_, metrics_);
-  catalog_.set_base(config_.devices.catalog, config_.devices.catalog_digest, config_.devices.routines);
+  catalog_.set_base(config_.devices.catalog, config_.devices.catalog_digest, config_.devices.routines,
+                    config_.devices.preconditions);
   catalog_sync_ = std::make_unique<routine::CatalogSync>(context_.env, *routine_messages_, *storage_, *medley_,
                                                          metrics_, catalog_, config_.devices.sync);
   catalog_sync_->start();

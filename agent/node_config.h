@@ -2,8 +2,8 @@
 
 #include <array>
 #include <optional>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "agent/device_service.h"
 #include "agent/kgroup_service.h"
@@ -13,13 +13,14 @@
 #include "core/packet_auth.h"
 #include "membership/medley_options.h"
 #include "mutex/camera_options.h"
-#include "routing/olsr_protocol.h"
-#include "routing/olsr_transport.h"
 #include "routine/catalog_sync.h"
 #include "routine/device_leaders.h"
 #include "routine/device_model.h"
 #include "routine/device_watcher.h"
+#include "routine/precondition_rule.h"
 #include "routine/routine_leaders.h"
+#include "routing/olsr_protocol.h"
+#include "routing/olsr_transport.h"
 
 namespace mesh::agent {
 
@@ -29,7 +30,8 @@ struct DevicesConfig {
   // The devices of the catalog file (checked), and the file's SHA-256, which
   // nodes gossip so that differing files are noticed.
   std::vector<routine::DeviceSpec> catalog;
-  std::vector<routine::RoutineSpec> routines;  // the catalog file's [[routine]] tables
+  std::vector<routine::RoutineSpec> routines;                // the catalog file's [[routine]] tables
+  std::vector<routine::PreconditionRuleSpec> preconditions;  // its [[precondition]] tables
   std::string catalog_digest;
   routine::DeviceLeaderOptions leaders;
   routine::CatalogSyncOptions sync;

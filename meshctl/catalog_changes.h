@@ -1,9 +1,10 @@
 #pragma once
 
-// The catalog changes meshctl makes for the device and routine verb families
-// (device add/remove, routine add/remove/enable/disable): the agent checks
-// each against its catalog and the catalog group decides it; meshctl prints
-// one verdict per device or routine and exits 1 if any was refused.
+// The catalog changes meshctl makes for the device, routine and precondition
+// verb families (device add/remove, routine add/remove/enable/disable,
+// precondition add/remove): the agent checks each against its catalog and
+// the catalog group decides it; meshctl prints one verdict per device,
+// routine or rule and exits 1 if any was refused.
 
 #include <string_view>
 
@@ -13,10 +14,10 @@
 
 namespace mesh::meshctl {
 
-enum class CatalogKind { device, routine };
+enum class CatalogKind { device, routine, precondition };
 
-// `KIND add --file F [--replace]`: every [[device]] (or [[routine]]) table
-// of F.
+// `KIND add --file F [--replace]`: every [[device]] (or [[routine]], or
+// [[precondition]]) table of F.
 int add_catalog_file(AgentConnection& connection, const CommandLine& line, CatalogKind kind);
 // `KIND remove ID`.
 int remove_catalog_entry(AgentConnection& connection, const CommandLine& line, CatalogKind kind);

@@ -29,7 +29,7 @@ constexpr const char* kSocketEnv = "MESHCTL_SOCKET";
 std::span<const VerbFamily* const> families() {
   static const VerbFamily* const table[] = {
       &node_verbs(),   &routing_verbs(), &membership_verbs(), &lock_verbs(),
-      &kgroup_verbs(), &device_verbs(),  &routine_verbs(),
+      &kgroup_verbs(), &device_verbs(),  &routine_verbs(),    &precondition_verbs(),
   };
   return table;
 }
@@ -70,6 +70,12 @@ OPTIONS
         members, e.g. {"members": [{"name": "n1", "id": "10.0.0.1",
         "state": "alive", "incarnation": "0", "hops": 1, ...}]}
         (incarnation is a string: protobuf's JSON form of uint64).
+        PreconditionsReply for preconditions and PlanReply for plan, e.g.
+        {"plans": [{"command": "garden_sprinkler power=on", "subject",
+        "vertices", "edges", "depth", "stages": [{"steps": [{"action":
+        "set", "device", "attribute", "value", "condition", "vertex",
+        "after", "rules", "subject"}]}], "command_count", "error"}],
+        "notes"}.
 
     --all
         members: also list failed and left members.
@@ -104,8 +110,11 @@ EXIT STATUS
     device's schema), 4 device down, 5 driver error, 6 the device did not
     answer in time, 7 interrupted (its leader died while actuating: it may
     or may not have happened); 1 if no outcome arrived in time. For device
-    add, device remove and routine add, remove, enable and disable, 1 if
-    any change was refused. For routine run --wait, the invocation's
+    add, device remove, routine add, remove, enable and disable, and
+    precondition add and remove, 1 if any change was refused. For plan, 1
+    if a command cannot be planned (rules that conflict or form a cycle,
+    no value to choose); the plans that can be are still printed. For
+    routine run --wait, the invocation's
     outcome: 0 every command ok, 8 it ran but a command failed, 9 it was
     aborted (its definition changed or was removed); 1 if it did not end
     in time.
@@ -137,6 +146,10 @@ EXAMPLES
     meshctl routines
     meshctl routine run all_off --wait
     meshctl routine history night_hall
+    meshctl precondition add --file rules.toml
+    meshctl preconditions
+    meshctl plan device set garden_sprinkler power=on
+    meshctl --json plan routine night_hall
     meshctl lock pump --timeout 30 -- sh -c 'echo "token $MESH_FENCING_TOKEN"'
     MESHCTL_SOCKET=/tmp/mesh/n1/admin.sock meshctl status
 )";
@@ -305,9 +318,11 @@ int run(int argc, char** argv) {
   }
   if (line.prometheus && command != "metrics") return usage_error("--prometheus applies to metrics only");
   const std::string sub =
-      line.words.size() > 1 && (command == "device" || command == "routine") ? line.words[1] : std::string();
+      line.words.size() > 1 && (command == "device" || command == "routine" || command == "precondition")
+          ? line.words[1]
+          : std::string();
   if ((line.file || line.replace) && sub != "add") {
-    return usage_error("--file and --replace apply to device add and routine add only");
+    return usage_error("--file and --replace apply to device add, routine add and precondition add only");
   }
   if (line.command_id && (command != "device" || sub != "set")) return usage_error("--id applies to device set only");
   if (line.wait && (command != "routine" || sub != "run")) return usage_error("--wait applies to routine run only");

@@ -36,5 +36,6 @@ const VerbFamily& lock_verbs();        // lock, locks
 const VerbFamily& kgroup_verbs();      // kgroups, kgroup, kgroup-write
 const VerbFamily& device_verbs();      // devices, device
 const VerbFamily& routine_verbs();     // routines, routine
+const VerbFamily& precondition_verbs();  // preconditions, precondition, plan
 
 }  // namespace mesh::meshctl

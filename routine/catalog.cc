@@ -1,8 +1,11 @@
 #include "routine/catalog.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "routine/device_codec.h"
+#include "routine/precondition_codec.h"
 
 namespace mesh::routine {
 namespace {
@@ -10,6 +13,7 @@ namespace {
 struct Definitions {
   std::map<std::string, DeviceSpec> devices;
   std::map<std::string, RoutineSpec> routines;
+  std::map<std::string, PreconditionRuleSpec> preconditions;
 };
 
 // Applies one accepted change. A spec that no longer decodes (a newer
@@ -32,6 +36,12 @@ void apply(const proto::CatalogChange& change, Definitions& into) {
       if (const auto it = into.routines.find(change.set_routine_enabled().id()); it != into.routines.end()) {
         it->second.enabled = change.set_routine_enabled().enabled();
       }
+      break;
+    case proto::CatalogChange::kPutPrecondition:
+      if (auto spec = from_proto(change.put_precondition())) into.preconditions[spec->id] = std::move(*spec);
+      break;
+    case proto::CatalogChange::kRemovePrecondition:
+      into.preconditions.erase(change.remove_precondition());
       break;
     case proto::CatalogChange::OP_NOT_SET:
       break;
@@ -65,6 +75,40 @@ std::optional<std::string> conflict(const RoutineSpec& existing, const RoutineSp
       proposed.id, where, format_condition(existing.trigger), existing.enabled ? "" : ", disabled");
 }
 
+std::optional<std::string> conflict(const PreconditionRuleSpec& existing, const PreconditionRuleSpec& proposed,
+                                    bool replace, std::string_view where) {
+  if (existing == proposed || replace) return std::nullopt;
+  return fmt::format(
+      "precondition rule {} is already defined differently ({}: when {}); use 'meshctl precondition add --replace' "
+      "to change it, or remove it first",
+      proposed.id, where, existing.when);
+}
+
+// Whether a condition of `rule` is on an attribute of `device`. The texts
+// were checked when the rule was decoded, so each parses.
+bool rule_names_device(const PreconditionRuleSpec& rule, const std::string& device) {
+  auto on_device = [&](const std::string& text) {
+    const auto condition = parse_condition(text);
+    return condition && condition->variable.device == device;
+  };
+  return on_device(rule.when) || std::any_of(rule.required.begin(), rule.required.end(), on_device);
+}
+
+// The first rule of `rules` that names `device`.
+const PreconditionRuleSpec* rule_user_of(const std::map<std::string, PreconditionRuleSpec>& rules,
+                                         const std::string& device) {
+  for (const auto& [id, spec] : rules) {
+    if (rule_names_device(spec, device)) return &spec;
+  }
+  return nullptr;
+}
+
+std::string in_use_by_rule(const std::string& device, const PreconditionRuleSpec& rule) {
+  return fmt::format(
+      "device {} is named by precondition rule {}; change or remove the rule first (meshctl precondition remove {})",
+      device, rule.id, rule.id);
+}
+
 // The first routine of `routines` that names `device`.
 const RoutineSpec* user_of(const std::map<std::string, RoutineSpec>& routines, const std::string& device) {
   for (const auto& [id, spec] : routines) {
@@ -78,13 +122,26 @@ std::string in_use(const std::string& device, const RoutineSpec& routine) {
                      device, routine.id, routine.id);
 }
 
+// Why removing `device` must be refused, given the routines and rules that
+// would still name it.
+std::optional<std::string> removal_problem(const Definitions& definitions, const std::string& device) {
+  if (const RoutineSpec* user = user_of(definitions.routines, device)) return in_use(device, *user);
+  if (const PreconditionRuleSpec* rule = rule_user_of(definitions.preconditions, device)) {
+    return in_use_by_rule(device, *rule);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
-void Catalog::set_base(std::vector<DeviceSpec> devices, std::string file_digest, std::vector<RoutineSpec> routines) {
+void Catalog::set_base(std::vector<DeviceSpec> devices, std::string file_digest, std::vector<RoutineSpec> routines,
+                       std::vector<PreconditionRuleSpec> preconditions) {
   base_.clear();
   for (auto& spec : devices) base_[spec.id] = std::move(spec);
   base_routines_.clear();
   for (auto& spec : routines) base_routines_[spec.id] = std::move(spec);
+  base_preconditions_.clear();
+  for (auto& spec : preconditions) base_preconditions_[spec.id] = std::move(spec);
   file_digest_ = std::move(file_digest);
   rebuild();
 }
@@ -111,7 +168,7 @@ const DeviceSpec* Catalog::find(const std::string& id) const {
 }
 
 std::map<std::string, DeviceSpec> Catalog::devices_at(uint64_t version) const {
-  Definitions effective{base_, base_routines_};
+  Definitions effective{base_, base_routines_, base_preconditions_};
   for (size_t i = 0; i < version && i < entries_.size(); ++i) {
     if (!entries_[i].refused()) apply(entries_[i].change(), effective);
   }
@@ -123,8 +180,13 @@ const RoutineSpec* Catalog::find_routine(const std::string& id) const {
   return it == routines_.end() ? nullptr : &it->second;
 }
 
+const PreconditionRuleSpec* Catalog::find_precondition(const std::string& id) const {
+  const auto it = preconditions_.find(id);
+  return it == preconditions_.end() ? nullptr : &it->second;
+}
+
 void Catalog::rebuild() {
-  Definitions effective{base_, base_routines_};
+  Definitions effective{base_, base_routines_, base_preconditions_};
   for (const auto& entry : entries_) {
     if (!entry.refused()) apply(entry.change(), effective);
   }
@@ -132,11 +194,25 @@ void Catalog::rebuild() {
   for (const auto& [id, spec] : effective.routines) {
     if (auto problem = check(spec, effective.devices)) problems[id] = std::move(*problem);
   }
-  const bool changed =
-      effective.devices != devices_ || effective.routines != routines_ || problems != routine_problems_;
+  std::vector<PreconditionRule> rules;
+  std::map<std::string, std::string> rule_problems;
+  for (const auto& [id, spec] : effective.preconditions) {
+    auto rule = resolve_rule(spec, effective.devices);
+    if (rule) {
+      rules.push_back(std::move(*rule));
+    } else {
+      rule_problems[id] = rule.error();
+    }
+  }
+  const bool changed = effective.devices != devices_ || effective.routines != routines_ ||
+                       problems != routine_problems_ || effective.preconditions != preconditions_ ||
+                       rule_problems != precondition_problems_;
   devices_ = std::move(effective.devices);
   routines_ = std::move(effective.routines);
   routine_problems_ = std::move(problems);
+  preconditions_ = std::move(effective.preconditions);
+  precondition_rules_ = std::move(rules);
+  precondition_problems_ = std::move(rule_problems);
   if (changed && on_change_) on_change_();
 }
 
@@ -154,9 +230,7 @@ std::optional<std::string> refusal(const std::vector<proto::CatalogEntry>& earli
     }
     case proto::CatalogChange::kRemove: {
       if (auto problem = check_device_id(change.remove())) return *problem;
-      const Definitions runtime = replay(earlier);
-      if (const RoutineSpec* user = user_of(runtime.routines, change.remove())) return in_use(change.remove(), *user);
-      return std::nullopt;
+      return removal_problem(replay(earlier), change.remove());
     }
     case proto::CatalogChange::kPutRoutine: {
       auto spec = from_proto(change.put_routine());
@@ -171,6 +245,17 @@ std::optional<std::string> refusal(const std::vector<proto::CatalogEntry>& earli
       return check_routine_id(change.remove_routine());
     case proto::CatalogChange::kSetRoutineEnabled:
       return check_routine_id(change.set_routine_enabled().id());
+    case proto::CatalogChange::kPutPrecondition: {
+      auto spec = from_proto(change.put_precondition());
+      if (!spec) return spec.error();
+      const Definitions runtime = replay(earlier);
+      if (const auto it = runtime.preconditions.find(spec->id); it != runtime.preconditions.end()) {
+        return conflict(it->second, *spec, change.replace(), "by an earlier run-time change");
+      }
+      return std::nullopt;
+    }
+    case proto::CatalogChange::kRemovePrecondition:
+      return check_precondition_rule_id(change.remove_precondition());
     case proto::CatalogChange::OP_NOT_SET:
       break;
   }
@@ -193,16 +278,22 @@ std::optional<std::string> check_change(const Catalog& catalog, const proto::Cat
       for (const auto& [id, routine] : catalog.routines()) {
         if (!names_device(routine, spec->id) || catalog.routine_problems().count(id) != 0) continue;
         if (auto problem = check(routine, devices)) {
-          return fmt::format("changing device {} would break routine {} ({}); change the routine first", spec->id,
-                             id, *problem);
+          return fmt::format("changing device {} would break routine {} ({}); change the routine first", spec->id, id,
+                             *problem);
+        }
+      }
+      for (const auto& [id, rule] : catalog.preconditions()) {
+        if (!rule_names_device(rule, spec->id) || catalog.precondition_problems().count(id) != 0) continue;
+        if (auto resolved = resolve_rule(rule, devices); !resolved) {
+          return fmt::format("changing device {} would break precondition rule {} ({}); change the rule first",
+                             spec->id, id, resolved.error());
         }
       }
       return std::nullopt;
     }
     case proto::CatalogChange::kRemove:
       if (catalog.find(change.remove()) == nullptr) return fmt::format("no device {} in the catalog", change.remove());
-      if (const RoutineSpec* user = user_of(catalog.routines(), change.remove())) return in_use(change.remove(), *user);
-      return std::nullopt;
+      return removal_problem(Definitions{{}, catalog.routines(), catalog.preconditions()}, change.remove());
     case proto::CatalogChange::kPutRoutine: {
       const auto spec = from_proto(change.put_routine());
       if (auto problem = check(*spec, catalog.devices())) return problem;
@@ -228,6 +319,26 @@ std::optional<std::string> check_change(const Catalog& catalog, const proto::Cat
         return fmt::format("no routine {} in the catalog", change.set_routine_enabled().id());
       }
       return std::nullopt;
+    case proto::CatalogChange::kPutPrecondition: {
+      const auto spec = from_proto(change.put_precondition());
+      if (auto resolved = resolve_rule(*spec, catalog.devices()); !resolved) return resolved.error();
+      if (const size_t size = change.put_precondition().ByteSizeLong(); size > kMaxPreconditionRuleBytes) {
+        return fmt::format(
+            "precondition rule {} takes {} bytes encoded; a run-time rule must fit in {}: split its requires over "
+            "several rules with the same when",
+            spec->id, size, kMaxPreconditionRuleBytes);
+      }
+      if (const PreconditionRuleSpec* existing = catalog.find_precondition(spec->id)) {
+        return conflict(*existing, *spec, change.replace(),
+                        catalog.precondition_in_file(spec->id) ? "in the catalog file" : "at run time");
+      }
+      return std::nullopt;
+    }
+    case proto::CatalogChange::kRemovePrecondition:
+      if (catalog.find_precondition(change.remove_precondition()) == nullptr) {
+        return fmt::format("no precondition rule {} in the catalog", change.remove_precondition());
+      }
+      return std::nullopt;
     case proto::CatalogChange::OP_NOT_SET:
       break;
   }
@@ -247,6 +358,10 @@ std::string describe(const proto::CatalogChange& change) {
     case proto::CatalogChange::kSetRoutineEnabled:
       return fmt::format("{} routine {}", change.set_routine_enabled().enabled() ? "enable" : "disable",
                          change.set_routine_enabled().id());
+    case proto::CatalogChange::kPutPrecondition:
+      return fmt::format("put precondition {}", change.put_precondition().id());
+    case proto::CatalogChange::kRemovePrecondition:
+      return fmt::format("remove precondition {}", change.remove_precondition());
     case proto::CatalogChange::OP_NOT_SET:
       break;
   }

@@ -9,14 +9,15 @@
 
 #include "proto/routine.pb.h"
 #include "routine/device_model.h"
+#include "routine/precondition_rule.h"
 #include "routine/routine_model.h"
 
 namespace mesh::routine {
 
-// The mesh's catalog of devices and routines as one node knows it: the
-// devices and routines of the catalog file (deployment renders the same file
+// The mesh's catalog of devices, routines and APEX precondition rules as one
+// node knows it: those of the catalog file (deployment renders the same file
 // on every node) overlaid with the run-time changes (meshctl device
-// add/remove, routine add/remove/enable/disable).
+// add/remove, routine add/remove/enable/disable, precondition add/remove).
 //
 // How versions are ordered: run-time changes are totally ordered by the
 // catalog's k-group ("catalog:mesh"), which commits each at the next
@@ -31,16 +32,20 @@ namespace mesh::routine {
 // enabling or disabling a routine changes the definition in effect at that
 // version (a later put replaces the flag with its own).
 //
-// Devices and routines have separate id spaces. A routine is checked
-// against the devices when it is submitted (check_change); as the devices
-// change afterwards (a replace, a change racing with another node's), a
-// routine may no longer fit them: it stays defined and routine_problems()
-// says why it cannot run.
+// Devices, routines and rules have separate id spaces. A routine or a rule
+// is checked against the devices when it is submitted (check_change); as the
+// devices change afterwards (a replace, a change racing with another
+// node's), it may no longer fit them: it stays defined, and
+// routine_problems() says why a routine cannot run, precondition_problems()
+// why a rule cannot apply. Rules are kept as written (PreconditionRuleSpec)
+// and resolved against the effective devices on every change, so a rule
+// whose device comes back applies again.
 class Catalog {
  public:
-  // The file's devices and routines (already checked: unique, valid ids,
-  // routines valid against the file's devices) and its digest.
-  void set_base(std::vector<DeviceSpec> devices, std::string file_digest, std::vector<RoutineSpec> routines = {});
+  // The file's devices, routines and rules (already checked: unique, valid
+  // ids, routines and rules valid against the file's devices) and its digest.
+  void set_base(std::vector<DeviceSpec> devices, std::string file_digest, std::vector<RoutineSpec> routines = {},
+                std::vector<PreconditionRuleSpec> preconditions = {});
   // Appends the committed entry at version() + 1; false (nothing changed)
   // for any other version.
   bool append(const proto::CatalogEntry& entry);
@@ -67,7 +72,19 @@ class Catalog {
   // Routines that no longer fit the effective devices: id -> why (check()).
   const std::map<std::string, std::string>& routine_problems() const { return routine_problems_; }
 
-  // Called after every change of the effective devices or routines.
+  // The effective precondition rules as written, by id, including those
+  // that cannot apply now.
+  const std::map<std::string, PreconditionRuleSpec>& preconditions() const { return preconditions_; }
+  const PreconditionRuleSpec* find_precondition(const std::string& id) const;
+  bool precondition_in_file(const std::string& id) const { return base_preconditions_.count(id) != 0; }
+  // The rules that fit the effective devices, resolved, in id order: what a
+  // precondition graph is built from (precondition_graph.h).
+  const std::vector<PreconditionRule>& precondition_rules() const { return precondition_rules_; }
+  // Rules that do not fit the effective devices: id -> why (resolve_rule()).
+  const std::map<std::string, std::string>& precondition_problems() const { return precondition_problems_; }
+
+  // Called after every change of the effective devices, routines or rules,
+  // or of what is wrong with them.
   void set_on_change(std::function<void()> callback) { on_change_ = std::move(callback); }
 
  private:
@@ -80,30 +97,36 @@ class Catalog {
   std::map<std::string, DeviceSpec> devices_;
   std::map<std::string, RoutineSpec> routines_;
   std::map<std::string, std::string> routine_problems_;
+  std::map<std::string, PreconditionRuleSpec> base_preconditions_;
+  std::map<std::string, PreconditionRuleSpec> preconditions_;
+  std::vector<PreconditionRule> precondition_rules_;
+  std::map<std::string, std::string> precondition_problems_;
   std::function<void()> on_change_;
 };
 
 // Why `change` must be refused given the run-time changes committed before
 // it (`earlier`, in version order), or nothing if it is accepted. The
 // catalog group decides this at apply time, from the committed list alone,
-// so every replica decides the same. A put (of a device or a routine) is
-// refused if its spec is invalid, or if its id is defined differently by an
-// earlier change and `replace` is not set (an identical put is accepted and
-// changes nothing); removing a device is refused while a routine put by an
-// earlier change names it. The file is not part of this decision (nodes may
-// hold different files): check_change adds it.
-std::optional<std::string> refusal(const std::vector<proto::CatalogEntry>& earlier,
-                                   const proto::CatalogChange& change);
+// so every replica decides the same. A put (of a device, a routine or a
+// rule) is refused if its spec is invalid, or if its id is defined
+// differently by an earlier change and `replace` is not set (an identical
+// put is accepted and changes nothing); removing a device is refused while a
+// routine or a rule put by an earlier change names it. The file is not part
+// of this decision (nodes may hold different files): check_change adds it.
+std::optional<std::string> refusal(const std::vector<proto::CatalogEntry>& earlier, const proto::CatalogChange& change);
 
 // The check a node makes before it submits a change, against its whole
 // catalog (file included), so an operator hears of a conflict with the file
 // at once: refusal(), then a routine must fit the catalog's devices (check())
-// and its encoding one catalog change (kMaxRoutineSpecBytes); removing a
-// device or changing its definition must leave every routine that names it
-// valid; removing, enabling or disabling a routine needs the routine.
+// and its encoding one catalog change (kMaxRoutineSpecBytes), and so must a
+// rule (resolve_rule(), kMaxPreconditionRuleBytes); removing a device or
+// changing its definition must leave every routine and rule that names it
+// valid; removing, enabling or disabling a routine needs the routine, and
+// removing a rule the rule.
 std::optional<std::string> check_change(const Catalog& catalog, const proto::CatalogChange& change);
 
-// "put device hall_light", "remove routine night_hall", ...: for logs.
+// "put device hall_light", "remove routine night_hall", "put precondition
+// fire_safe", ...: for logs.
 std::string describe(const proto::CatalogChange& change);
 
 }  // namespace mesh::routine

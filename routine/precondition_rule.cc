@@ -373,12 +373,61 @@ std::optional<uint32_t> first_non_ascii_line(std::string_view text) {
   return std::nullopt;
 }
 
+// A problem of a rule's conditions, as the two readers of rules (a rules
+// file, a catalog's rule) report it.
+struct RuleProblem {
+  std::string problem;
+  std::string_view fix;
+};
+
+std::optional<RuleProblem> when_problem(const AttributeCondition& when) {
+  if (when.settable) return std::nullopt;
+  return RuleProblem{
+      fmt::format("{} is a reading: no command makes it true, so the rule would never apply", when.variable.text()),
+      "write `when` on an attribute a command sets; a reading may appear in requires"};
+}
+
+std::optional<RuleProblem> requires_size_problem(size_t size) {
+  if (size == 0)
+    return RuleProblem{"the list is empty, so the rule requires nothing",
+                       "list at least one condition, or remove the rule"};
+  if (size > kMaxRulePreconditions) {
+    return RuleProblem{fmt::format("{} conditions; at most {} are allowed", size, kMaxRulePreconditions),
+                       "split the rule: give some of the conditions a rule of their own on an intermediate condition"};
+  }
+  return std::nullopt;
+}
+
+// `requirement` against the requirements before it and the rule's `when`.
+std::optional<RuleProblem> requirement_problem(const PreconditionRule& rule, const AttributeCondition& requirement) {
+  const auto same = std::find_if(rule.preconditions.begin(), rule.preconditions.end(),
+                                 [&](const auto& c) { return c.variable == requirement.variable; });
+  if (same != rule.preconditions.end()) {
+    return RuleProblem{fmt::format("{} is already constrained by requires[{}]", requirement.variable.text(),
+                                   same - rule.preconditions.begin() + 1),
+                       "write one condition per attribute, e.g. a range: in 18..24"};
+  }
+  if (requirement.variable == rule.when.variable) {
+    return RuleProblem{fmt::format("{} is the attribute `when` constrains; it cannot be its own precondition",
+                                   requirement.variable.text()),
+                       "require conditions on other attributes"};
+  }
+  return std::nullopt;
+}
+
+// One rule of a file: as written, and as parsed.
+struct ReadRule {
+  PreconditionRuleSpec spec;
+  PreconditionRule rule;
+};
+
 // Reads the [[precondition]] tables of one file, collecting every problem.
 class RuleFileParser {
  public:
-  RuleFileParser(std::string source, const DeviceCatalog& devices) : source_(std::move(source)), devices_(devices) {}
+  RuleFileParser(std::string source, const DeviceCatalog& devices, RuleFileKind kind)
+      : source_(std::move(source)), devices_(devices), kind_(kind) {}
 
-  core::Expected<std::vector<PreconditionRule>, std::string> parse(std::string_view text) {
+  core::Expected<std::vector<ReadRule>, std::string> parse(std::string_view text) {
     if (text.size() > kMaxPreconditionFileBytes) {
       return core::Unexpected(fmt::format("{}: the file is {} bytes long; at most {} are allowed", source_, text.size(),
                                           kMaxPreconditionFileBytes));
@@ -397,9 +446,9 @@ class RuleFileParser {
           "is a [[precondition]] table).",
           source_, line_of(begin.line), begin.column, e.description()));
     }
-    std::vector<PreconditionRule> rules;
+    std::vector<ReadRule> rules;
     for (const auto& [key, node] : root) {
-      if (key.str() != "precondition") {
+      if (key.str() != "precondition" && kind_ == RuleFileKind::rules) {
         fail(line_of(node), key.str(), "unknown table", "a rules file holds [[precondition]] tables only");
       }
     }
@@ -453,9 +502,10 @@ class RuleFileParser {
     return std::move(*parsed);
   }
 
-  std::optional<PreconditionRule> read_rule(const toml::table& table) {
+  std::optional<ReadRule> read_rule(const toml::table& table) {
     const uint32_t line = line_of(table);
     PreconditionRule rule;
+    PreconditionRuleSpec spec;
     std::string where = "precondition";
     bool ok = true;
     const toml::node* id = table.get("id");
@@ -470,6 +520,7 @@ class RuleFileParser {
       ok = false;
     } else {
       rule.id = id->as_string()->get();
+      spec.id = rule.id;
       where = "precondition " + rule.id;
     }
     for (const auto& [key, node] : table) {
@@ -481,13 +532,11 @@ class RuleFileParser {
     }
     if (const toml::node* when = table.get("when")) {
       if (auto parsed = condition(*when, where + ".when")) {
-        if (!parsed->settable) {
-          fail(line_of(*when), where + ".when",
-               fmt::format("{} is a reading: no command makes it true, so the rule would never apply",
-                           parsed->variable.text()),
-               "write `when` on an attribute a command sets; a reading may appear in requires");
+        if (auto problem = when_problem(*parsed)) {
+          fail(line_of(*when), where + ".when", problem->problem, problem->fix);
           ok = false;
         } else {
+          spec.when = when->as_string()->get();
           rule.when = std::move(*parsed);
         }
       } else {
@@ -506,14 +555,8 @@ class RuleFileParser {
       fail(line_of(*requires_node), where + ".requires", "expected a list of conditions",
            "write requires = [\"outlet_1.power == off\"]");
       ok = false;
-    } else if (list->empty()) {
-      fail(line_of(*requires_node), where + ".requires", "the list is empty, so the rule requires nothing",
-           "list at least one condition, or remove the rule");
-      ok = false;
-    } else if (list->size() > kMaxRulePreconditions) {
-      fail(line_of(*requires_node), where + ".requires",
-           fmt::format("{} conditions; at most {} are allowed", list->size(), kMaxRulePreconditions),
-           "split the rule: give some of the conditions a rule of their own on an intermediate condition");
+    } else if (auto problem = requires_size_problem(list->size())) {
+      fail(line_of(*requires_node), where + ".requires", problem->problem, problem->fix);
       ok = false;
     } else {
       for (size_t i = 0; i < list->size(); ++i) {
@@ -523,21 +566,11 @@ class RuleFileParser {
           ok = false;
           continue;
         }
-        const auto same = std::find_if(rule.preconditions.begin(), rule.preconditions.end(),
-                                       [&](const auto& c) { return c.variable == parsed->variable; });
-        if (same != rule.preconditions.end()) {
-          fail(line_of(*list->get(i)), key,
-               fmt::format("{} is already constrained by requires[{}]", parsed->variable.text(),
-                           same - rule.preconditions.begin() + 1),
-               "write one condition per attribute, e.g. a range: in 18..24");
-          ok = false;
-        } else if (parsed->variable == rule.when.variable) {
-          fail(line_of(*list->get(i)), key,
-               fmt::format("{} is the attribute `when` constrains; it cannot be its own precondition",
-                           parsed->variable.text()),
-               "require conditions on other attributes");
+        if (auto clash = requirement_problem(rule, *parsed)) {
+          fail(line_of(*list->get(i)), key, clash->problem, clash->fix);
           ok = false;
         }
+        spec.required.push_back(list->get(i)->as_string()->get());
         rule.preconditions.push_back(std::move(*parsed));
       }
     }
@@ -548,11 +581,12 @@ class RuleFileParser {
       return std::nullopt;
     }
     first_line_[rule.id] = line;
-    return rule;
+    return ReadRule{std::move(spec), std::move(rule)};
   }
 
   std::string source_;
   const DeviceCatalog& devices_;
+  RuleFileKind kind_;
   std::map<std::string, uint32_t> first_line_;
   std::vector<std::string> errors_;
 };
@@ -595,10 +629,48 @@ std::optional<std::string> check_precondition_rule_id(std::string_view id) {
   return std::nullopt;
 }
 
+core::Expected<PreconditionRule, std::string> resolve_rule(const PreconditionRuleSpec& spec,
+                                                           const DeviceCatalog& devices) {
+  const std::string where = "precondition " + spec.id;
+  auto failure = [&](std::string_view key, std::string_view problem) {
+    return core::Unexpected(fmt::format("{}.{}: {}", where, key, problem));
+  };
+  if (auto problem = check_precondition_rule_id(spec.id))
+    return core::Unexpected(fmt::format("{}: {}", where, *problem));
+  PreconditionRule rule;
+  rule.id = spec.id;
+  auto when = parse_condition(spec.when, devices);
+  if (!when) return failure("when", when.error().text());
+  if (auto problem = when_problem(*when)) return failure("when", problem->problem);
+  rule.when = std::move(*when);
+  if (auto problem = requires_size_problem(spec.required.size())) return failure("requires", problem->problem);
+  for (size_t i = 0; i < spec.required.size(); ++i) {
+    const std::string key = fmt::format("requires[{}]", i + 1);
+    auto requirement = parse_condition(spec.required[i], devices);
+    if (!requirement) return failure(key, requirement.error().text());
+    if (auto problem = requirement_problem(rule, *requirement)) return failure(key, problem->problem);
+    rule.preconditions.push_back(std::move(*requirement));
+  }
+  return rule;
+}
+
 core::Expected<std::vector<PreconditionRule>, std::string> parse_precondition_rules(std::string_view text,
                                                                                     const std::string& source,
                                                                                     const DeviceCatalog& devices) {
-  return RuleFileParser(source, devices).parse(text);
+  auto read = RuleFileParser(source, devices, RuleFileKind::rules).parse(text);
+  if (!read) return core::Unexpected(read.error());
+  std::vector<PreconditionRule> rules;
+  for (auto& one : *read) rules.push_back(std::move(one.rule));
+  return rules;
+}
+
+core::Expected<std::vector<PreconditionRuleSpec>, std::string> parse_precondition_rule_specs(
+    std::string_view text, const std::string& source, const DeviceCatalog& devices, RuleFileKind kind) {
+  auto read = RuleFileParser(source, devices, kind).parse(text);
+  if (!read) return core::Unexpected(read.error());
+  std::vector<PreconditionRuleSpec> specs;
+  for (auto& one : *read) specs.push_back(std::move(one.spec));
+  return specs;
 }
 
 }  // namespace mesh::routine

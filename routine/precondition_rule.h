@@ -111,6 +111,31 @@ core::Expected<AttributeCondition, std::string> command_condition(const DeviceSp
 // Empty if `id` is a valid rule id, else what is wrong with it.
 std::optional<std::string> check_precondition_rule_id(std::string_view id);
 
+// A rule as its writer gave it: the id and the conditions' text. The
+// catalog keeps, replicates and persists rules in this form and resolves
+// them against its devices whenever those change (resolve_rule), so a rule
+// outlives a device it names: it stays defined and the catalog says why it
+// cannot apply, as it does for a routine. Text, not the parsed form, is what
+// travels, so the condition grammar alone defines a rule on every node.
+struct PreconditionRuleSpec {
+  std::string id;
+  std::string when;
+  std::vector<std::string> required;  // the `requires` list
+
+  friend bool operator==(const PreconditionRuleSpec&, const PreconditionRuleSpec&) = default;
+};
+
+// The rule `spec` states, checked against `devices` as a rule of a rules
+// file is (below). The error names the rule and the key, e.g.
+// "precondition fire_safe.requires[2]: column 1: no device outlet_9 ...".
+core::Expected<PreconditionRule, std::string> resolve_rule(const PreconditionRuleSpec& spec,
+                                                           const DeviceCatalog& devices);
+
+// Which file the [[precondition]] tables are read from: a rules file holds
+// nothing else; a catalog file (agent/catalog_file.h) also holds [[device]]
+// and [[routine]] tables, which its own parser reads and checks.
+enum class RuleFileKind { rules, catalog };
+
 // Parses and checks a rules file against `devices`. The error lists every
 // problem, one per line, as "SOURCE:LINE: precondition ID.KEY: problem.
 // Fix: ...": TOML syntax, a table other than [[precondition]], an unknown
@@ -123,5 +148,10 @@ std::optional<std::string> check_precondition_rule_id(std::string_view id);
 core::Expected<std::vector<PreconditionRule>, std::string> parse_precondition_rules(std::string_view text,
                                                                                     const std::string& source,
                                                                                     const DeviceCatalog& devices);
+// The same, giving each rule as written: what a catalog keeps. `kind`
+// catalog ignores the tables other than [[precondition]]; the file must
+// still be ASCII throughout (first_non_ascii_line in the .cc says why).
+core::Expected<std::vector<PreconditionRuleSpec>, std::string> parse_precondition_rule_specs(
+    std::string_view text, const std::string& source, const DeviceCatalog& devices, RuleFileKind kind);
 
 }  // namespace mesh::routine

@@ -30,10 +30,10 @@ TEST(CatalogFile, ParsesDevices) {
 
 TEST(CatalogFile, EveryProblemNamesFileLineAndKey) {
   const auto file = parse_catalog(
-      "[[device]]\nid = \"A b\"\nkind = \"plug\"\nlocation = [1, 2, 0]\ndriver = \"kasa://x\"\n"  // 1-5
+      "[[device]]\nid = \"A b\"\nkind = \"plug\"\nlocation = [1, 2, 0]\ndriver = \"kasa://x\"\n"        // 1-5
       "[[device]]\nid = \"c\"\nkind = \"toaster\"\nlocation = [1, 2]\ndriver = \"nope\"\ncolour = 3\n"  // 6-11
-      "[[device]]\nid = \"d\"\nkind = \"plug\"\nlocation = [1, 2, 0]\ndriver = \"kasa://d\"\n"  // 12-16
-      "[[device]]\nid = \"d\"\nkind = \"switch\"\nlocation = [1, 2, 0]\ndriver = \"kasa://e\"\n"  // 17-21
+      "[[device]]\nid = \"d\"\nkind = \"plug\"\nlocation = [1, 2, 0]\ndriver = \"kasa://d\"\n"          // 12-16
+      "[[device]]\nid = \"d\"\nkind = \"switch\"\nlocation = [1, 2, 0]\ndriver = \"kasa://e\"\n"        // 17-21
       "[other]\n",
       "c.toml");
   ASSERT_FALSE(file);
@@ -63,30 +63,31 @@ TEST(CatalogFile, LoadNamesAMissingFile) {
   ASSERT_TRUE(example) << example.error();
   EXPECT_EQ(example->devices.size(), 3u);
   EXPECT_EQ(example->routines.size(), 3u);
+  EXPECT_EQ(example->preconditions.size(), 1u);
 }
 
 constexpr std::string_view kDevices =
-    "[[device]]\nid = \"hall_light\"\nkind = \"dimmer\"\nlocation = [1, 2, 0]\ndriver = \"kasa://a\"\n"      // 1-5
+    "[[device]]\nid = \"hall_light\"\nkind = \"dimmer\"\nlocation = [1, 2, 0]\ndriver = \"kasa://a\"\n"           // 1-5
     "[[device]]\nid = \"hall_motion\"\nkind = \"motion_sensor\"\nlocation = [1, 2, 0]\ndriver = \"kasa://b\"\n";  // 6-10
 
 TEST(CatalogFile, ParsesRoutines) {
   const auto file = parse_catalog(std::string(kDevices) +
-                                      "[[routine]]\n"                                             // 11
-                                      "id = \"night_hall\"\n"                                     // 12
-                                      "trigger = \"hall_motion.motion == on\"\n"                  // 13
-                                      "window = \"22:00-06:00\"\n"                                // 14
-                                      "days = [\"mon..thu\", \"sun\"]\n"                          // 15
-                                      "min_retrigger_s = 30\n"                                    // 16
-                                      "lock = \"sla\"\n"                                          // 17
-                                      "uses = [\"pump\"]\n"                                       // 18
-                                      "[[routine.command]]\n"                                     // 19
-                                      "device = \"hall_light\"\n"                                 // 20
-                                      "set = { power = \"on\", brightness = 30 }\n"               // 21
-                                      "duration_s = 300\n"                                        // 22
-                                      "[[routine.command]]\n"                                     // 23
-                                      "device = \"hall_light\"\n"                                 // 24
-                                      "set = { power = false }\n"                                 // 25
-                                      "must = false\n"                                            // 26
+                                      "[[routine]]\n"                                // 11
+                                      "id = \"night_hall\"\n"                        // 12
+                                      "trigger = \"hall_motion.motion == on\"\n"     // 13
+                                      "window = \"22:00-06:00\"\n"                   // 14
+                                      "days = [\"mon..thu\", \"sun\"]\n"             // 15
+                                      "min_retrigger_s = 30\n"                       // 16
+                                      "lock = \"sla\"\n"                             // 17
+                                      "uses = [\"pump\"]\n"                          // 18
+                                      "[[routine.command]]\n"                        // 19
+                                      "device = \"hall_light\"\n"                    // 20
+                                      "set = { power = \"on\", brightness = 30 }\n"  // 21
+                                      "duration_s = 300\n"                           // 22
+                                      "[[routine.command]]\n"                        // 23
+                                      "device = \"hall_light\"\n"                    // 24
+                                      "set = { power = false }\n"                    // 25
+                                      "must = false\n"                               // 26
                                       "[[routine]]\nid = \"all_off\"\ntrigger = \"manual\"\nenabled = false\n"
                                       "[[routine.command]]\ndevice = \"hall_light\"\nset = { brightness = \"0\" }\n",
                                   "r.toml");
@@ -115,35 +116,36 @@ TEST(CatalogFile, ParsesRoutines) {
 }
 
 TEST(CatalogFile, EveryRoutineProblemNamesFileLineAndKey) {
-  const auto file = parse_catalog(std::string(kDevices) +
-                                      "[[routine]]\n"                                             // 11
-                                      "id = \"a\"\n"                                              // 12
-                                      "trigger = \"hall_motion.motion == on and hall_lite.power == on\"\n"  // 13
-                                      "window = \"22:00\"\n"                                      // 14
-                                      "days = [\"someday\"]\n"                                    // 15
-                                      "lock = \"fast\"\n"                                         // 16
-                                      "colour = 1\n"                                              // 17
-                                      "min_retrigger_s = -1\n"                                    // 18
-                                      "[[routine.command]]\n"                                     // 19
-                                      "device = \"hall_light\"\n"                                 // 20
-                                      "set = { brightness = 150, hue = 3 }\n"                     // 21
-                                      "duration_s = 0\n"                                          // 22
-                                      "[[routine.command]]\n"                                     // 23
-                                      "device = \"garden\"\n"                                     // 24
-                                      "set = { power = \"on\" }\n"                                // 25
-                                      "[[routine]]\n"                                             // 26
-                                      "id = \"b\"\n"                                              // 27
-                                      "trigger = \"hall_motion.motion > 3\"\n"                    // 28
-                                      "[[routine]]\n"                                             // 29
-                                      "id = \"c\"\n"                                              // 30
-                                      "trigger = \"manual\"\n"                                    // 31
-                                      "window = \"08:00-09:00\"\n"                                // 32
-                                      "[[routine.command]]\ndevice = \"hall_light\"\nset = { power = \"on\" }\n"  // 33-35
-                                      "[[routine]]\nid = \"d\"\ntrigger = \"manual\"\n"                 // 36-38
-                                      "[[routine.command]]\ndevice = \"hall_light\"\nset = { power = \"on\" }\n"  // 39-41
-                                      "[[routine]]\nid = \"d\"\ntrigger = \"manual\"\n"                 // 42-44
-                                      "[[routine.command]]\ndevice = \"hall_light\"\nset = { power = \"on\" }\n",  // 45-47
-                                  "r.toml");
+  const auto file =
+      parse_catalog(std::string(kDevices) +
+                        "[[routine]]\n"                                                              // 11
+                        "id = \"a\"\n"                                                               // 12
+                        "trigger = \"hall_motion.motion == on and hall_lite.power == on\"\n"         // 13
+                        "window = \"22:00\"\n"                                                       // 14
+                        "days = [\"someday\"]\n"                                                     // 15
+                        "lock = \"fast\"\n"                                                          // 16
+                        "colour = 1\n"                                                               // 17
+                        "min_retrigger_s = -1\n"                                                     // 18
+                        "[[routine.command]]\n"                                                      // 19
+                        "device = \"hall_light\"\n"                                                  // 20
+                        "set = { brightness = 150, hue = 3 }\n"                                      // 21
+                        "duration_s = 0\n"                                                           // 22
+                        "[[routine.command]]\n"                                                      // 23
+                        "device = \"garden\"\n"                                                      // 24
+                        "set = { power = \"on\" }\n"                                                 // 25
+                        "[[routine]]\n"                                                              // 26
+                        "id = \"b\"\n"                                                               // 27
+                        "trigger = \"hall_motion.motion > 3\"\n"                                     // 28
+                        "[[routine]]\n"                                                              // 29
+                        "id = \"c\"\n"                                                               // 30
+                        "trigger = \"manual\"\n"                                                     // 31
+                        "window = \"08:00-09:00\"\n"                                                 // 32
+                        "[[routine.command]]\ndevice = \"hall_light\"\nset = { power = \"on\" }\n"   // 33-35
+                        "[[routine]]\nid = \"d\"\ntrigger = \"manual\"\n"                            // 36-38
+                        "[[routine.command]]\ndevice = \"hall_light\"\nset = { power = \"on\" }\n"   // 39-41
+                        "[[routine]]\nid = \"d\"\ntrigger = \"manual\"\n"                            // 42-44
+                        "[[routine.command]]\ndevice = \"hall_light\"\nset = { power = \"on\" }\n",  // 45-47
+                    "r.toml");
   ASSERT_FALSE(file);
   const std::string& e = file.error();
   EXPECT_THAT(e, HasSubstr("r.toml:13: routine a.trigger: trigger:1:30: no device hall_lite in the catalog. Fix: use "
@@ -184,6 +186,56 @@ TEST(CatalogFile, RoutinesMayUseTheMeshsDevicesWhenGiven) {
   EXPECT_THAT(parse_catalog(text, "add.toml", &mesh).error(),
               HasSubstr("add.toml:5: routine r.command[1].device: no device lamp in the catalog. Fix: use a device of "
                         "the mesh's catalog (meshctl devices lists them), or add it first with meshctl device add."));
+}
+
+// [[precondition]] tables are read by the rules file's parser, against the
+// file's devices and, for meshctl precondition add, the mesh's.
+TEST(CatalogFile, ParsesPreconditionRulesAsWritten) {
+  const std::string devices =
+      "[[device]]\nid = \"sprinkler\"\nkind = \"switch\"\nlocation = [0, 0, 0]\ndriver = \"kasa://s\"\n"  // 1-5
+      "[[device]]\nid = \"outlet_1\"\nkind = \"plug\"\nlocation = [0, 0, 0]\ndriver = \"kasa://o\"\n";    // 6-10
+  const auto file = parse_catalog(devices +
+                                      "[[precondition]]\nid = \"fire_safe\"\nwhen = \"sprinkler.power == on\"\n"
+                                      "requires = [\"outlet_1.power==off\"]\n",
+                                  "c.toml");
+  ASSERT_TRUE(file) << file.error();
+  ASSERT_EQ(file->preconditions.size(), 1u);
+  EXPECT_EQ(file->preconditions[0],
+            (routine::PreconditionRuleSpec{"fire_safe", "sprinkler.power == on", {"outlet_1.power==off"}}));
+  EXPECT_EQ(file->devices.size(), 2u);
+
+  const auto bad = parse_catalog(devices +
+                                     "[[precondition]]\nid = \"fire_safe\"\nwhen = \"sprinkler.power == on\"\n"
+                                     "requires = [\"outlet_9.power == off\"]\n"  // 11-14
+                                     "[[precondition]]\nid = \"fire_safe\"\nwhen = \"outlet_1.power == on\"\n"
+                                     "requires = [\"sprinkler.power == off\"]\n"  // 15-18
+                                     "[[precondition]]\nid = \"again\"\nwhen = \"sprinkler.power == on\"\n"
+                                     "requires = [\"sprinkler.power == off\"]\n",  // 19-22
+                                 "c.toml");
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error(), HasSubstr("c.toml:14: precondition fire_safe.requires[1]: column 1: no device outlet_9 in "
+                                     "the catalog. Fix: use a device of the catalog"));
+  EXPECT_THAT(bad.error(), HasSubstr("c.toml:22: precondition again.requires[1]: sprinkler.power is the attribute "
+                                     "`when` constrains"));
+  // The first fire_safe was refused, so the second is not a duplicate.
+  EXPECT_THAT(bad.error(), ::testing::Not(HasSubstr("defined twice")));
+
+  const std::string add =
+      "[[precondition]]\nid = \"r\"\nwhen = \"door.contact == off\"\nrequires = [\"lamp.power == on\"]\n";
+  EXPECT_THAT(parse_catalog(add, "add.toml").error(),
+              HasSubstr("add.toml:3: precondition r.when: column 1: no device door"));
+  routine::DeviceCatalog mesh;
+  mesh["door"] = {"door", routine::DeviceKind::lock, {}, "", "", "kasa://d"};
+  mesh["lamp"] = {"lamp", routine::DeviceKind::plug, {}, "", "", "kasa://l"};
+  EXPECT_THAT(parse_catalog(add, "add.toml", &mesh).error(),
+              HasSubstr("add.toml:3: precondition r.when: column 6: device door"));
+  const std::string add_lock =
+      "[[precondition]]\nid = \"r\"\nwhen = \"door.locked == false\"\nrequires = [\"lamp.power == on\"]\n";
+  const auto with_mesh = parse_catalog(add_lock, "add.toml", &mesh);
+  ASSERT_TRUE(with_mesh) << with_mesh.error();
+  EXPECT_EQ(with_mesh->preconditions.size(), 1u);
+  EXPECT_THAT(parse_catalog("[preconditions]\n", "c.toml").error(),
+              HasSubstr("a catalog holds [[device]], [[routine]] and [[precondition]] tables only"));
 }
 
 }  // namespace

@@ -4,13 +4,17 @@
 // parser (with and without devices) and to the rules-file parser. An
 // accepted condition must hold some value; accepted rules are then run
 // through PEG generation and command deduction from each rule's `when`,
-// and every command deduced must satisfy its vertex.
+// and every command deduced must satisfy its vertex. The bytes are also
+// decoded as a catalog's rule message (routine/precondition_codec.h): what
+// decodes re-encodes to the same rule and resolves against the devices or
+// says why not.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
 #include "routine/command_deduction.h"
+#include "routine/precondition_codec.h"
 #include "routine/precondition_graph.h"
 #include "routine/precondition_rule.h"
 
@@ -51,10 +55,29 @@ void check_condition(const mesh::core::Expected<AttributeCondition, ConditionErr
   }
 }
 
+void check_rule_message(std::string_view bytes) {
+  mesh::proto::PreconditionRuleMsg msg;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !msg.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return;
+  }
+  const auto spec = from_proto(msg);
+  if (!spec) {
+    if (spec.error().empty()) std::abort();
+    return;
+  }
+  const auto again = from_proto(to_proto(*spec));
+  if (!again || !(*again == *spec)) std::abort();
+  const auto rule = resolve_rule(*spec, catalog());
+  if (!rule && rule.error().empty()) std::abort();
+  if (rule && (rule->id != spec->id || rule->preconditions.size() != spec->required.size())) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  check_rule_message(text);
   check_condition(parse_condition(text));
   check_condition(parse_condition(text, catalog()));
   const auto rules = parse_precondition_rules(text, "fuzz-rules.toml", catalog());
