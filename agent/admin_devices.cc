@@ -9,6 +9,7 @@
 #include "agent/admin_response.h"
 #include "core/log.h"
 #include "routine/device_codec.h"
+#include "routine/routine_combo.h"
 
 namespace mesh::agent {
 namespace {
@@ -155,6 +156,21 @@ void AdminDevices::set(const proto::DeviceSetRequest& request, Reply reply) {
   if (auto problem = routine::check_command(*spec, values)) {
     refused(*problem);
     return;
+  }
+  // An ad hoc command has no routine group to record a combo in, so it
+  // does not run precondition commands; sent as written it could break a
+  // rule, so it goes only when the operator says so.
+  if (!request.ignore_preconditions()) {
+    if (auto rules = routine::rules_for(node_.catalog(), *spec, values); !rules || !rules->empty()) {
+      refused(rules ? fmt::format("precondition rules apply to this command ({}): meshctl plan device set {} shows "
+                                  "what they need; a routine runs their precondition commands first, or "
+                                  "--ignore-preconditions sends it as written",
+                                  fmt::join(*rules, ", "), request.id())
+                    : fmt::format("the precondition rules cannot be applied to this command: {} "
+                                  "(--ignore-preconditions sends it as written)",
+                                  rules.error()));
+      return;
+    }
   }
   const routine::DeviceKind kind = spec->kind;
   node_.devices().command(

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "agent/admin_response.h"
+#include "routine/routine_combo.h"
 #include "routine/routine_model.h"
 
 namespace mesh::agent {
@@ -78,7 +79,21 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
           } else {
             row.set_leader(read.leader.to_string());
           }
-          for (const auto& invocation : read.invocations) *row.add_invocations() = invocation;
+          for (const auto& invocation : read.invocations) {
+            *row.add_invocations() = invocation;
+            if (!invocation.has_plan() || invocation.plan().commands().empty()) continue;
+            auto& combo = *row.add_combos();
+            combo.set_seq(invocation.seq());
+            for (const auto& command : routine::expand(*spec, routine::from_proto(invocation.plan()))) {
+              std::string text = describe_command(command.command, now);
+              if (command.serves) {
+                text += fmt::format(" (precondition of routine command {}, {}: {})", *command.serves + 1,
+                                    describe_command(spec->commands[*command.serves], now),
+                                    fmt::join(command.rules, ", "));
+              }
+              combo.add_commands(std::move(text));
+            }
+          }
           row.set_omitted_invocations(read.omitted);
         }
         reply(std::move(response));

@@ -1402,6 +1402,13 @@ const std::vector<SectionSpec>& Parser::sections() {
                       [](C& c, const std::string& v) {
                         c.node.routines.leaders.visibility = *routine::parse_visibility(v);
                       }),
+           choice_key("precondition_value", {"closest_to_current", "lowest", "highest", "midpoint"},
+                      "set precondition_value to how a precondition command picks a value inside a range: "
+                      "\"closest_to_current\" (least change: the default), \"lowest\", \"highest\" or "
+                      "\"midpoint\"",
+                      [](C& c, const std::string& v) {
+                        c.node.routines.leaders.deduction.interval = *routine::parse_interval_choice(v);
+                      }),
            choice_key("lock_strategy", {"sla", "ola"},
                       "set lock_strategy to \"sla\" (one device lock at a time in increasing device id: "
                       "deadlock-free, the default) or \"ola\" (all at once, retried after a backoff)",

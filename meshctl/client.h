@@ -47,6 +47,7 @@ struct CommandLine {
   bool replace = false;                   // device add, routine add
   bool wait = false;                      // routine run
   std::optional<std::string> command_id;  // device set
+  bool ignore_preconditions = false;      // device set
   std::vector<std::string> words;   // the command and its positional arguments
   std::optional<size_t> dash_dash;  // index in words of the first word after "--"
 };

@@ -29,13 +29,18 @@ constexpr std::string_view kHelp = R"(    devices
         One device, as devices prints it, with every field.
 
     device set ID ATTR=VALUE... [--timeout S] [--id COMMAND_ID]
+               [--ignore-preconditions]
         Runs a command: any agent accepts it, the device's leader actuates
         it through the driver and records the outcome, which is printed.
         Values follow the device's schema: power=on|off, brightness=0..100,
         color_temp=2500..9000, locked=true|false, target=5..35. A command
         is actuated at most once, even across a leader's crash; reusing a
         COMMAND_ID (--id) makes a retry of an unanswered command safe.
-        The exit status tells the outcome (see EXIT STATUS).
+        The exit status tells the outcome (see EXIT STATUS). A command
+        that precondition rules apply to is refused (exit 3), naming the
+        rules: a routine runs its precondition commands first, an ad hoc
+        command does not; `plan device set` shows what it would need.
+        --ignore-preconditions sends it as written anyway.
 
     device watch [ID...]
         Prints one line per change of the given devices (all, without
@@ -163,6 +168,7 @@ int set_device(AgentConnection& connection, const CommandLine& line) {
   for (size_t i = 3; i < line.words.size(); ++i) set.add_assignments(line.words[i]);
   set.set_timeout_ms(agent_timeout_ms(line));
   if (line.command_id) set.set_command_id(*line.command_id);
+  set.set_ignore_preconditions(line.ignore_preconditions);
   auto response = connection.call(request, answer_wait_s(line));
   if (!response) return no_agent(connection, response.error());
   if (!response->error().empty()) return agent_error(response->error());

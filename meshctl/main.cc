@@ -96,6 +96,10 @@ OPTIONS
         routine run: wait for the invocation to end and exit with its
         outcome (default wait: the agent's routines.run_timeout_ms, 60 s).
 
+    --ignore-preconditions
+        device set: send the command even though precondition rules apply
+        to it; their precondition commands are not run.
+
     -h, --help
         Prints this text.
 
@@ -254,6 +258,10 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
       line.wait = true;
       continue;
     }
+    if (arg == "--ignore-preconditions") {
+      line.ignore_preconditions = true;
+      continue;
+    }
     // Options with a value: "--name VALUE" or "--name=VALUE".
     std::string_view name = arg;
     std::optional<std::string_view> value;
@@ -326,6 +334,9 @@ int run(int argc, char** argv) {
   }
   if (line.command_id && (command != "device" || sub != "set")) return usage_error("--id applies to device set only");
   if (line.wait && (command != "routine" || sub != "run")) return usage_error("--wait applies to routine run only");
+  if (line.ignore_preconditions && (command != "device" || sub != "set")) {
+    return usage_error("--ignore-preconditions applies to device set only");
+  }
   const Verb* verb = find_verb(command);
   if (verb == nullptr) return usage_error(fmt::format("unknown command '{}' ({})", command, verb_list()));
   AgentConnection connection(line.socket);

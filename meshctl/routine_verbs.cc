@@ -229,9 +229,15 @@ void print_invocation(const proto::InvocationMsg& i, const proto::RoutineRow& r)
   }
   if (!i.stop_reason().empty()) std::cout << fmt::format("  stopped: {}\n", i.stop_reason());
   if (!i.abort_reason().empty()) std::cout << fmt::format("  aborted: {}\n", i.abort_reason());
-  const auto what = [&r](uint32_t index) {
-    return static_cast<int>(index) < r.commands_size() ? r.commands(static_cast<int>(index))
-                                                       : fmt::format("command {}", index + 1);
+  // An invocation that ran precondition commands numbers them too.
+  const proto::ComboCommands* combo = nullptr;
+  for (const auto& c : r.combos()) {
+    if (c.seq() == i.seq()) combo = &c;
+  }
+  const auto& texts = combo != nullptr ? combo->commands() : r.commands();
+  const auto what = [&texts](uint32_t index) {
+    return static_cast<int>(index) < texts.size() ? texts[static_cast<int>(index)]
+                                                  : fmt::format("command {}", index + 1);
   };
   for (const auto& command : i.commands()) {
     std::cout << fmt::format("  {}. {}: {}{}\n", command.index() + 1, what(command.index()),

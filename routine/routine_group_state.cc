@@ -67,6 +67,7 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     undo.set_status(result.status);
     undo.set_detail(result.detail);
   }
+  if (invocation.plan) *msg.mutable_plan() = to_proto(*invocation.plan);
   msg.set_triggered_at_us(invocation.triggered_at_us);
   msg.set_locked_at_us(invocation.locked_at_us);
   msg.set_releasing_at_us(invocation.releasing_at_us);
@@ -100,6 +101,7 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
     result.status = undo.status();
     result.detail = undo.detail();
   }
+  if (msg.has_plan()) invocation.plan = from_proto(msg.plan());
   invocation.triggered_at_us = msg.triggered_at_us();
   invocation.locked_at_us = msg.locked_at_us();
   invocation.releasing_at_us = msg.releasing_at_us();
@@ -219,6 +221,19 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       result->second.detail = command.detail();
       result->second.done_at_us = step.at_us();
       result->second.state_before = from_proto(command.state_before());
+      return;
+    }
+    case proto::InvocationStep::kPlan: {
+      // Once, before any command: every later index counts its commands.
+      if (invocation.phase != proto::PHASE_EXECUTING || invocation.plan || !invocation.commands.empty() ||
+          !invocation.abort_reason.empty()) {
+        return;
+      }
+      auto plan = from_proto(step.plan());
+      for (size_t i = 1; i < plan.size(); ++i) {
+        if (plan[i].before < plan[i - 1].before) return;  // not a plan this code wrote
+      }
+      invocation.plan = std::move(plan);
       return;
     }
     case proto::InvocationStep::kAbort:

@@ -11,6 +11,7 @@
 #include "kgroup/client_state_machine.h"
 #include "proto/invocation.pb.h"
 #include "routine/device_model.h"
+#include "routine/routine_combo.h"
 
 namespace mesh::routine {
 
@@ -38,7 +39,10 @@ namespace mesh::routine {
 //    `abort` with the reason): no later command of it is sent, and the
 //    commands that ran are undone newest first, each undo's outcome
 //    committed (`undo`) before the next, so a new leader resumes the
-//    rollback where it stood and never undoes a command twice.
+//    rollback where it stood and never undoes a command twice;
+//  - an invocation whose routine has precondition rules commits its plan
+//    (the precondition commands, deduced once its locks are held) before
+//    its first command, so every leader runs the same combo.
 //
 // Steps apply only if they move an invocation forward (a repeated or
 // late step changes nothing), so a deposed leader's stale write is harmless.
@@ -73,6 +77,9 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     std::map<uint32_t, CommandResult> commands;
     std::string abort_reason;  // non-empty: a must command failed; what ran is being undone
     std::map<uint32_t, CommandResult> undone;  // command index -> the outcome of undoing it
+    // Set once its precondition commands were deduced (APEX,
+    // routine/routine_combo.h); command indexes then count them too.
+    std::optional<std::vector<PreconditionCommand>> plan;
     int64_t triggered_at_us = 0;
     int64_t locked_at_us = 0;
     int64_t releasing_at_us = 0;

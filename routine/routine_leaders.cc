@@ -7,12 +7,16 @@
 #include "core/log.h"
 #include "routine/device_codec.h"
 #include "routine/fault_points.h"
+#include "routine/routine_combo.h"
 
 namespace mesh::routine {
 namespace {
 
 constexpr int64_t kMicrosPerMinute = 60'000'000;
 constexpr int64_t kMinutesPerDay = 24 * 60;
+// A plan is one committed step (kgroup's update bound is 700 bytes, with the
+// step's own fields) and travels in history answers.
+constexpr size_t kMaxPlanBytes = 480;
 
 // FNV-1a: stable across builds and machines, which std::hash is not.
 uint64_t fnv1a(std::string_view bytes) {
@@ -36,7 +40,15 @@ bool may_have_acted(proto::CommandStatus status) {
 
 // The command a rollback undoes next: the newest that may have acted and is
 // not undone yet.
+// A combo's rollback stops at the first command it could not undo: that
+// command may still hold, and the precondition commands before it are what
+// keeps its rules true.
 std::optional<uint32_t> next_to_undo(const RoutineGroupState::Invocation& invocation) {
+  if (invocation.plan && !invocation.plan->empty()) {
+    for (const auto& [index, result] : invocation.undone) {
+      if (!succeeded(result.status)) return std::nullopt;
+    }
+  }
   for (auto it = invocation.commands.rbegin(); it != invocation.commands.rend(); ++it) {
     if (may_have_acted(it->second.status) && invocation.undone.count(it->first) == 0) return it->first;
   }
@@ -59,6 +71,9 @@ std::string rollback_report(const RoutineGroupState::Invocation& invocation) {
   std::string report = invocation.abort_reason;
   report += restored.empty() ? "; nothing to undo" : fmt::format("; undone: command {}", fmt::join(restored, ", "));
   if (!not_restored.empty()) report += fmt::format("; not undone: {}", fmt::join(not_restored, "; "));
+  if (!not_restored.empty() && invocation.plan && !invocation.plan->empty()) {
+    report += "; the rollback stopped there, as undoing the commands before it could break a precondition rule";
+  }
   if (!invocation.stop_reason.empty()) report += fmt::format("; rollback stopped: {}", invocation.stop_reason);
   return report;
 }
@@ -349,12 +364,23 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
   const RoutineSpec* spec = spec_of(key);
   const bool definition_holds =
       spec != nullptr && (invocation.definition == 0 || invocation.definition == definition_digest(*spec));
-  // The devices the invocation locks (and releases at the end): none
-  // under WV, but any lock it recorded is still given back.
+  // The devices the invocation locks (and releases at the end): its
+  // commands' and, if precondition rules apply, their graphs' devices; none
+  // under WV unless rules apply; any lock it recorded is still given back.
+  std::optional<ComboReservation> reservation;
+  std::string no_reservation;
+  if (spec != nullptr) {
+    auto reserved = combo_devices(*spec, catalog_);
+    if (reserved) {
+      reservation = std::move(*reserved);
+      if (fault_points().skip_precondition_locks) reservation->devices = command_devices(*spec);
+    } else {
+      no_reservation = reserved.error();
+    }
+  }
   std::vector<std::string> devices;
-  if (spec != nullptr && options_.visibility != Visibility::wv) {
-    const auto wanted = command_devices(*spec);
-    devices.assign(wanted.begin(), wanted.end());
+  if (reservation && (options_.visibility != Visibility::wv || reservation->has_preconditions)) {
+    devices.assign(reservation->devices.begin(), reservation->devices.end());
   }
   for (const auto& [device, token] : invocation.locks) {
     if (std::find(devices.begin(), devices.end(), device) == devices.end()) devices.push_back(device);
@@ -367,6 +393,10 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         step(
             key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
             [this, key, seq](bool committed) { after_step(key, seq, committed); });
+        return;
+      }
+      if (!reservation) {
+        stop(key, seq, "its precondition rules cannot be applied: " + no_reservation);
         return;
       }
       const std::string holder = holder_name(routine_id(key), invocation);
@@ -418,15 +448,20 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         roll_back(key, invocation);
         return;
       }
+      if (!invocation.plan && invocation.commands.empty() && reservation && reservation->has_preconditions) {
+        plan_combo(key, seq, reservation->devices);
+        return;
+      }
+      const std::vector<ComboCommand> commands = expand(*spec, invocation.plan.value_or(std::vector<PreconditionCommand>{}));
       const auto next = static_cast<uint32_t>(invocation.commands.size());
       // A must command that did not succeed aborts the invocation (SafeHome
       // atomicity); a best-effort one is only reported.
       if (next > 0) {
         const auto& [index, result] = *invocation.commands.rbegin();
-        if (!succeeded(result.status) && index < spec->commands.size() && spec->commands[index].must &&
+        if (!succeeded(result.status) && index < commands.size() && commands[index].command.must &&
             !fault_points().ignore_must) {
           const std::string reason =
-              fmt::format("command {} ({}) failed: {}: {}", index + 1, spec->commands[index].device,
+              fmt::format("command {} ({}) failed: {}: {}", index + 1, commands[index].command.device,
                           proto::CommandStatus_Name(result.status), result.detail);
           step(
               key, seq, [&reason](proto::InvocationStep& s) { s.set_abort(reason); },
@@ -436,7 +471,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
       }
       // A command's duration keeps the locks that long after it ran.
       if (next > 0) {
-        const auto& previous = spec->commands[next - 1];
+        const auto& previous = commands[next - 1].command;
         const auto& result = invocation.commands.rbegin()->second;
         if (previous.duration && succeeded(result.status)) {
           const int64_t until =
@@ -449,7 +484,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
           }
         }
       }
-      if (next >= spec->commands.size()) {
+      if (next >= commands.size()) {
         step(
             key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
             [this, key, seq](bool committed) { after_step(key, seq, committed); });
@@ -470,7 +505,8 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         // Commands may have run only once every lock was held.
         end.set_outcome(invocation.locked_at_us == 0 ? proto::INVOCATION_ABORTED : proto::INVOCATION_FAILED);
         end.set_detail(fmt::format("stopped after {} of its {} commands: {}", invocation.commands.size(),
-                                   spec->commands.size(), invocation.stop_reason));
+                                   expand(*spec, invocation.plan.value_or(std::vector<PreconditionCommand>{})).size(),
+                                   invocation.stop_reason));
       } else if (!definition_holds && invocation.locked_at_us == 0) {
         end.set_outcome(proto::INVOCATION_ABORTED);
         end.set_detail("the routine's definition changed before it ran");
@@ -728,8 +764,11 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
   const RoutineSpec* spec = spec_of(key);
   const RoutineGroupState* st = state(key);
   const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
-  if (spec == nullptr || invocation == nullptr || index >= spec->commands.size()) return;
-  const RoutineCommand& command = spec->commands[index];
+  if (spec == nullptr || invocation == nullptr) return;
+  const std::vector<ComboCommand> commands =
+      expand(*spec, invocation->plan.value_or(std::vector<PreconditionCommand>{}));
+  if (index >= commands.size()) return;
+  const RoutineCommand& command = commands[index].command;
   const std::string routine = routine_id(key);
   proto::DeviceUpdate accept;
   auto& a = *accept.mutable_accept();
@@ -760,6 +799,96 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
                });
 }
 
+void RoutineLeaders::plan_combo(const SessionKey& key, uint64_t seq, const std::set<std::string>& devices) {
+  // One read per device group: its answer holds the state of each of its
+  // devices, as committed there (an ok command's outcome included).
+  struct Reading {
+    DeviceStates states;
+    size_t pending = 0;
+    std::string failure;
+  };
+  std::map<std::string, std::set<std::string>> by_group;
+  for (const auto& device : devices) by_group[selector_.device_group(device).to_string()].insert(device);
+  auto reading = std::make_shared<Reading>();
+  reading->pending = by_group.size();
+  proto::DeviceQuery query;
+  query.set_all_devices(true);
+  const std::string payload = query.SerializeAsString();
+  for (const auto& [target, wanted] : by_group) {
+    read_device(*wanted.begin(), payload,
+                [this, key, seq, target = target, wanted = wanted, reading, alive = alive_](const auto& read) {
+                  if (!*alive) return;
+                  const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                  if (!reply) {
+                    reading->failure = fmt::format("{}: {}", target, read ? "an unreadable answer" : read.error());
+                  } else {
+                    for (const auto& device : reply->devices()) {
+                      // A frozen record moved away: its state here is stale,
+                      // so the device counts as unknown (set, not held).
+                      if (wanted.count(device.device()) == 0 || !device.known() || !device.moved_to().empty()) continue;
+                      reading->states[device.device()] = from_proto(device.attributes());
+                    }
+                  }
+                  if (--reading->pending > 0) return;
+                  if (!reading->failure.empty()) {
+                    core::log("routine").debug("routine {} invocation {}: reading its devices' states failed ({}); "
+                                               "trying again",
+                                               routine_id(key), seq, reading->failure);
+                    idle(key, seq, options_.poll_interval);
+                    return;
+                  }
+                  commit_plan(key, seq, reading->states);
+                });
+  }
+}
+
+void RoutineLeaders::commit_plan(const SessionKey& key, uint64_t seq, const DeviceStates& states) {
+  const RoutineSpec* spec = spec_of(key);
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  if (spec == nullptr || invocation == nullptr || invocation->plan) {
+    idle(key, seq);
+    return;
+  }
+  auto plan = plan_preconditions(*spec, catalog_, states, options_.deduction);
+  std::string reason;
+  if (!plan) {
+    reason = "its preconditions cannot be met: " + plan.error();
+  } else if (const size_t bytes = to_proto(*plan).ByteSizeLong(); bytes > kMaxPlanBytes) {
+    reason = fmt::format("its {} precondition commands take {} bytes, more than one committed step carries ({})",
+                         plan->size(), bytes, kMaxPlanBytes);
+  } else if (!fault_points().skip_precondition_locks) {
+    for (const auto& command : *plan) {
+      if (invocation->locks.count(command.device) == 0) {
+        reason = fmt::format(
+            "a precondition command sets {}, which it did not lock: the precondition rules changed while it took "
+            "its locks; run it again",
+            command.device);
+        break;
+      }
+    }
+  }
+  if (!reason.empty()) {
+    core::log("routine").warn("routine {} invocation {} aborts: {}", routine_id(key), seq, reason);
+    step(
+        key, seq, [&reason](proto::InvocationStep& s) { s.set_abort(reason); },
+        [this, key, seq](bool committed) { after_step(key, seq, committed); });
+    return;
+  }
+  std::vector<std::string> described;
+  for (const auto& command : *plan) {
+    const DeviceSpec* device = catalog_.find(command.device);
+    described.push_back(fmt::format("{} {} before command {} ({})", command.device,
+                                    device ? format_attributes(device->kind, command.values) : "?", command.before + 1,
+                                    fmt::join(command.rules, ", ")));
+  }
+  core::log("routine").info("routine {} invocation {}: {} precondition command(s){}{}", routine_id(key), seq,
+                            plan->size(), described.empty() ? "" : ": ", fmt::join(described, "; "));
+  step(
+      key, seq, [&plan](proto::InvocationStep& s) { *s.mutable_plan() = to_proto(*plan); },
+      [this, key, seq](bool committed) { after_step(key, seq, committed); });
+}
+
 void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::Invocation& invocation) {
   const uint64_t seq = invocation.seq;
   const auto index = next_to_undo(invocation);
@@ -788,20 +917,22 @@ void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::I
 void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
                                   core::TimePoint deadline) {
   const RoutineSpec* spec = spec_of(key);
-  if (spec == nullptr || index >= spec->commands.size()) {
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  if (spec == nullptr || invocation == nullptr) {
     idle(key, seq);
     return;
   }
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
-  if (invocation == nullptr) {
+  const std::vector<ComboCommand> commands =
+      expand(*spec, invocation->plan.value_or(std::vector<PreconditionCommand>{}));
+  if (index >= commands.size()) {
     idle(key, seq);
     return;
   }
   proto::DeviceQuery query;
   query.set_command_id(undo ? undo_command_id(routine_id(key), *invocation, index)
                             : command_id(routine_id(key), *invocation, index));
-  read_device(spec->commands[index].device, query.SerializeAsString(),
+  read_device(commands[index].command.device, query.SerializeAsString(),
               [this, key, seq, index, undo, deadline, alive = alive_](const auto& read) {
                 if (!*alive) return;
                 const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;

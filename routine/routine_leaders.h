@@ -17,6 +17,7 @@
 #include "kgroup/group_selector.h"
 #include "mutex/camera.h"
 #include "routine/catalog.h"
+#include "routine/command_deduction.h"
 #include "routine/device_watcher.h"
 #include "routine/routine_group_state.h"
 #include "routine/routine_messages.h"
@@ -31,6 +32,9 @@ struct RoutineLeaderOptions {
   Visibility visibility = Visibility::psv;
   // The mesh's lock strategy; a routine may override it (`lock = "ola"`).
   LockStrategy strategy = LockStrategy::sla;
+  // How a precondition command's value is chosen inside an interval
+  // (routine/command_deduction.h); the same on every node.
+  DeductionPolicy deduction;
   // How often this node looks for routine groups it started or stopped leading.
   core::Duration scan_interval = std::chrono::milliseconds(200);
   // While waiting for a lock or a command's outcome, ask its device group
@@ -79,6 +83,15 @@ struct RoutineLeaderOptions {
 //    is committed here (LockHeld, with its fencing token) before the next
 //    step. Under WV no device is locked: the invocation goes on to
 //    EXECUTING once it holds its resources.
+//  - Preconditions (APEX, routine/routine_combo.h): when precondition
+//    rules apply to its commands, the invocation also locks every device of
+//    their precondition graphs (under every visibility model: the rules'
+//    consistency needs it), and once every lock is held it reads those
+//    devices' states, deduces the precondition commands and commits them
+//    (`plan`) before its first command. They run as must commands, each
+//    before the routine command it serves, and a rollback undoes them too;
+//    a rollback of a combo stops at the first command it cannot undo, as
+//    undoing the preconditions under it could break a rule.
 //  - EXECUTING: commands in order, each a CommandAccept at its device group
 //    with id ROUTINE#SEQ#INDEX and the lock's token (no holder and no token
 //    under WV: the device group runs it unless a lock is held), then its outcome read
@@ -189,6 +202,11 @@ class RoutineLeaders {
   // that restores what it changed (its recorded state_before), and then
   // polls its outcome, which is committed as a command or undo step.
   void execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo);
+  // Reads the states of `devices` (every lock held), deduces the
+  // invocation's precondition commands and commits them as its plan, or
+  // aborts it with the reason no plan can be made.
+  void plan_combo(const SessionKey& key, uint64_t seq, const std::set<std::string>& devices);
+  void commit_plan(const SessionKey& key, uint64_t seq, const DeviceStates& states);
   void poll_command(const SessionKey& key, uint64_t seq, uint32_t index, bool undo, core::TimePoint deadline);
   // An aborted invocation's next rollback step: undo the newest command
   // that may have acted, or, when none is left, go on to release.

@@ -37,7 +37,7 @@ routine::DeviceSpec spec(const std::string& id, routine::DeviceKind kind) {
 
 class AdminDevicesTest : public ::testing::Test {
  protected:
-  AdminDevicesTest()
+  explicit AdminDevicesTest(std::vector<routine::PreconditionRuleSpec> rules = {})
       : graph_(env_),
         lamp_(spec("lamp", routine::DeviceKind::plug), {{"power", false}}),
         hall_(spec("hall", routine::DeviceKind::dimmer), {{"power", false}, {"brightness", 50.0}}) {
@@ -51,6 +51,12 @@ class AdminDevicesTest : public ::testing::Test {
       config.kgroup.selection.k = 2;
       config.devices.service.ensure_quiet = seconds(1);
       config.devices.service.ensure_interval = milliseconds(500);
+      if (!rules.empty()) {
+        // Rules need their devices in the file's catalog too.
+        config.devices.catalog = {spec("lamp", routine::DeviceKind::plug), spec("hall", routine::DeviceKind::dimmer)};
+        config.devices.catalog_digest = "test";
+        config.devices.preconditions = rules;
+      }
       core::Link& link = graph_.add(ip(last));
       nodes_[last] = std::make_unique<Node>(
           config, NodeContext{env_, link, graph_.add_routing(ip(last)), storage_[last], factory.get()});
@@ -195,6 +201,86 @@ TEST_F(AdminDevicesTest, BadRequestsSayWhatIsWrong) {
   response = ask(1, add, milliseconds(1));
   ASSERT_TRUE(response.has_value());
   EXPECT_THAT(response->error(), HasSubstr("bad.toml:1: device x.kind: missing"));
+}
+
+// An ad hoc command that precondition rules apply to is refused, naming
+// them, unless the operator asks for it as written; other commands go.
+class AdminDevicesWithRulesTest : public AdminDevicesTest {
+ protected:
+  AdminDevicesWithRulesTest()
+      : AdminDevicesTest({{"lamp_needs_hall_off", "lamp.power == on", {"hall.power == off"}}}) {}
+};
+
+TEST_F(AdminDevicesWithRulesTest, ACommandWithPreconditionsIsRefusedUnlessIgnored) {
+  proto::AdminRequest set;
+  set.mutable_device_set()->set_id("lamp");
+  set.mutable_device_set()->add_assignments("power=on");
+  auto response = ask(1, set);
+  ASSERT_TRUE(response.has_value());
+  ASSERT_TRUE(response->has_device_set()) << response->error();
+  EXPECT_EQ(response->device_set().status(), "refused");
+  EXPECT_THAT(response->device_set().detail(), HasSubstr("lamp_needs_hall_off"));
+  EXPECT_THAT(response->device_set().detail(), HasSubstr("--ignore-preconditions"));
+  EXPECT_TRUE(lamp_.actuations().empty());
+
+  // No rule has `lamp.power == off` as its condition.
+  proto::AdminRequest off;
+  off.mutable_device_set()->set_id("lamp");
+  off.mutable_device_set()->add_assignments("power=off");
+  response = ask(1, off);
+  ASSERT_TRUE(response.has_value() && response->has_device_set());
+  EXPECT_EQ(response->device_set().status(), "ok") << response->device_set().detail();
+
+  set.mutable_device_set()->set_ignore_preconditions(true);
+  response = ask(2, set);
+  ASSERT_TRUE(response.has_value() && response->has_device_set());
+  EXPECT_EQ(response->device_set().status(), "ok") << response->device_set().detail();
+  EXPECT_EQ(lamp_.state().at("power"), routine::Value(true));
+}
+
+// A routine runs the precondition commands of its commands first, and its
+// history says which ran and why.
+TEST_F(AdminDevicesWithRulesTest, ARoutineRunsItsPreconditionCommandsFirst) {
+  proto::AdminRequest add;
+  add.mutable_routine_add()->set_catalog(
+      "[[routine]]\nid = \"lamp_on\"\ntrigger = \"manual\"\n"
+      "[[routine.command]]\ndevice = \"lamp\"\nset = { power = \"on\" }\n");
+  add.mutable_routine_add()->set_source("routines.toml");
+  auto response = ask(1, add);
+  ASSERT_TRUE(response && response->has_routine_add()) << (response ? response->error() : "no answer");
+  env_.advance(seconds(20));  // the routine group is created
+  hall_.set_state({{"power", true}, {"brightness", 80.0}});
+  env_.advance(seconds(5));  // and the hall's leader has seen it on
+
+  proto::AdminRequest run;
+  run.mutable_routine_run()->set_id("lamp_on");
+  run.mutable_routine_run()->set_wait(true);
+  response = ask(2, run, seconds(30));
+  ASSERT_TRUE(response && response->has_routine_run()) << (response ? response->error() : "no answer");
+  const proto::InvocationMsg& invocation = response->routine_run().invocation();
+  EXPECT_EQ(invocation.outcome(), proto::INVOCATION_OK) << invocation.detail();
+  ASSERT_TRUE(invocation.has_plan());
+  ASSERT_EQ(invocation.plan().commands_size(), 1);
+  EXPECT_EQ(invocation.plan().commands(0).device(), "hall");
+  ASSERT_EQ(invocation.commands_size(), 2);
+  // The hall went off before the lamp came on.
+  ASSERT_EQ(hall_.actuations().size(), 1u);
+  ASSERT_EQ(lamp_.actuations().size(), 1u);
+  EXPECT_LT(hall_.actuations()[0].at, lamp_.actuations()[0].at);
+  EXPECT_EQ(hall_.state().at("power"), routine::Value(false));
+  EXPECT_EQ(lamp_.state().at("power"), routine::Value(true));
+
+  proto::AdminRequest list;
+  list.mutable_routines()->add_ids("lamp_on");
+  response = ask(1, list, seconds(5));
+  ASSERT_TRUE(response && response->has_routines()) << (response ? response->error() : "no answer");
+  ASSERT_EQ(response->routines().routines_size(), 1);
+  const proto::RoutineRow& row = response->routines().routines(0);
+  ASSERT_EQ(row.combos_size(), 1);
+  ASSERT_EQ(row.combos(0).commands_size(), 2);
+  EXPECT_EQ(row.combos(0).commands(0),
+            "hall power=off (precondition of routine command 1, lamp power=on: lamp_needs_hall_off)");
+  EXPECT_EQ(row.combos(0).commands(1), "lamp power=on");
 }
 
 }  // namespace

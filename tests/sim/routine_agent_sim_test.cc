@@ -49,6 +49,8 @@
 #include "routine/device_group_state.h"
 #include "routine/emulated_device.h"
 #include "routine/fault_points.h"
+#include "routine/catalog.h"
+#include "routine/routine_combo.h"
 #include "routine/routine_group_state.h"
 #include "routine/routine_model.h"
 #include "sim/mesh_sim.h"
@@ -74,6 +76,11 @@ struct Plan {
   // Actuators go down for a few seconds now and then, so must commands fail
   // and their invocations roll back.
   bool device_failures = false;
+  // APEX: plugs come in exclusive pairs (heater and fan on one fuse: each
+  // may be on only while the other is off, two precondition rules), and
+  // routine commands set random values, so combos must switch one plug off
+  // before the other goes on.
+  bool preconditions = false;
 };
 
 struct Outcome {
@@ -83,6 +90,7 @@ struct Outcome {
   uint64_t aborted = 0;  // by a failed must command, then rolled back
   uint64_t undone = 0;   // commands a rollback restored
   uint64_t actuations = 0;
+  uint64_t precondition_commands = 0;  // run by plans
   bool partitioned = false;
 };
 
@@ -117,7 +125,7 @@ struct World {
 };
 
 RoutineSpec make_routine(const std::string& id, const std::string& trigger, const std::vector<std::string>& devices,
-                         core::Rng& rng, bool power) {
+                         core::Rng& rng, bool power, bool mixed) {
   RoutineSpec spec;
   spec.id = id;
   spec.trigger_text = trigger;
@@ -126,7 +134,7 @@ RoutineSpec make_routine(const std::string& id, const std::string& trigger, cons
   for (const auto& device : devices) {
     routine::RoutineCommand command;
     command.device = device;
-    command.values = {{"power", power}};
+    command.values = {{"power", mixed ? rng.below(2) == 0 : power}};
     if (rng.below(4) == 0) command.duration = milliseconds(rng.between(300, 1500));
     spec.commands.push_back(command);
   }
@@ -169,9 +177,25 @@ Outcome run(const Plan& plan, uint64_t seed) {
     // Commands in a random order: SLA must still lock in id order.
     const bool sensor_routine = r == 0;
     world.routines.push_back(make_routine(fmt::format("r{}", r), sensor_routine ? "motion.motion == on" : "manual",
-                                          devices, rng, rng.below(2) == 1));
+                                          devices, rng, rng.below(2) == 1, plan.preconditions));
     world.routines.back().uses = uses;
   }
+
+  // Exclusive pairs, each plug in at most one (so no rule set conflicts).
+  std::vector<std::pair<std::string, std::string>> exclusive;
+  std::vector<routine::PreconditionRuleSpec> rules;
+  if (plan.preconditions) {
+    for (size_t i = 0; i + 1 < actuators; i += 2) {
+      if (rng.below(4) == 0) continue;
+      const std::string a = fmt::format("d{}", i);
+      const std::string b = fmt::format("d{}", i + 1);
+      exclusive.emplace_back(a, b);
+      rules.push_back({a + "_on_needs_" + b + "_off", a + ".power == on", {b + ".power == off"}});
+      rules.push_back({b + "_on_needs_" + a + "_off", b + ".power == on", {a + ".power == off"}});
+    }
+  }
+  routine::Catalog combos;
+  combos.set_base(catalog, "sim", world.routines, rules);
 
   MeshSim::Options options;
   options.start_spread = seconds(1);
@@ -181,6 +205,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     config.kgroup.selection.clusters.devices_per_cluster = 2;
     config.devices.catalog = catalog;
     config.devices.routines = world.routines;
+    config.devices.preconditions = rules;
     config.devices.catalog_digest = "sim";
     config.devices.leaders.poll_interval = milliseconds(500);
     config.devices.service.ensure_interval = seconds(1);
@@ -266,7 +291,8 @@ Outcome run(const Plan& plan, uint64_t seed) {
   std::map<std::string, std::set<std::string>> devices_of;
   std::map<std::string, std::set<std::string>> resources_of;
   for (const auto& spec : world.routines) {
-    devices_of[spec.id] = routine::command_devices(spec);
+    // What an invocation locks: its precondition graphs' devices too.
+    devices_of[spec.id] = routine::combo_devices(spec, combos).value().devices;
     resources_of[spec.id] = {spec.uses.begin(), spec.uses.end()};
   }
   struct Span {
@@ -374,11 +400,14 @@ Outcome run(const Plan& plan, uint64_t seed) {
     for (const auto& [seq, invocation] : state->invocations()) {
       if (!invocation.done()) continue;
       const std::string name = routine::holder_name(spec.id, invocation);
+      const auto commands =
+          routine::expand(spec, invocation.plan.value_or(std::vector<routine::PreconditionCommand>{}));
+      if (invocation.plan) out.precondition_commands += invocation.plan->size();
       const auto failed = std::find_if(invocation.commands.begin(), invocation.commands.end(), [&](const auto& c) {
-        return c.second.status != proto::COMMAND_OK && c.first < spec.commands.size() && spec.commands[c.first].must;
+        return c.second.status != proto::COMMAND_OK && c.first < commands.size() && commands[c.first].command.must;
       });
       if (failed == invocation.commands.end()) continue;
-      for (uint32_t later = failed->first + 1; later < spec.commands.size(); ++later) {
+      for (uint32_t later = failed->first + 1; later < commands.size(); ++later) {
         const std::string id = routine::command_id(spec.id, invocation, later);
         if (actuated.count(id) != 0 || invocation.commands.count(later) != 0) {
           out.violations.push_back(
@@ -421,6 +450,41 @@ Outcome run(const Plan& plan, uint64_t seed) {
         }
       }
       for (const auto& [attribute, value] : a.values) now[attribute] = value;
+    }
+  }
+
+  // APEX consistency (apex.md §2): no instant at which both plugs of an
+  // exclusive pair are on, replaying every device's own actuation log in
+  // time order (all start off, which breaks no rule).
+  if (!exclusive.empty()) {
+    struct Actuation {
+      core::TimePoint at;
+      std::string device;
+      bool power = false;
+      std::string command_id;
+    };
+    std::vector<Actuation> timeline;
+    for (auto& device : world.devices) {
+      for (const auto& a : device->actuations()) {
+        const auto power = a.values.find("power");
+        if (power == a.values.end()) continue;
+        timeline.push_back({a.at, device->spec().id, std::get<bool>(power->second), a.command_id});
+      }
+    }
+    std::stable_sort(timeline.begin(), timeline.end(), [](const auto& x, const auto& y) { return x.at < y.at; });
+    std::map<std::string, bool> on;
+    for (size_t i = 0; i < timeline.size(); ++i) {
+      on[timeline[i].device] = timeline[i].power;
+      // Several actuations at one instant are one state change.
+      if (i + 1 < timeline.size() && timeline[i + 1].at == timeline[i].at) continue;
+      for (const auto& [a, b] : exclusive) {
+        if (!on[a] || !on[b]) continue;
+        const bool a_last = timeline[i].device == a;
+        out.violations.push_back(fmt::format("{} and {} both on at {:.3f} s (after {}): rule {}_on_needs_{}_off broken",
+                                             a, b, core::to_seconds(timeline[i].at.time_since_epoch()),
+                                             timeline[i].command_id, a_last ? a : b, a_last ? b : a));
+        on[timeline[i].device] = false;  // report each break once
+      }
     }
   }
 
@@ -476,6 +540,7 @@ struct Totals {
   uint64_t aborted = 0;
   uint64_t undone = 0;
   uint64_t actuations = 0;
+  uint64_t precondition_commands = 0;
   uint64_t partitioned = 0;
 };
 
@@ -495,16 +560,18 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.aborted += o.aborted;
     totals.undone += o.undone;
     totals.actuations += o.actuations;
+    totals.precondition_commands += o.precondition_commands;
     totals.partitioned += o.partitioned ? 1 : 0;
     if (test_support::report_violations("ROUTINE_AGENT", seed, o.violations)) return;
   }
   std::printf(
       "seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu aborted=%llu undone=%llu "
-      "actuations=%llu\n",
+      "actuations=%llu precondition_commands=%llu\n",
       static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
       static_cast<unsigned long long>(totals.invocations), static_cast<unsigned long long>(totals.ok),
       static_cast<unsigned long long>(totals.aborted), static_cast<unsigned long long>(totals.undone),
-      static_cast<unsigned long long>(totals.actuations));
+      static_cast<unsigned long long>(totals.actuations),
+      static_cast<unsigned long long>(totals.precondition_commands));
 }
 
 TEST(RoutineAgentSim, SlaIsSafeAndLiveAcrossACrash) {
@@ -565,6 +632,24 @@ TEST(RoutineAgentSim, FailedMustCommandsRollBackUnderPsvAndGsv) {
   }
 }
 
+// APEX on whole agents: routines whose commands have precondition rules
+// (exclusive plug pairs) run their combos under PSV with SLA and OLA, with
+// actuator failures (must commands fail, combos roll back), and the
+// devices' logs never show a rule broken.
+TEST(RoutineAgentSim, PreconditionCombosKeepEveryRuleAcrossCrashesAndFailures) {
+  for (const auto strategy : {routine::LockStrategy::sla, routine::LockStrategy::ola}) {
+    Plan plan;
+    plan.preconditions = true;
+    plan.strategy = strategy;
+    plan.device_failures = true;
+    Totals t;
+    sweep(plan, 1, 8, t);
+    // Combos must have run precondition commands, or this checked nothing.
+    EXPECT_GT(t.precondition_commands, 0u) << routine::to_string(strategy);
+    EXPECT_GT(t.ok, 0u) << routine::to_string(strategy);
+  }
+}
+
 TEST(RoutineAgentSim, OlaIsSafeAndLiveAcrossACrash) {
   Plan plan;
   plan.strategy = routine::LockStrategy::ola;
@@ -581,6 +666,7 @@ struct DeliberateBug {
   const char* expected;  // in some violation
   routine::Visibility visibility = routine::Visibility::psv;
   bool device_failures = false;
+  bool preconditions = false;
 };
 
 TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
@@ -596,6 +682,8 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
        "but it was power=", routine::Visibility::psv, true},
       {"a failed must command does not abort", &routine::FaultPoints::ignore_must, "of its invocation failed",
        routine::Visibility::psv, true},
+      {"combos lock only their commands' devices", &routine::FaultPoints::skip_precondition_locks, "both on at",
+       routine::Visibility::psv, false, true},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;
@@ -605,6 +693,7 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       Plan plan;
       plan.visibility = bug.visibility;
       plan.device_failures = bug.device_failures;
+      plan.preconditions = bug.preconditions;
       for (const auto& violation : run(plan, seed).violations) {
         if (violation.find(bug.expected) != std::string::npos) {
           caught = seed;

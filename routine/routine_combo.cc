@@ -1,0 +1,135 @@
+#include "routine/routine_combo.h"
+
+#include <fmt/format.h>
+
+#include "routine/device_codec.h"
+#include "routine/precondition_graph.h"
+
+namespace mesh::routine {
+namespace {
+
+// The PEG of one attribute a routine command sets.
+core::Expected<PreconditionGraph, std::string> graph_of(const RoutineSpec& spec, size_t index,
+                                                        const std::string& attribute, const Value& value,
+                                                        const Catalog& catalog) {
+  const RoutineCommand& command = spec.commands[index];
+  const DeviceSpec* device = catalog.find(command.device);
+  if (device == nullptr) {
+    return core::Unexpected(fmt::format("command {}: no device {} in the catalog", index + 1, command.device));
+  }
+  auto subject = command_condition(*device, attribute, value);
+  if (!subject) return core::Unexpected(fmt::format("command {}: {}", index + 1, subject.error()));
+  auto graph = build_graph(*subject, catalog.precondition_rules());
+  if (!graph) return core::Unexpected(fmt::format("command {} ({}): {}", index + 1, subject->text(), graph.error()));
+  return graph;
+}
+
+}  // namespace
+
+core::Expected<ComboReservation, std::string> combo_devices(const RoutineSpec& spec, const Catalog& catalog) {
+  ComboReservation out;
+  out.devices = command_devices(spec);
+  if (catalog.precondition_rules().empty()) return out;
+  for (size_t i = 0; i < spec.commands.size(); ++i) {
+    for (const auto& [attribute, value] : spec.commands[i].values) {
+      auto graph = graph_of(spec, i, attribute, value, catalog);
+      if (!graph) return core::Unexpected(graph.error());
+      if (graph->vertices.size() > 1) out.has_preconditions = true;
+      for (const auto& vertex : graph->vertices) out.devices.insert(vertex.condition.variable.device);
+    }
+  }
+  return out;
+}
+
+core::Expected<std::vector<PreconditionCommand>, std::string> plan_preconditions(const RoutineSpec& spec,
+                                                                                 const Catalog& catalog,
+                                                                                 DeviceStates states,
+                                                                                 const DeductionPolicy& policy) {
+  std::vector<PreconditionCommand> plan;
+  for (size_t i = 0; i < spec.commands.size(); ++i) {
+    const RoutineCommand& command = spec.commands[i];
+    for (const auto& [attribute, value] : command.values) {
+      auto graph = graph_of(spec, i, attribute, value, catalog);
+      if (!graph) return core::Unexpected(graph.error());
+      if (graph->vertices.size() == 1) continue;
+      auto combo = deduce(*graph, policy, states);
+      if (!combo) {
+        return core::Unexpected(
+            fmt::format("command {} ({}): {}", i + 1, graph->vertices.front().condition.text(), combo.error()));
+      }
+      for (const auto& stage : combo->stages) {
+        for (const PlanStep& step : stage) {
+          if (step.subject) continue;
+          if (step.action == StepAction::check) {
+            // Every device of the PEG was read before planning: a reading
+            // still unknown could not be read, so it cannot be checked.
+            return core::Unexpected(fmt::format("command {}: {} could not be read, so [{}] {} cannot be checked",
+                                                i + 1, step.variable.text(), step.vertex, step.condition));
+          }
+          if (step.action != StepAction::set) continue;
+          plan.push_back({static_cast<uint32_t>(i), step.variable.device,
+                          Attributes{{step.variable.attribute, step.value}},
+                          graph->vertices[step.vertex].required_by});
+          states[step.variable.device][step.variable.attribute] = step.value;
+        }
+      }
+    }
+    for (const auto& [attribute, value] : command.values) states[command.device][attribute] = value;
+  }
+  return plan;
+}
+
+core::Expected<std::vector<std::string>, std::string> rules_for(const Catalog& catalog, const DeviceSpec& device,
+                                                               const Attributes& values) {
+  std::set<std::string> rules;
+  if (catalog.precondition_rules().empty()) return std::vector<std::string>{};
+  for (const auto& [attribute, value] : values) {
+    auto subject = command_condition(device, attribute, value);
+    if (!subject) return core::Unexpected(subject.error());
+    auto graph = build_graph(*subject, catalog.precondition_rules());
+    if (!graph) return core::Unexpected(fmt::format("{}: {}", subject->text(), graph.error()));
+    for (const auto& vertex : graph->vertices) rules.insert(vertex.required_by.begin(), vertex.required_by.end());
+  }
+  return std::vector<std::string>(rules.begin(), rules.end());
+}
+
+std::vector<ComboCommand> expand(const RoutineSpec& spec, const std::vector<PreconditionCommand>& plan) {
+  std::vector<ComboCommand> out;
+  out.reserve(spec.commands.size() + plan.size());
+  size_t next = 0;
+  for (uint32_t i = 0; i < spec.commands.size(); ++i) {
+    for (; next < plan.size() && plan[next].before <= i; ++next) {
+      RoutineCommand command;
+      command.device = plan[next].device;
+      command.values = plan[next].values;
+      out.push_back({std::move(command), plan[next].before, plan[next].rules});
+    }
+    out.push_back({spec.commands[i], std::nullopt, {}});
+  }
+  return out;
+}
+
+proto::PreconditionPlanMsg to_proto(const std::vector<PreconditionCommand>& plan) {
+  proto::PreconditionPlanMsg msg;
+  for (const auto& command : plan) {
+    auto& out = *msg.add_commands();
+    out.set_before(command.before);
+    out.set_device(command.device);
+    to_proto(command.values, *out.mutable_values());
+    for (const auto& rule : command.rules) out.add_rules(rule);
+  }
+  return msg;
+}
+
+std::vector<PreconditionCommand> from_proto(const proto::PreconditionPlanMsg& msg) {
+  std::vector<PreconditionCommand> plan;
+  for (const auto& command : msg.commands()) {
+    PreconditionCommand decoded{command.before(), command.device(), from_proto(command.values()),
+                                {command.rules().begin(), command.rules().end()}};
+    if (decoded.device.empty() || decoded.values.empty()) continue;
+    plan.push_back(std::move(decoded));
+  }
+  return plan;
+}
+
+}  // namespace mesh::routine

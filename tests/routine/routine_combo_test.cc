@@ -1,0 +1,157 @@
+// Routines run as APEX combos (routine/routine_combo.h): which devices an
+// invocation reserves, which precondition commands it deduces from the
+// states it reads once every lock is held, and where each runs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "routine/catalog.h"
+#include "routine/routine_combo.h"
+
+namespace mesh::routine {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+DeviceSpec device(const std::string& id, DeviceKind kind) {
+  DeviceSpec spec;
+  spec.id = id;
+  spec.kind = kind;
+  spec.location = {1, 2, 0};
+  spec.driver = "emulated://" + id;
+  return spec;
+}
+
+RoutineCommand set(const std::string& device, bool power) { return {device, {{"power", power}}, std::nullopt, true}; }
+
+RoutineSpec routine(std::vector<RoutineCommand> commands) {
+  RoutineSpec spec;
+  spec.id = "garden";
+  spec.trigger_text = "manual";
+  spec.trigger = build_trigger("manual", "", {}).value();
+  spec.commands = std::move(commands);
+  return spec;
+}
+
+// The README's garden: the sprinkler sprays only with both outlets off, and
+// outlet_1 goes off only with nobody in the hall.
+Catalog garden(std::vector<PreconditionRuleSpec> rules) {
+  Catalog catalog;
+  catalog.set_base({device("sprinkler", DeviceKind::switch_), device("outlet_1", DeviceKind::plug),
+                    device("outlet_2", DeviceKind::plug), device("hall_motion", DeviceKind::motion_sensor),
+                    device("lamp", DeviceKind::plug)},
+                   "test", {}, std::move(rules));
+  return catalog;
+}
+
+std::vector<PreconditionRuleSpec> garden_rules() {
+  return {{"sprinkler_needs_outlets_off", "sprinkler.power == on", {"outlet_1.power == off", "outlet_2.power == off"}},
+          {"outlet_1_off_when_hall_empty", "outlet_1.power == off", {"hall_motion.motion == off"}}};
+}
+
+TEST(RoutineCombo, WithoutRulesARoutineRunsAsWritten) {
+  const Catalog catalog = garden({});
+  const RoutineSpec spec = routine({set("sprinkler", true), set("lamp", false)});
+  const auto reservation = combo_devices(spec, catalog);
+  ASSERT_TRUE(reservation) << reservation.error();
+  EXPECT_FALSE(reservation->has_preconditions);
+  EXPECT_EQ(reservation->devices, (std::set<std::string>{"lamp", "sprinkler"}));
+  const auto plan = plan_preconditions(spec, catalog, {}, {});
+  ASSERT_TRUE(plan) << plan.error();
+  EXPECT_TRUE(plan->empty());
+  const auto commands = expand(spec, *plan);
+  ASSERT_EQ(commands.size(), 2u);
+  EXPECT_EQ(commands[0].command, spec.commands[0]);
+  EXPECT_FALSE(commands[0].serves);
+}
+
+TEST(RoutineCombo, ReservesEveryDeviceOfEveryGraphReadingsIncluded) {
+  const Catalog catalog = garden(garden_rules());
+  const RoutineSpec spec = routine({set("lamp", true), set("sprinkler", true)});
+  const auto reservation = combo_devices(spec, catalog);
+  ASSERT_TRUE(reservation) << reservation.error();
+  EXPECT_TRUE(reservation->has_preconditions);
+  EXPECT_EQ(reservation->devices,
+            (std::set<std::string>{"hall_motion", "lamp", "outlet_1", "outlet_2", "sprinkler"}));
+}
+
+TEST(RoutineCombo, SetsOnlyThePreconditionsThatDoNotHoldAndPlacesThemBeforeTheirCommand) {
+  const Catalog catalog = garden(garden_rules());
+  const RoutineSpec spec = routine({set("lamp", true), set("sprinkler", true)});
+  const DeviceStates states = {{"outlet_1", {{"power", true}}},
+                               {"outlet_2", {{"power", false}}},
+                               {"hall_motion", {{"motion", false}}},
+                               {"sprinkler", {{"power", false}}}};
+  const auto plan = plan_preconditions(spec, catalog, states, {});
+  ASSERT_TRUE(plan) << plan.error();
+  ASSERT_EQ(plan->size(), 1u);
+  EXPECT_EQ((*plan)[0].before, 1u);
+  EXPECT_EQ((*plan)[0].device, "outlet_1");
+  EXPECT_EQ((*plan)[0].values, (Attributes{{"power", false}}));
+  EXPECT_THAT((*plan)[0].rules, ElementsAre("sprinkler_needs_outlets_off"));
+
+  const auto commands = expand(spec, *plan);
+  ASSERT_EQ(commands.size(), 3u);
+  EXPECT_EQ(commands[0].command.device, "lamp");
+  EXPECT_EQ(commands[1].command.device, "outlet_1");
+  EXPECT_EQ(commands[1].serves, 1u);
+  EXPECT_TRUE(commands[1].command.must);
+  EXPECT_EQ(commands[2].command.device, "sprinkler");
+  EXPECT_FALSE(commands[2].serves);
+
+  // The plan travels as a committed step and comes back the same.
+  EXPECT_EQ(from_proto(to_proto(*plan)), *plan);
+}
+
+TEST(RoutineCombo, UnknownStatesAreSetInPegOrder) {
+  const Catalog catalog = garden(garden_rules());
+  const RoutineSpec spec = routine({set("sprinkler", true)});
+  // The hall sensor is known (a reading cannot be set), the outlets not.
+  const auto plan = plan_preconditions(spec, catalog, {{"hall_motion", {{"motion", false}}}}, {});
+  ASSERT_TRUE(plan) << plan.error();
+  ASSERT_EQ(plan->size(), 2u);
+  std::set<std::string> devices = {(*plan)[0].device, (*plan)[1].device};
+  EXPECT_EQ(devices, (std::set<std::string>{"outlet_1", "outlet_2"}));
+  EXPECT_EQ((*plan)[0].before, 0u);
+  EXPECT_EQ((*plan)[1].before, 0u);
+}
+
+TEST(RoutineCombo, AnEarlierCommandsEffectCountsForALaterPrecondition) {
+  const Catalog catalog = garden(garden_rules());
+  // The routine turns outlet_1 off itself before the sprinkler: only
+  // outlet_2 (on) needs a precondition command.
+  const RoutineSpec spec = routine({set("outlet_1", false), set("sprinkler", true)});
+  const DeviceStates states = {{"outlet_1", {{"power", true}}},
+                               {"outlet_2", {{"power", true}}},
+                               {"hall_motion", {{"motion", false}}}};
+  const auto plan = plan_preconditions(spec, catalog, states, {});
+  ASSERT_TRUE(plan) << plan.error();
+  ASSERT_EQ(plan->size(), 1u);
+  EXPECT_EQ((*plan)[0].device, "outlet_2");
+  EXPECT_EQ((*plan)[0].before, 1u);
+}
+
+TEST(RoutineCombo, AReadingThatDoesNotHoldOrCannotBeReadIsAnError) {
+  const Catalog catalog = garden(garden_rules());
+  const RoutineSpec spec = routine({set("sprinkler", true)});
+  const auto occupied = plan_preconditions(spec, catalog, {{"hall_motion", {{"motion", true}}}}, {});
+  ASSERT_FALSE(occupied);
+  EXPECT_THAT(occupied.error(), HasSubstr("hall_motion.motion"));
+  const auto unread = plan_preconditions(spec, catalog, {}, {});
+  ASSERT_FALSE(unread);
+  EXPECT_THAT(unread.error(), HasSubstr("hall_motion.motion could not be read"));
+}
+
+TEST(RoutineCombo, ConflictingRulesNameTheCommand) {
+  auto rules = garden_rules();
+  rules.push_back({"lamp_needs_outlet_1_on", "lamp.power == on", {"outlet_1.power == on"}});
+  rules.push_back({"lamp_needs_sprinkler", "sprinkler.power == on", {"lamp.power == on"}});
+  const Catalog catalog = garden(rules);
+  ASSERT_TRUE(catalog.precondition_problems().empty());
+  const auto reservation = combo_devices(routine({set("lamp", false), set("sprinkler", true)}), catalog);
+  ASSERT_FALSE(reservation);
+  EXPECT_THAT(reservation.error(), HasSubstr("command 2"));
+}
+
+}  // namespace
+}  // namespace mesh::routine
