@@ -351,6 +351,13 @@ core::Expected<std::string, std::string> DeviceGroupState::read(std::string_view
       for (auto& lock : locks_.to_proto()) *reply.add_locks() = std::move(lock);
       reply.set_found(true);
       break;
+    case proto::DeviceQuery::kStates:
+      for (const auto& id : decoded->states().devices()) {
+        const auto device = devices_.find(id);
+        if (device != devices_.end() && !device->second.frozen()) *reply.add_devices() = to_proto(id, device->second);
+      }
+      reply.set_found(true);
+      break;
     case proto::DeviceQuery::kLock:
       *reply.mutable_lock() = locks_.status(decoded->lock().device(), decoded->lock().holder());
       reply.set_found(true);

@@ -30,10 +30,10 @@ struct FaultPoints {
   // A failed must command does not abort its invocation: the commands after
   // it run (atomicity).
   bool ignore_must = false;
-  // Routine leaders lock only their commands' devices, not the rest of
-  // their precondition graphs (APEX isolation: another combo may undo a
-  // precondition before the subject command runs).
-  bool skip_precondition_locks = false;
+  // Routine leaders deduce a combo from the device states they read when
+  // the invocation began taking its locks, not once it holds them all (APEX
+  // isolation: another combo may change a precondition in between).
+  bool stale_precondition_states = false;
 };
 
 FaultPoints& fault_points();

@@ -373,7 +373,6 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
     auto reserved = combo_devices(*spec, catalog_);
     if (reserved) {
       reservation = std::move(*reserved);
-      if (fault_points().skip_precondition_locks) reservation->devices = command_devices(*spec);
     } else {
       no_reservation = reserved.error();
     }
@@ -400,6 +399,14 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         return;
       }
       const std::string holder = holder_name(routine_id(key), invocation);
+      if (fault_points().stale_precondition_states && reservation->has_preconditions &&
+          stale_states_.count(holder) == 0) {
+        read_states(key, seq, reservation->devices, [this, key, seq, holder](const DeviceStates& states) {
+          stale_states_[holder] = states;
+          idle(key, seq);
+        });
+        return;
+      }
       for (const auto& [resource, grant] : invocation.resources) {
         if (!holds_here(resource, grant)) {
           core::log("routine").info(
@@ -800,22 +807,34 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
 }
 
 void RoutineLeaders::plan_combo(const SessionKey& key, uint64_t seq, const std::set<std::string>& devices) {
-  // One read per device group: its answer holds the state of each of its
-  // devices, as committed there (an ok command's outcome included).
+  read_states(key, seq, devices, [this, key, seq](const DeviceStates& states) {
+    const RoutineGroupState* st = state(key);
+    const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+    const auto early = invocation == nullptr ? stale_states_.end()
+                                             : stale_states_.find(holder_name(routine_id(key), *invocation));
+    commit_plan(key, seq, early != stale_states_.end() ? early->second : states);
+  });
+}
+
+void RoutineLeaders::read_states(const SessionKey& key, uint64_t seq, const std::set<std::string>& devices,
+                                 std::function<void(const DeviceStates&)> then) {
+  // One read per device group: its answer holds the state of each device
+  // asked for, as committed there (an ok command's outcome included).
   struct Reading {
     DeviceStates states;
     size_t pending = 0;
     std::string failure;
+    std::function<void(const DeviceStates&)> then;
   };
   std::map<std::string, std::set<std::string>> by_group;
   for (const auto& device : devices) by_group[selector_.device_group(device).to_string()].insert(device);
   auto reading = std::make_shared<Reading>();
   reading->pending = by_group.size();
-  proto::DeviceQuery query;
-  query.set_all_devices(true);
-  const std::string payload = query.SerializeAsString();
+  reading->then = std::move(then);
   for (const auto& [target, wanted] : by_group) {
-    read_device(*wanted.begin(), payload,
+    proto::DeviceQuery query;
+    for (const auto& device : wanted) query.mutable_states()->add_devices(device);
+    read_device(*wanted.begin(), query.SerializeAsString(),
                 [this, key, seq, target = target, wanted = wanted, reading, alive = alive_](const auto& read) {
                   if (!*alive) return;
                   const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
@@ -837,7 +856,7 @@ void RoutineLeaders::plan_combo(const SessionKey& key, uint64_t seq, const std::
                     idle(key, seq, options_.poll_interval);
                     return;
                   }
-                  commit_plan(key, seq, reading->states);
+                  reading->then(reading->states);
                 });
   }
 }
@@ -850,6 +869,11 @@ void RoutineLeaders::commit_plan(const SessionKey& key, uint64_t seq, const Devi
     idle(key, seq);
     return;
   }
+  for (const auto& [device, attributes] : states) {
+    const DeviceSpec* known = catalog_.find(device);
+    core::log("routine").debug("routine {} invocation {}: {} is {}", routine_id(key), seq, device,
+                               known ? format_attributes(known->kind, attributes) : "?");
+  }
   auto plan = plan_preconditions(*spec, catalog_, states, options_.deduction);
   std::string reason;
   if (!plan) {
@@ -857,7 +881,7 @@ void RoutineLeaders::commit_plan(const SessionKey& key, uint64_t seq, const Devi
   } else if (const size_t bytes = to_proto(*plan).ByteSizeLong(); bytes > kMaxPlanBytes) {
     reason = fmt::format("its {} precondition commands take {} bytes, more than one committed step carries ({})",
                          plan->size(), bytes, kMaxPlanBytes);
-  } else if (!fault_points().skip_precondition_locks) {
+  } else {
     for (const auto& command : *plan) {
       if (invocation->locks.count(command.device) == 0) {
         reason = fmt::format(

@@ -207,6 +207,10 @@ class RoutineLeaders {
   // aborts it with the reason no plan can be made.
   void plan_combo(const SessionKey& key, uint64_t seq, const std::set<std::string>& devices);
   void commit_plan(const SessionKey& key, uint64_t seq, const DeviceStates& states);
+  // Reads the states of `devices` at their device groups (linearizable
+  // reads) and hands them to `then`; tries again later if a read fails.
+  void read_states(const SessionKey& key, uint64_t seq, const std::set<std::string>& devices,
+                   std::function<void(const DeviceStates&)> then);
   void poll_command(const SessionKey& key, uint64_t seq, uint32_t index, bool undo, core::TimePoint deadline);
   // An aborted invocation's next rollback step: undo the newest command
   // that may have acted, or, when none is left, go on to release.
@@ -290,6 +294,9 @@ class RoutineLeaders {
   // one it waits for (a request of an earlier leader of the invocation,
   // or one sent before it started over, may be granted there out of order).
   std::map<std::string, core::TimePoint> left_ahead_at_;
+  // FaultPoints::stale_precondition_states only: holder -> the states it
+  // read before its locks.
+  std::map<std::string, DeviceStates> stale_states_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   core::Counter& triggers_;
