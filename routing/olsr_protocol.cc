@@ -141,6 +141,16 @@ core::Duration OlsrProtocol::hold_of(Periodic type) const {
   return options_.neighb_hold;
 }
 
+core::Duration OlsrProtocol::announced_hold(Periodic type) const {
+  if (!options_.pack_messages || type == Periodic::hello) return hold_of(type);
+  // A packed TC, MID or HNA keeps its nominal schedule but may leave up to
+  // pack_advance() early, so n gaps span up to n x interval + that advance
+  // where unpacked they span at most n x interval: announcing the hold plus
+  // the advance covers as many lost messages in a row as the hold does
+  // unpacked (two, with the RFC's 3 x interval).
+  return hold_of(type) + pack_advance(type);
+}
+
 core::Duration OlsrProtocol::jitter_bound(Periodic) const { return max_jitter(); }
 
 core::Duration OlsrProtocol::pack_advance(Periodic type) const {
@@ -702,17 +712,18 @@ std::optional<Message> OlsrProtocol::make_tc() {
       if (neighbour.symmetric) tc.advertised.push_back(main);
     }
     if (tc.advertised.empty()) return std::nullopt;
-    Message m = new_message(MessageType::tc, options_.top_hold, 255);
+    Message m = new_message(MessageType::tc, announced_hold(Periodic::tc), 255);
     m.body = std::move(tc);
     return m;
   }
-  // §9.3: after the selector set empties, empty TCs keep going for
-  // TOP_HOLD so others drop what we advertised before.
+  // §9.3: after the selector set empties, empty TCs keep going for as long
+  // as our TCs are held (the vtime they announce) so others drop what we
+  // advertised before.
   if (mpr_selectors_.empty() &&
-      (!selectors_emptied_at_ || now >= *selectors_emptied_at_ + options_.top_hold)) {
+      (!selectors_emptied_at_ || now >= *selectors_emptied_at_ + announced_hold(Periodic::tc))) {
     return std::nullopt;
   }
-  Message m = new_message(MessageType::tc, options_.top_hold, 255);
+  Message m = new_message(MessageType::tc, announced_hold(Periodic::tc), 255);
   Tc tc;
   tc.ansn = ansn_;
   for (const auto& [main, time] : mpr_selectors_) tc.advertised.push_back(main);
@@ -730,14 +741,14 @@ std::optional<Message> OlsrProtocol::make_mid() {
     }
   }
   if (mid.interfaces.empty()) return std::nullopt;
-  Message m = new_message(MessageType::mid, options_.mid_hold, 255);
+  Message m = new_message(MessageType::mid, announced_hold(Periodic::mid), 255);
   m.body = std::move(mid);
   return m;
 }
 
 std::optional<Message> OlsrProtocol::make_hna() {
   if (options_.hna_networks.empty()) return std::nullopt;
-  Message m = new_message(MessageType::hna, options_.hna_hold, 255);
+  Message m = new_message(MessageType::hna, announced_hold(Periodic::hna), 255);
   m.body = Hna{options_.hna_networks};
   return m;
 }
@@ -774,10 +785,22 @@ void OlsrProtocol::enqueue(Message message, core::TimePoint deadline) {
 void OlsrProtocol::emit(std::optional<Periodic> fired) {
   if (!running_) return;
   const core::TimePoint now = env_.now();
-  // The next of a type is due one interval after this emission, so no gap
-  // between two emissions of a type exceeds its interval.
+  // A HELLO (and, unpacked, every type) is next due one interval after this
+  // emission, so no gap between two of them exceeds the interval. A packed
+  // TC, MID or HNA is next due one interval after this one was due, however
+  // early it left: riding a HELLO does not raise its rate above
+  // 1 / interval (every TC is flooded mesh-wide), and the hold it announces
+  // covers the longer spans this allows (announced_hold()).
   auto sent = [&](Periodic type) {
-    due_[static_cast<size_t>(type)] = now + interval_of(type);
+    core::TimePoint& due = due_[static_cast<size_t>(type)];
+    const core::Duration interval = interval_of(type);
+    if (options_.pack_messages && type != Periodic::hello && due + interval > now) {
+      due += interval;
+    } else {
+      // Unpacked, a HELLO, or a schedule fallen a whole interval behind (a
+      // stalled event loop): restart it from now rather than send a burst.
+      due = now + interval;
+    }
     arm(type);
   };
   // The HELLO first: the others ride in it only if they would otherwise leave

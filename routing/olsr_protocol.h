@@ -39,6 +39,8 @@ struct OlsrOptions {
   core::Duration mid_interval = std::chrono::seconds(5);
   core::Duration hna_interval = std::chrono::seconds(5);
   core::Duration neighb_hold = std::chrono::seconds(6);
+  // The TC, MID and HNA holds: packed, their messages announce a little more
+  // (OlsrProtocol's class comment: how much, and why).
   core::Duration top_hold = std::chrono::seconds(15);
   core::Duration dup_hold = std::chrono::seconds(30);
   core::Duration mid_hold = std::chrono::seconds(15);
@@ -58,7 +60,7 @@ struct OlsrOptions {
   core::Duration route_recalc_interval = std::chrono::milliseconds(100);
   // The first ANSN. A restarted node's TCs are dropped as stale (§9.5 step
   // 2) while neighbours still hold topology tuples from its previous run
-  // with a newer ANSN, up to top_hold after its last old TC: routes beyond it
+  // with a newer ANSN, up to the vtime of its last old TC: routes beyond it
   // vanish and come back seconds later. A random start (unset) is stale half
   // the time; the agent starts each boot 4096 ahead of the previous one
   // (boot count x 4096), which is newer whenever the previous run changed
@@ -115,26 +117,41 @@ struct HnaInfo {
 // messages, and a receiver processes and forwards each message on its own,
 // whatever packet brought it). Like olsrd, this node fills each packet with
 // every message that is due soon instead of sending one packet per message:
-//  - Each periodic type (HELLO, TC, MID, HNA) is due one interval after its
-//    last emission, and its timer fires a random jitter in [0, MAXJITTER]
-//    before that (§3.5: actual interval = interval - jitter; MAXJITTER from
-//    §18), as without packing. So no gap between two emissions of a type
-//    ever exceeds its interval, and the hold times (3x the intervals) keep
-//    their full margin against lost messages.
+//  - A HELLO is due one interval after its last emission, and its timer
+//    fires a random jitter in [0, MAXJITTER] before that (§3.5: actual
+//    interval = interval - jitter; MAXJITTER from §18), as without packing:
+//    no gap between two HELLOs exceeds HELLO_INTERVAL, so NEIGHB_HOLD_TIME
+//    (3x) keeps its full margin against lost HELLOs.
 //  - When a HELLO leaves (or any packet: a forwarded message's jitter ending),
 //    the packet also takes each TC, MID and HNA that would otherwise leave
 //    alone before the next HELLO, provided its pack window is open: it is due
-//    within min(HELLO_INTERVAL + MAXJITTER, interval / 2). That reach is the
-//    longest gap between two HELLOs, so every TC, MID and HNA rides in a
-//    HELLO's packet, up to one HELLO gap early. The cost is a shorter average
-//    interval for those types, so more TC bytes (and forwarded TCs) than
-//    unpacked: bench/README.md has the numbers. Keeping the nominal schedule
-//    instead (early emissions, next one still due on time) sent fewer bytes
-//    but let three gaps span interval * 3 + advance, more than the hold
-//    time, and the lossy line sweep (olsr_sim_test) fell from 93 % to 85 %. A packet other than a
-//    HELLO's takes the HELLO too when the HELLO's own jitter window is open
-//    (due within MAXJITTER). All types start due together, so TCs, MIDs and
-//    HNAs share a packet too.
+//    within min(HELLO_INTERVAL + MAXJITTER, interval / 2) (pack_advance()).
+//    That reach is the longest gap between two HELLOs, so every TC, MID and
+//    HNA rides in a HELLO's packet, up to one HELLO gap early. A packet other
+//    than a HELLO's takes the HELLO too when the HELLO's own jitter window is
+//    open (due within MAXJITTER). All types start due together, so TCs, MIDs
+//    and HNAs share a packet too.
+//  - A TC, MID or HNA keeps its nominal schedule: the next is due one
+//    interval after the previous was due, not after it actually left. Were
+//    it due one interval after an early emission, every early ride would
+//    shorten the interval: TCs (flooded mesh-wide) went out about every
+//    3.5 s instead of 5, and grids sent 1.26x (5x5) to 1.33x (10x10) the
+//    OLSR bytes of the unpacked emission. On the nominal schedule their
+//    rate is 1 / interval, below the unpacked 1 / (interval - MAXJITTER / 2).
+//  - The price is that gaps may exceed the interval: n gaps span up to
+//    n x interval + pack_advance() (the earliest emission to the latest),
+//    so with the RFC's 3x holds two lost TCs in a row could expire a
+//    topology entry (an earlier version, nominal for HELLOs too, took
+//    olsr_sim_test's lossy line sweep from 93 % routes right to 85 %). So
+//    packed TCs, MIDs and HNAs announce a vtime of hold + pack_advance()
+//    (15 s + 2.5 s, 18 s once rounded up to the vtime encoding), which
+//    covers as many lost messages in a row as the hold covers unpacked;
+//    the lossy sweeps stay at or above the unpacked emission's
+//    (bench/README.md). Receivers keep a message's information for the
+//    vtime it carries (§3.3.2), which its originator chooses (§18's
+//    TOP_HOLD_TIME and the others are proposed values), so only the value
+//    of the vtime byte changes, never the format. Unpacked, every type
+//    announces its configured hold, as before.
 //  - Forwarded messages wait a jitter of up to MAXJITTER (§3.5 and the
 //    default forwarding algorithm, §3.4.1), and leave early with any packet
 //    the node sends meanwhile, own messages included.
@@ -284,7 +301,12 @@ class OlsrProtocol {
   enum class Periodic : uint8_t { tc, mid, hna, hello };
   static constexpr size_t kPeriodicTypes = 4;
   core::Duration interval_of(Periodic type) const;
+  // The configured hold time (OlsrOptions: neighb_hold, top_hold, ...).
   core::Duration hold_of(Periodic type) const;
+  // The validity a message of the type announces (its vtime, rounded up on
+  // the wire): hold_of(), plus the largest advance when packing moves the
+  // type's emissions (see the class comment).
+  core::Duration announced_hold(Periodic type) const;
   // The largest random advance of the type's own timer, and how early a
   // packet may take it (see the class comment).
   core::Duration jitter_bound(Periodic type) const;

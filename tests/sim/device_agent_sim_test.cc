@@ -73,6 +73,8 @@ struct Outcome {
   uint64_t regrouped = 0;  // moves that changed the moved device's group
   uint64_t handoffs = 0;
   bool partitioned = false;
+  // A move's crash cut the down device's group off: its bound is waived.
+  bool cut_off = false;
   bool forked = false;  // a target got two groups: the version check is waived
 };
 
@@ -257,6 +259,9 @@ class Mover {
   }
   const std::vector<std::string>& problems() const { return problems_; }
   std::optional<size_t> down() const { return down_; }
+  // The groups one of its crashes cut off from a reachable majority while
+  // the crashed node was down (it was a cut vertex).
+  const std::set<std::string>& cut_groups() const { return cut_groups_; }
   // A node whose own run-time change is pending is not crashed: a crash
   // drops the change's answer with the node (the admin would see the
   // connection close), which is not what the change's check is about.
@@ -300,10 +305,15 @@ class Mover {
   }
 
   void crash_leader(const std::string& group) {
-    if (down_) return;  // one at a time: every group keeps its quorum
+    // One at a time: every group keeps a majority of live members. Whether
+    // they can reach each other is another matter: a leader that is a cut
+    // vertex leaves the nodes behind it unreachable, and a group with a
+    // member there may have no reachable majority until the restart.
+    if (down_) return;
     const auto leader = leader_of(sim_, group);
     if (!leader || leader == spared_) return;
     down_ = *leader;
+    note_cut_groups(*leader);
     sim_.crash(*leader);
     sim_.simulator().after(seconds(8), [this] {
       const size_t node = *down_;
@@ -312,6 +322,44 @@ class Mover {
       std::erase_if(highest_, [node](const auto& entry) { return entry.first.first == node; });  // a new life
       down_.reset();
     });
+  }
+
+  // The groups that crashing `dying` leaves without a majority of members
+  // that can reach each other (a cut vertex's crash), while it is down.
+  void note_cut_groups(size_t dying) {
+    const size_t n = sim_.size();
+    std::vector<bool> live(n);
+    for (size_t i = 0; i < n; ++i) live[i] = i != dying && sim_.node(i) != nullptr;
+    std::vector<int> component(n, -1);
+    for (size_t start = 0; start < n; ++start) {
+      if (!live[start] || component[start] >= 0) continue;
+      std::vector<int> stack{static_cast<int>(start)};
+      component[start] = static_cast<int>(start);
+      while (!stack.empty()) {
+        const int at = stack.back();
+        stack.pop_back();
+        for (const int next : sim_.topology().neighbours(at)) {
+          if (!live[static_cast<size_t>(next)] || component[static_cast<size_t>(next)] >= 0) continue;
+          component[static_cast<size_t>(next)] = static_cast<int>(start);
+          stack.push_back(next);
+        }
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!live[i]) continue;
+      for (kgroup::GroupReplica* replica : sim_.node(i)->kgroups().host().replicas()) {
+        const auto& members = replica->config().members;
+        std::map<int, size_t> reachable;  // component -> live members in it
+        for (const core::NodeId member : members) {
+          for (size_t j = 0; j < n; ++j) {
+            if (sim_.id_of(j) == member && live[j]) ++reachable[component[j]];
+          }
+        }
+        size_t best = 0;
+        for (const auto& [c, count] : reachable) best = std::max(best, count);
+        if (best < members.size() / 2 + 1) cut_groups_.insert(replica->config().target.to_string());
+      }
+    }
   }
 
   MeshSim& sim_;
@@ -323,6 +371,7 @@ class Mover {
   std::optional<size_t> down_;
   std::optional<size_t> spared_;
   bool catalog_group_exists_ = false;
+  std::set<std::string> cut_groups_;
   std::map<std::pair<size_t, std::string>, uint64_t> highest_;
   std::set<std::string> reported_;
   std::vector<std::string> regressions_;
@@ -404,18 +453,36 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // Its group may itself be recovering from the crash (failure detection
   // and re-selection take seconds), so the oracle waits for a serving
   // leader, up to a bound; a group that lost its quorum (two of its three
-  // members crashed) can hold nothing and is not asked.
+  // members crashed) can hold nothing and is not asked, nor is one that a
+  // move's crash cut off (every move's crash overlaps this window): when
+  // the crashed node is a cut vertex, members behind it cannot reach the
+  // others, and a group in which no live majority can reach each other
+  // elects no leader for the 8 s the node is down, once per such crash.
+  // That holds of every group the device is in during the window (a group
+  // it is handed over to must first read its record from the old one).
   EmulatedDevice& flaky = devices.at(rng.below(initial_devices));
   sim.run_until(settle + seconds(14));
   flaky.set_up(false);
   const routine::DeviceGroupState::Device* seen_down = nullptr;
   const core::TimePoint give_up = settle + seconds(40);
+  std::set<std::string> flaky_groups;  // every group it was in meanwhile, by any live node's catalog
+  auto note_flaky_groups = [&] {
+    for (size_t i = 0; i < sim.size(); ++i) {
+      if (agent::Node* node = sim.node(i)) {
+        flaky_groups.insert(node->kgroups().selector().device_group(flaky.spec().id).to_string());
+      }
+    }
+  };
+  note_flaky_groups();
   while (sim.simulator().now() < give_up) {
     sim.run_until(sim.simulator().now() + milliseconds(500));
+    note_flaky_groups();
     seen_down = leader_record(sim, flaky.spec().id);
     if (seen_down != nullptr && !seen_down->up) break;
   }
-  if (!out.partitioned && (seen_down == nullptr || seen_down->up) && device_quorum_alive(sim, flaky.spec().id)) {
+  for (const auto& target : flaky_groups) out.cut_off = out.cut_off || mover.cut_groups().count(target) != 0;
+  if (!out.partitioned && !out.cut_off && (seen_down == nullptr || seen_down->up) &&
+      device_quorum_alive(sim, flaky.spec().id)) {
     std::string replicas;
     std::set<std::string> targets;
     for (size_t i = 0; i < sim.size(); ++i) {
@@ -560,6 +627,7 @@ struct Totals {
   uint64_t failed = 0;
   uint64_t actuations = 0;
   uint64_t partitioned = 0;
+  uint64_t cut_off = 0;
   uint64_t regrouped = 0;
   uint64_t handoffs = 0;
   uint64_t forked = 0;
@@ -580,18 +648,21 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.failed += o.failed;
     totals.actuations += o.actuations;
     totals.partitioned += o.partitioned ? 1 : 0;
+    totals.cut_off += o.cut_off ? 1 : 0;
     totals.regrouped += o.regrouped;
     totals.handoffs += o.handoffs;
     totals.forked += o.forked ? 1 : 0;
     if (test_support::report_violations("DEVICE_AGENT", seed, o.violations)) return;
   }
   std::printf(
-      "seeds=%llu (partitioned, safety only: %llu) commands ok=%llu failed=%llu actuations=%llu moves that "
-      "regrouped=%llu handoffs=%llu (forked groups, versions unchecked: %llu seeds)\n",
+      "seeds=%llu (partitioned, safety only: %llu; down device's group cut off by a move's crash, bound "
+      "waived: %llu) commands ok=%llu failed=%llu actuations=%llu moves that regrouped=%llu handoffs=%llu "
+      "(forked groups, versions unchecked: %llu seeds)\n",
       static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
-      static_cast<unsigned long long>(totals.ok), static_cast<unsigned long long>(totals.failed),
-      static_cast<unsigned long long>(totals.actuations), static_cast<unsigned long long>(totals.regrouped),
-      static_cast<unsigned long long>(totals.handoffs), static_cast<unsigned long long>(totals.forked));
+      static_cast<unsigned long long>(totals.cut_off), static_cast<unsigned long long>(totals.ok),
+      static_cast<unsigned long long>(totals.failed), static_cast<unsigned long long>(totals.actuations),
+      static_cast<unsigned long long>(totals.regrouped), static_cast<unsigned long long>(totals.handoffs),
+      static_cast<unsigned long long>(totals.forked));
 }
 
 TEST(DeviceAgentSim, LeaderCrashNeitherLosesNorRepeatsCommands) {
