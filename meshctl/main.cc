@@ -111,7 +111,9 @@ EXIT STATUS
     For lock, once the resource is granted: the status of CMD. For
     kgroup-write, 1 also when the write was not acknowledged in time.
     For device set, the command's outcome: 0 ok, 3 refused (outside the
-    device's schema), 4 device down, 5 driver error, 6 the device did not
+    device's schema, or precondition rules apply to it and
+    --ignore-preconditions was not given), 4 device down, 5 driver
+    error, 6 the device did not
     answer in time, 7 interrupted (its leader died while actuating: it may
     or may not have happened); 1 if no outcome arrived in time. For device
     add, device remove, routine add, remove, enable and disable, and

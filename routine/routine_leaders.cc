@@ -78,6 +78,12 @@ std::string rollback_report(const RoutineGroupState::Invocation& invocation) {
   return report;
 }
 
+// The invocation's whole command list: the routine's commands with its
+// plan's precondition commands (none before it is planned).
+std::vector<ComboCommand> combo_of(const RoutineSpec& spec, const RoutineGroupState::Invocation& invocation) {
+  return expand(spec, invocation.plan.value_or(std::vector<PreconditionCommand>{}));
+}
+
 // "routine:ID" -> "ID"
 std::string routine_id(const std::tuple<std::string, uint64_t, uint32_t>& key) {
   const std::string& target = std::get<0>(key);
@@ -459,7 +465,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         plan_combo(key, seq, reservation->devices);
         return;
       }
-      const std::vector<ComboCommand> commands = expand(*spec, invocation.plan.value_or(std::vector<PreconditionCommand>{}));
+      const std::vector<ComboCommand> commands = combo_of(*spec, invocation);
       const auto next = static_cast<uint32_t>(invocation.commands.size());
       // A must command that did not succeed aborts the invocation (SafeHome
       // atomicity); a best-effort one is only reported.
@@ -512,8 +518,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         // Commands may have run only once every lock was held.
         end.set_outcome(invocation.locked_at_us == 0 ? proto::INVOCATION_ABORTED : proto::INVOCATION_FAILED);
         end.set_detail(fmt::format("stopped after {} of its {} commands: {}", invocation.commands.size(),
-                                   expand(*spec, invocation.plan.value_or(std::vector<PreconditionCommand>{})).size(),
-                                   invocation.stop_reason));
+                                   combo_of(*spec, invocation).size(), invocation.stop_reason));
       } else if (!definition_holds && invocation.locked_at_us == 0) {
         end.set_outcome(proto::INVOCATION_ABORTED);
         end.set_detail("the routine's definition changed before it ran");
@@ -772,8 +777,7 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
   const RoutineGroupState* st = state(key);
   const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
   if (spec == nullptr || invocation == nullptr) return;
-  const std::vector<ComboCommand> commands =
-      expand(*spec, invocation->plan.value_or(std::vector<PreconditionCommand>{}));
+  const std::vector<ComboCommand> commands = combo_of(*spec, *invocation);
   if (index >= commands.size()) return;
   const RoutineCommand& command = commands[index].command;
   const std::string routine = routine_id(key);
@@ -947,8 +951,7 @@ void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t 
     idle(key, seq);
     return;
   }
-  const std::vector<ComboCommand> commands =
-      expand(*spec, invocation->plan.value_or(std::vector<PreconditionCommand>{}));
+  const std::vector<ComboCommand> commands = combo_of(*spec, *invocation);
   if (index >= commands.size()) {
     idle(key, seq);
     return;
