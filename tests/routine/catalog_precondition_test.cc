@@ -9,6 +9,7 @@
 
 #include "kgroup/client_state_machine.h"
 #include "routine/catalog.h"
+#include "tests/support/device_specs.h"
 #include "routine/catalog_log.h"
 #include "routine/device_codec.h"
 #include "routine/precondition_codec.h"
@@ -18,14 +19,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-DeviceSpec device(const std::string& id, DeviceKind kind) {
-  DeviceSpec spec;
-  spec.id = id;
-  spec.kind = kind;
-  spec.location = {1, 2, 0};
-  spec.driver = "kasa://" + id;
-  return spec;
-}
+using test_support::device_spec;
 
 PreconditionRuleSpec rule(const std::string& id, const std::string& when, std::vector<std::string> required) {
   return {id, when, std::move(required)};
@@ -72,8 +66,8 @@ std::string write(const proto::CatalogChange& change) {
 
 TEST(CatalogLogPreconditions, RuleChangesAreOrderedAndRefusedLikeRoutines) {
   CatalogLog log;
-  log.apply(1, write(put(device("sprinkler", DeviceKind::switch_), 1)));
-  log.apply(2, write(put(device("outlet_1", DeviceKind::plug), 2)));
+  log.apply(1, write(put(device_spec("sprinkler", DeviceKind::switch_), 1)));
+  log.apply(2, write(put(device_spec("outlet_1", DeviceKind::plug), 2)));
   log.apply(3, write(put(sprinkler_rule(), 3)));
   const auto stricter =
       rule("sprinkler_needs_outlet_off", "sprinkler.power == on", {"outlet_1.power == off", "sprinkler.power != off"});
@@ -105,8 +99,8 @@ TEST(CatalogPreconditions, RulesOverlayTheFileAndAreResolvedAgainstTheDevices) {
   Catalog catalog;
   int changes = 0;
   catalog.set_on_change([&] { ++changes; });
-  catalog.set_base({device("sprinkler", DeviceKind::switch_), device("outlet_1", DeviceKind::plug),
-                    device("hall", DeviceKind::dimmer)},
+  catalog.set_base({device_spec("sprinkler", DeviceKind::switch_), device_spec("outlet_1", DeviceKind::plug),
+                    device_spec("hall", DeviceKind::dimmer)},
                    "digest", {}, {sprinkler_rule()});
   ASSERT_NE(catalog.find_precondition("sprinkler_needs_outlet_off"), nullptr);
   EXPECT_TRUE(catalog.precondition_in_file("sprinkler_needs_outlet_off"));
@@ -122,7 +116,7 @@ TEST(CatalogPreconditions, RulesOverlayTheFileAndAreResolvedAgainstTheDevices) {
 
   // A device changed under a rule (by a node that had not yet seen the
   // rule, say) leaves the rule defined, reported, and out of planning.
-  DeviceSpec outlet_sensor = device("outlet_1", DeviceKind::motion_sensor);
+  DeviceSpec outlet_sensor = device_spec("outlet_1", DeviceKind::motion_sensor);
   log.apply(2, write(put(outlet_sensor, 2, true)));
   ASSERT_EQ(catalog.precondition_problems().count("sprinkler_needs_outlet_off"), 1u);
   EXPECT_EQ(catalog.precondition_problems().at("sprinkler_needs_outlet_off"),
@@ -133,7 +127,7 @@ TEST(CatalogPreconditions, RulesOverlayTheFileAndAreResolvedAgainstTheDevices) {
   EXPECT_EQ(catalog.precondition_rules()[0].id, "dim_hall_first");
 
   // The device back as it was: the rule applies again.
-  log.apply(3, write(put(device("outlet_1", DeviceKind::plug), 3, true)));
+  log.apply(3, write(put(device_spec("outlet_1", DeviceKind::plug), 3, true)));
   EXPECT_TRUE(catalog.precondition_problems().empty());
   EXPECT_EQ(catalog.precondition_rules().size(), 2u);
 
@@ -149,8 +143,8 @@ TEST(CatalogPreconditions, RulesOverlayTheFileAndAreResolvedAgainstTheDevices) {
 // What CatalogSync does with a page of entries: encoded in a RoutineBody,
 // decoded on another node and appended. Both nodes end with the same rules.
 TEST(CatalogPreconditions, SyncedEntriesCarryRulesAndApplyIdentically) {
-  const std::vector<DeviceSpec> file = {device("sprinkler", DeviceKind::switch_), device("outlet_1", DeviceKind::plug),
-                                        device("outlet_2", DeviceKind::plug)};
+  const std::vector<DeviceSpec> file = {device_spec("sprinkler", DeviceKind::switch_), device_spec("outlet_1", DeviceKind::plug),
+                                        device_spec("outlet_2", DeviceKind::plug)};
   Catalog leader;
   leader.set_base(file, "digest");
   CatalogLog log([&](const proto::CatalogEntry& entry) { EXPECT_TRUE(leader.append(entry)); });
@@ -180,8 +174,8 @@ TEST(CatalogPreconditions, SyncedEntriesCarryRulesAndApplyIdentically) {
 
 TEST(CatalogPreconditions, ClientCheckSeesTheFileAndTheDevices) {
   Catalog catalog;
-  catalog.set_base({device("sprinkler", DeviceKind::switch_), device("outlet_1", DeviceKind::plug),
-                    device("hall", DeviceKind::dimmer)},
+  catalog.set_base({device_spec("sprinkler", DeviceKind::switch_), device_spec("outlet_1", DeviceKind::plug),
+                    device_spec("hall", DeviceKind::dimmer)},
                    "digest", {}, {sprinkler_rule()});
   EXPECT_FALSE(check_change(catalog, put(sprinkler_rule(), 1)));
   EXPECT_EQ(
@@ -199,7 +193,7 @@ TEST(CatalogPreconditions, ClientCheckSeesTheFileAndTheDevices) {
             "device outlet_1 is named by precondition rule sprinkler_needs_outlet_off; change or remove the rule "
             "first (meshctl precondition remove sprinkler_needs_outlet_off)");
   EXPECT_FALSE(check_change(catalog, remove_device("hall", 7)));
-  EXPECT_EQ(check_change(catalog, put(device("outlet_1", DeviceKind::motion_sensor), 8, true)),
+  EXPECT_EQ(check_change(catalog, put(device_spec("outlet_1", DeviceKind::motion_sensor), 8, true)),
             "changing device outlet_1 would break precondition rule sprinkler_needs_outlet_off (precondition "
             "sprinkler_needs_outlet_off.requires[1]: column 10: device outlet_1: a motion_sensor has no attribute "
             "'power' (it has: motion)); change the rule first");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "routine/catalog.h"
+#include "tests/support/device_specs.h"
 #include "routine/routine_combo.h"
 
 namespace mesh::routine {
@@ -13,14 +14,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-DeviceSpec device(const std::string& id, DeviceKind kind) {
-  DeviceSpec spec;
-  spec.id = id;
-  spec.kind = kind;
-  spec.location = {1, 2, 0};
-  spec.driver = "emulated://" + id;
-  return spec;
-}
+using test_support::device_spec;
 
 RoutineCommand set(const std::string& device, bool power) { return {device, {{"power", power}}, std::nullopt, true}; }
 
@@ -37,9 +31,9 @@ RoutineSpec routine(std::vector<RoutineCommand> commands) {
 // outlet_1 goes off only with nobody in the hall.
 Catalog garden(std::vector<PreconditionRuleSpec> rules) {
   Catalog catalog;
-  catalog.set_base({device("sprinkler", DeviceKind::switch_), device("outlet_1", DeviceKind::plug),
-                    device("outlet_2", DeviceKind::plug), device("hall_motion", DeviceKind::motion_sensor),
-                    device("lamp", DeviceKind::plug)},
+  catalog.set_base({device_spec("sprinkler", DeviceKind::switch_), device_spec("outlet_1", DeviceKind::plug),
+                    device_spec("outlet_2", DeviceKind::plug), device_spec("hall_motion", DeviceKind::motion_sensor),
+                    device_spec("lamp", DeviceKind::plug)},
                    "test", {}, std::move(rules));
   return catalog;
 }
