@@ -34,6 +34,7 @@ proto::DeviceStateMsg to_proto(const std::string& id, const DeviceGroupState::De
   msg.set_placed_version(device.placed_version);
   msg.set_moved_to(device.moved_to);
   msg.set_frozen_for_version(device.frozen_for_version);
+  msg.set_availability_events(device.availability_events);
   return msg;
 }
 
@@ -49,6 +50,7 @@ DeviceGroupState::Device from_proto(const proto::DeviceStateMsg& msg) {
   device.placed_version = msg.placed_version();
   device.moved_to = msg.moved_to();
   device.frozen_for_version = msg.frozen_for_version();
+  device.availability_events = msg.availability_events();
   return device;
 }
 
@@ -88,6 +90,7 @@ void DeviceGroupState::apply_update(std::string_view update) {
       device.held = true;
       Attributes attributes = observed.up() ? from_proto(observed.attributes()) : device.attributes;
       if (device.known && device.up == observed.up() && device.attributes == attributes) return;
+      if (device.known && device.up != observed.up()) ++device.availability_events;
       device.attributes = std::move(attributes);
       device.known = true;
       device.up = observed.up();
@@ -142,8 +145,16 @@ void DeviceGroupState::apply_update(std::string_view update) {
       // The state before is the group's own record, not the writer's.
       google::protobuf::RepeatedPtrField<proto::AttributeMsg> before;
       before.Swap(it->second.outcome.mutable_state_before());
+      const std::optional<uint64_t> events_before =
+          it->second.outcome.has_availability_events() ? std::optional(it->second.outcome.availability_events())
+                                                       : std::nullopt;
       it->second.outcome = outcome;
       it->second.outcome.mutable_state_before()->Swap(&before);
+      if (events_before) {
+        it->second.outcome.set_availability_events(*events_before);
+      } else {
+        it->second.outcome.clear_availability_events();
+      }
       finished_order_.push_back(it->first);
       if (outcome.status() == proto::COMMAND_OK && outcome.state_after_size() > 0) {
         Device& device = devices_[it->second.device];
@@ -151,6 +162,9 @@ void DeviceGroupState::apply_update(std::string_view update) {
         Attributes after = device.attributes;
         for (auto& [name, value] : from_proto(outcome.state_after())) after[name] = value;
         if (after != device.attributes || !device.up || !device.known) {
+          // An ok command is the device answering: if it was down, this is
+          // its restart event.
+          if (device.known && !device.up) ++device.availability_events;
           device.attributes = std::move(after);
           device.known = true;
           device.up = true;
@@ -181,6 +195,7 @@ void DeviceGroupState::record_state_before(Command& command) {
     if (const auto it = known->attributes.find(name); it != known->attributes.end()) before.emplace(name, it->second);
   }
   to_proto(before, *command.outcome.mutable_state_before());
+  command.outcome.set_availability_events(known->availability_events);
 }
 
 std::optional<std::string> DeviceGroupState::lock_refusal(const Command& command) const {
@@ -274,6 +289,11 @@ void DeviceGroupState::apply_import(const proto::DeviceImport& imported) {
     device.reason = std::move(incoming.reason);
     device.changed_at_us = incoming.changed_at_us;
     device.version = version;
+    // Never below the old group's count (a routine's start count may come
+    // from there) and, if this group held the device before, above its own
+    // (or from here): an equal count must mean no event in between.
+    device.availability_events = device.held ? std::max(incoming.availability_events, device.availability_events + 1)
+                                             : incoming.availability_events;
   }
   device.held = true;
   device.placed_version = imported.placed_version();

@@ -82,6 +82,11 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
     bool up = false;
     std::string reason;  // why it is down
     int64_t changed_at_us = 0;
+    // Failure and restart events committed here (a known device's up turning
+    // to down or back, by an observation or an ok command), carried across
+    // handoffs and never going back: routines place these events among
+    // their commands by it (routine/failure_serialization.h).
+    uint64_t availability_events = 0;
     // Handoff: this group holds the device's record (observed, commanded or
     // imported here), live from catalog version placed_version; frozen (no
     // longer this group's) when moved_to is set, by a claim of

@@ -34,6 +34,10 @@ struct FaultPoints {
   // the invocation began taking its locks, not once it holds them all (APEX
   // isolation: another combo may change a precondition in between).
   bool stale_precondition_states = false;
+  // Routine leaders skip the finish point's failure serialization: a routine
+  // completes whatever device failed or restarted while it ran (SafeHome §3
+  // under GSV, S-GSV and PSV).
+  bool ignore_device_events = false;
 };
 
 FaultPoints& fault_points();

@@ -58,6 +58,7 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     command.set_status(result.status);
     command.set_detail(result.detail);
     to_proto(result.state_before, *command.mutable_state_before());
+    if (result.availability_events) command.set_availability_events(*result.availability_events);
     msg.add_command_done_at_us(result.done_at_us);
   }
   msg.set_abort_reason(invocation.abort_reason);
@@ -68,6 +69,7 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     undo.set_detail(result.detail);
   }
   if (invocation.plan) *msg.mutable_plan() = to_proto(*invocation.plan);
+  if (invocation.baseline) *msg.mutable_baseline() = to_proto(*invocation.baseline);
   msg.set_triggered_at_us(invocation.triggered_at_us);
   msg.set_locked_at_us(invocation.locked_at_us);
   msg.set_releasing_at_us(invocation.releasing_at_us);
@@ -94,6 +96,7 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
     result.detail = msg.commands(i).detail();
     result.done_at_us = i < msg.command_done_at_us_size() ? msg.command_done_at_us(i) : 0;
     result.state_before = from_proto(msg.commands(i).state_before());
+    if (msg.commands(i).has_availability_events()) result.availability_events = msg.commands(i).availability_events();
   }
   invocation.abort_reason = msg.abort_reason();
   for (const auto& undo : msg.undone()) {
@@ -102,6 +105,7 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
     result.detail = undo.detail();
   }
   if (msg.has_plan()) invocation.plan = from_proto(msg.plan());
+  if (msg.has_baseline()) invocation.baseline = from_proto(msg.baseline());
   invocation.triggered_at_us = msg.triggered_at_us();
   invocation.locked_at_us = msg.locked_at_us();
   invocation.releasing_at_us = msg.releasing_at_us();
@@ -221,8 +225,17 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       result->second.detail = command.detail();
       result->second.done_at_us = step.at_us();
       result->second.state_before = from_proto(command.state_before());
+      if (command.has_availability_events()) result->second.availability_events = command.availability_events();
       return;
     }
+    case proto::InvocationStep::kBaseline:
+      // Once, before the plan and any command: what the finish point
+      // compares with must be from before the first command.
+      if (invocation.phase == proto::PHASE_EXECUTING && !invocation.baseline && !invocation.plan &&
+          invocation.commands.empty() && invocation.abort_reason.empty()) {
+        invocation.baseline = from_proto(step.baseline());
+      }
+      return;
     case proto::InvocationStep::kPlan: {
       // Once, before any command: every later index counts its commands.
       if (invocation.phase != proto::PHASE_EXECUTING || invocation.plan || !invocation.commands.empty() ||

@@ -11,6 +11,7 @@
 #include "kgroup/client_state_machine.h"
 #include "proto/invocation.pb.h"
 #include "routine/device_model.h"
+#include "routine/failure_serialization.h"
 #include "routine/routine_combo.h"
 
 namespace mesh::routine {
@@ -42,7 +43,11 @@ namespace mesh::routine {
 //    rollback where it stood and never undoes a command twice;
 //  - an invocation whose routine has precondition rules commits its plan
 //    (the precondition commands, deduced once its locks are held) before
-//    its first command, so every leader runs the same combo.
+//    its first command, so every leader runs the same combo;
+//  - under GSV and S-GSV an invocation commits the failure and restart
+//    event counts of the devices it watches (`baseline`) before its plan
+//    and first command, so whichever leader reaches its finish point
+//    compares against the same start (routine/failure_serialization.h).
 //
 // Steps apply only if they move an invocation forward (a repeated or
 // late step changes nothing), so a deposed leader's stale write is harmless.
@@ -54,6 +59,9 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     int64_t done_at_us = 0;
     // The device's values before the command: what undoing it restores.
     Attributes state_before;
+    // The device's failure and restart events before the command began
+    // actuating (routine/failure_serialization.h); none if it never did.
+    std::optional<uint64_t> availability_events;
   };
   // A resource taken with Camera: its grant lives at one node (`holder`),
   // so only that node can go on using it (routine/routine_leaders.h).
@@ -80,6 +88,9 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     // Set once its precondition commands were deduced (APEX,
     // routine/routine_combo.h); command indexes then count them too.
     std::optional<std::vector<PreconditionCommand>> plan;
+    // GSV, S-GSV: the watched devices' event counts at the start of
+    // EXECUTING, committed before the plan and the first command.
+    std::optional<AvailabilityBaseline> baseline;
     int64_t triggered_at_us = 0;
     int64_t locked_at_us = 0;
     int64_t releasing_at_us = 0;

@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include "core/fnv1a.h"
 #include "core/log.h"
 #include "routine/device_codec.h"
+#include "routine/failure_serialization.h"
 #include "routine/fault_points.h"
 #include "routine/routine_combo.h"
 
@@ -17,16 +19,6 @@ constexpr int64_t kMinutesPerDay = 24 * 60;
 // A plan is one committed step (kgroup's update bound is 700 bytes, with the
 // step's own fields) and travels in history answers.
 constexpr size_t kMaxPlanBytes = 480;
-
-// FNV-1a: stable across builds and machines, which std::hash is not.
-uint64_t fnv1a(std::string_view bytes) {
-  uint64_t hash = 14695981039346656037ull;
-  for (const char c : bytes) {
-    hash ^= static_cast<uint8_t>(c);
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
 
 bool succeeded(proto::CommandStatus status) { return status == proto::COMMAND_OK; }
 
@@ -97,7 +89,7 @@ uint64_t definition_digest(const RoutineSpec& spec) {
   // stops new triggers, not the invocation under way.
   RoutineSpec definition = spec;
   definition.enabled = true;
-  return fnv1a(to_proto(definition).SerializeAsString()) | 1;
+  return core::fnv1a(to_proto(definition).SerializeAsString()) | 1;
 }
 
 // One invocation being driven: at most one request in flight at a time.
@@ -140,6 +132,7 @@ RoutineLeaders::RoutineLeaders(core::Env& env, kgroup::GroupHost& host, const kg
       invocations_failed_(metrics.counter("routine_invocations_total", {{"result", "failed"}})),
       invocations_aborted_(metrics.counter("routine_invocations_total", {{"result", "aborted"}})),
       rollback_commands_(metrics.counter("routine_rollback_commands_total")),
+      failure_aborts_(metrics.counter("routine_failure_aborts_total")),
       lock_retries_(metrics.counter("routine_lock_retries_total")) {
   messages_.on(proto::RoutineBody::kLocksLost,
                [this, alive = alive_](const core::Message&, const proto::RoutineBody& body) {
@@ -461,6 +454,11 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         roll_back(key, invocation);
         return;
       }
+      if (!invocation.baseline && !invocation.plan && invocation.commands.empty() &&
+          watched_devices(options_.visibility) != WatchedDevices::none) {
+        take_baseline(key, seq, watched_by(devices));
+        return;
+      }
       if (!invocation.plan && invocation.commands.empty() && reservation && reservation->has_preconditions) {
         plan_combo(key, seq, reservation->devices);
         return;
@@ -498,6 +496,10 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         }
       }
       if (next >= commands.size()) {
+        if (serializes_failures(options_.visibility) && !fault_points().ignore_device_events) {
+          finish(key, invocation, commands, watched_by(devices));
+          return;
+        }
         step(
             key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
             [this, key, seq](bool committed) { after_step(key, seq, committed); });
@@ -810,6 +812,109 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
                });
 }
 
+std::set<std::string> RoutineLeaders::watched_by(const std::vector<std::string>& locked) const {
+  switch (watched_devices(options_.visibility)) {
+    case WatchedDevices::none:
+      return {};
+    case WatchedDevices::locked:
+      return {locked.begin(), locked.end()};
+    case WatchedDevices::all: {
+      std::set<std::string> all;
+      for (const auto& [id, spec] : catalog_.devices()) all.insert(id);
+      return all;
+    }
+  }
+  return {};
+}
+
+namespace {
+
+// Unknown devices (never observed) count no events and are not up.
+std::map<std::string, DeviceAvailability> availability_of(const std::set<std::string>& devices,
+                                                          const RoutineLeaders::DeviceRecords& records) {
+  std::map<std::string, DeviceAvailability> out;
+  for (const auto& device : devices) {
+    DeviceAvailability& a = out[device];
+    const auto it = records.find(device);
+    if (it == records.end() || !it->second.known()) continue;
+    a.events = it->second.availability_events();
+    a.up = it->second.up();
+  }
+  return out;
+}
+
+// A record frozen by a handoff is not the device's current one: its counts
+// may be behind the new group's, so a reading with one is taken again.
+std::optional<std::string> moved_record(const RoutineLeaders::DeviceRecords& records) {
+  for (const auto& [device, record] : records) {
+    if (!record.moved_to().empty()) return device;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void RoutineLeaders::take_baseline(const SessionKey& key, uint64_t seq, const std::set<std::string>& watched) {
+  read_records(key, seq, watched, [this, key, seq, watched](const DeviceRecords& records) {
+    if (const auto moved = moved_record(records)) {
+      core::log("routine").debug("routine {} invocation {}: device {} is moving to another group; reading again",
+                                 routine_id(key), seq, *moved);
+      idle(key, seq, options_.poll_interval);
+      return;
+    }
+    const AvailabilityBaseline baseline = make_baseline(availability_of(watched, records));
+    core::log("routine").debug("routine {} invocation {}: watching {} devices for failures and restarts",
+                               routine_id(key), seq, baseline.devices);
+    step(
+        key, seq, [&baseline](proto::InvocationStep& s) { *s.mutable_baseline() = to_proto(baseline); },
+        [this, key, seq](bool committed) { after_step(key, seq, committed); });
+  });
+}
+
+void RoutineLeaders::finish(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                            const std::vector<ComboCommand>& commands, const std::set<std::string>& watched) {
+  const uint64_t seq = invocation.seq;
+  FinishCheck check;
+  check.visibility = options_.visibility;
+  check.baseline = invocation.baseline;
+  std::set<std::string> touched;
+  for (const auto& [index, result] : invocation.commands) {
+    if (index >= commands.size()) continue;
+    const std::string& device = commands[index].command.device;
+    touched.insert(device);
+    if (result.availability_events) check.touches[device].push_back(*result.availability_events);
+  }
+  std::set<std::string> read = watched;
+  read.insert(touched.begin(), touched.end());
+  read_records(key, seq, read,
+               [this, key, seq, check = std::move(check), watched, touched](const DeviceRecords& records) mutable {
+                 if (const auto moved = moved_record(records)) {
+                   core::log("routine").debug(
+                       "routine {} invocation {}: device {} is moving to another group; reading again",
+                       routine_id(key), seq, *moved);
+                   idle(key, seq, options_.poll_interval);
+                   return;
+                 }
+                 check.watched_now = availability_of(watched, records);
+                 check.touched_now = availability_of(touched, records);
+                 const auto reason = failure_abort_reason(check);
+                 if (!reason) {
+                   step(
+                       key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
+                       [this, key, seq](bool committed) { after_step(key, seq, committed); });
+                   return;
+                 }
+                 core::log("routine").info("routine {} invocation {}: aborting at its finish: {}", routine_id(key),
+                                           seq, *reason);
+                 step(
+                     key, seq, [&reason](proto::InvocationStep& s) { s.set_abort(*reason); },
+                     [this, key, seq](bool committed) {
+                       if (committed) failure_aborts_.add();
+                       after_step(key, seq, committed);
+                     });
+               });
+}
+
 void RoutineLeaders::plan_combo(const SessionKey& key, uint64_t seq, const std::set<std::string>& devices) {
   read_states(key, seq, devices, [this, key, seq](const DeviceStates& states) {
     const RoutineGroupState* st = state(key);
@@ -822,19 +927,37 @@ void RoutineLeaders::plan_combo(const SessionKey& key, uint64_t seq, const std::
 
 void RoutineLeaders::read_states(const SessionKey& key, uint64_t seq, const std::set<std::string>& devices,
                                  std::function<void(const DeviceStates&)> then) {
-  // One read per device group: its answer holds the state of each device
+  read_records(key, seq, devices, [then = std::move(then)](const DeviceRecords& records) {
+    DeviceStates states;
+    for (const auto& [device, record] : records) {
+      // A frozen record moved away: its state here is stale, so the device
+      // counts as unknown (set, not held).
+      if (!record.known() || !record.moved_to().empty()) continue;
+      states[device] = from_proto(record.attributes());
+    }
+    then(states);
+  });
+}
+
+void RoutineLeaders::read_records(const SessionKey& key, uint64_t seq, const std::set<std::string>& devices,
+                                  std::function<void(const DeviceRecords&)> then) {
+  // One read per device group: its answer holds the record of each device
   // asked for, as committed there (an ok command's outcome included).
   struct Reading {
-    DeviceStates states;
+    DeviceRecords records;
     size_t pending = 0;
     std::string failure;
-    std::function<void(const DeviceStates&)> then;
+    std::function<void(const DeviceRecords&)> then;
   };
   std::map<std::string, std::set<std::string>> by_group;
   for (const auto& device : devices) by_group[selector_.device_group(device).to_string()].insert(device);
   auto reading = std::make_shared<Reading>();
   reading->pending = by_group.size();
   reading->then = std::move(then);
+  if (by_group.empty()) {
+    reading->then(reading->records);
+    return;
+  }
   for (const auto& [target, wanted] : by_group) {
     proto::DeviceQuery query;
     for (const auto& device : wanted) query.mutable_states()->add_devices(device);
@@ -846,21 +969,18 @@ void RoutineLeaders::read_states(const SessionKey& key, uint64_t seq, const std:
                     reading->failure = fmt::format("{}: {}", target, read ? "an unreadable answer" : read.error());
                   } else {
                     for (const auto& device : reply->devices()) {
-                      // A frozen record moved away: its state here is stale,
-                      // so the device counts as unknown (set, not held).
-                      if (wanted.count(device.device()) == 0 || !device.known() || !device.moved_to().empty()) continue;
-                      reading->states[device.device()] = from_proto(device.attributes());
+                      if (wanted.count(device.device()) != 0) reading->records[device.device()] = device;
                     }
                   }
                   if (--reading->pending > 0) return;
                   if (!reading->failure.empty()) {
-                    core::log("routine").debug("routine {} invocation {}: reading its devices' states failed ({}); "
+                    core::log("routine").debug("routine {} invocation {}: reading its devices failed ({}); "
                                                "trying again",
                                                routine_id(key), seq, reading->failure);
                     idle(key, seq, options_.poll_interval);
                     return;
                   }
-                  reading->then(reading->states);
+                  reading->then(reading->records);
                 });
   }
 }
@@ -993,7 +1113,12 @@ void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t 
                       recorded.set_index(index);
                       recorded.set_status(outcome.status());
                       recorded.set_detail(outcome.detail());
-                      if (!undo) *recorded.mutable_state_before() = outcome.state_before();
+                      if (!undo) {
+                        *recorded.mutable_state_before() = outcome.state_before();
+                        if (outcome.has_availability_events()) {
+                          recorded.set_availability_events(outcome.availability_events());
+                        }
+                      }
                     },
                     [this, key, seq, undo](bool committed) {
                       if (committed && undo) rollback_commands_.add();
@@ -1052,7 +1177,7 @@ std::vector<std::string> RoutineLeaders::resources_of(const RoutineSpec& spec) c
   std::vector<std::string> resources = spec.uses;
   std::sort(resources.begin(), resources.end());
   resources.erase(std::unique(resources.begin(), resources.end()), resources.end());
-  if (options_.visibility == Visibility::gsv) resources.insert(resources.begin(), std::string(kGlobalRoutineResource));
+  if (is_global(options_.visibility)) resources.insert(resources.begin(), std::string(kGlobalRoutineResource));
   return resources;
 }
 

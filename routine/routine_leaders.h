@@ -19,6 +19,7 @@
 #include "routine/catalog.h"
 #include "routine/command_deduction.h"
 #include "routine/device_watcher.h"
+#include "routine/routine_combo.h"
 #include "routine/routine_group_state.h"
 #include "routine/routine_messages.h"
 #include "routine/routine_model.h"
@@ -117,6 +118,15 @@ struct RoutineLeaderOptions {
 //    concurrent routine's write, as WV promises no isolation. An invocation
 //    stopped for a lost lock is not rolled back: another routine may have
 //    written its devices since.
+//  - Failure serialization (SafeHome §3, routine/failure_serialization.h):
+//    under GSV and S-GSV the invocation first commits the failure and
+//    restart event counts of the devices it watches (`baseline`: those it
+//    locks, or every device of the mesh), before its plan and first
+//    command; each command's step carries its device's count when it began
+//    actuating. At the finish point (the last command and its duration
+//    done) the leader reads the counts again and, under GSV, S-GSV and PSV,
+//    aborts the invocation (rolled back as above) if an event fell where the
+//    model cannot serialize it before or after the routine. WV skips this.
 //  - RELEASING_LOCKS: every lock given back (each release committed by its
 //    device group), the Camera grants given back, then the invocation's end
 //    committed here.
@@ -175,6 +185,9 @@ class RoutineLeaders {
 
   void start();
 
+  // Device records by id, as their groups answered a states read.
+  using DeviceRecords = std::map<std::string, proto::DeviceStateMsg>;
+
   // The routines this node leads right now.
   std::vector<std::string> led_routines() const;
 
@@ -211,6 +224,22 @@ class RoutineLeaders {
   // reads) and hands them to `then`; tries again later if a read fails.
   void read_states(const SessionKey& key, uint64_t seq, const std::set<std::string>& devices,
                    std::function<void(const DeviceStates&)> then);
+  // The same reads, handing over the devices' whole records (a device its
+  // group has no record of is missing).
+  void read_records(const SessionKey& key, uint64_t seq, const std::set<std::string>& devices,
+                    std::function<void(const DeviceRecords&)> then);
+  // The devices the visibility model watches for failures and restarts from
+  // an invocation's start (routine/failure_serialization.h), given those it
+  // locks.
+  std::set<std::string> watched_by(const std::vector<std::string>& locked) const;
+  // GSV, S-GSV: reads the watched devices' event counts and commits them as
+  // the invocation's baseline.
+  void take_baseline(const SessionKey& key, uint64_t seq, const std::set<std::string>& watched);
+  // The finish point, after the last command: reads the watched and touched
+  // devices again and either commits the release or aborts (then the
+  // rollback runs) if a failure or restart cannot be serialized around it.
+  void finish(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+              const std::vector<ComboCommand>& commands, const std::set<std::string>& watched);
   void poll_command(const SessionKey& key, uint64_t seq, uint32_t index, bool undo, core::TimePoint deadline);
   // An aborted invocation's next rollback step: undo the newest command
   // that may have acted, or, when none is left, go on to release.
@@ -304,6 +333,7 @@ class RoutineLeaders {
   core::Counter& invocations_failed_;
   core::Counter& invocations_aborted_;
   core::Counter& rollback_commands_;
+  core::Counter& failure_aborts_;
   core::Counter& lock_retries_;
 };
 

@@ -8,15 +8,20 @@ std::string_view to_string(Visibility visibility) {
       return "wv";
     case Visibility::gsv:
       return "gsv";
+    case Visibility::sgsv:
+      return "sgsv";
     case Visibility::psv:
       return "psv";
   }
   return "psv";
 }
 
+bool is_global(Visibility visibility) { return visibility == Visibility::gsv || visibility == Visibility::sgsv; }
+
 std::optional<Visibility> parse_visibility(std::string_view text) {
   if (text == "wv") return Visibility::wv;
   if (text == "gsv") return Visibility::gsv;
+  if (text == "sgsv") return Visibility::sgsv;
   if (text == "psv") return Visibility::psv;
   return std::nullopt;
 }

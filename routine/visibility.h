@@ -33,15 +33,23 @@ namespace mesh::routine {
 //    OLA, are held from the first command to the end of the invocation:
 //    strict two-phase locking over the devices, so the invocations that
 //    ran are serializable in the order they took their contended locks.
+//  - sgsv (strong GSV): GSV, and its failure serialization aborts a running
+//    routine on a failure or restart of any device of the mesh, not only of
+//    the devices it touches (SafeHome §3, routine/failure_serialization.h).
 //
-// SafeHome's S-GSV and EV (lock leasing with per-device lineages) build on
-// these and are not offered yet.
-enum class Visibility { wv, gsv, psv };
+// Each model also places device failure and restart events in its serial
+// order as SafeHome §3 says (routine/failure_serialization.h): WV ignores
+// them; GSV, S-GSV and PSV abort a routine an event cannot be serialized
+// before or after. EV (lock leasing with per-device lineages) builds on
+// these and is not offered yet.
+enum class Visibility { wv, gsv, psv, sgsv };
 
 std::string_view to_string(Visibility visibility);
+// GSV and S-GSV: one routine executing at a time in the whole mesh.
+bool is_global(Visibility visibility);
 std::optional<Visibility> parse_visibility(std::string_view text);
 
-// The Camera resource every invocation holds under GSV. It has a space in
+// The Camera resource every invocation holds under GSV and S-GSV. It has a space in
 // it, which no resource a routine names in `uses` may have, so it never
 // collides with one; it is taken before them (resources are taken in one
 // order everywhere, so no wait cycle runs through them).

@@ -118,7 +118,8 @@ OPTIONS
     --seed S       topology: layout seed for random and clustered (default 1)
     --clusters C   topology: clusters for kind clustered (default 3)
     --models LIST  routines: comma-separated visibility models among wv, gsv,
-                   psv (default: all three)
+                   psv, sgsv (default: wv, gsv, psv; sgsv differs from gsv
+                   only when devices fail)
     --seeds N      routines: run seeds 1..N (default 1)
     --seed S       routines: run seed S only; it drives the mesh, the
                    arrival nodes and, unless the workload's generator fixes
@@ -357,7 +358,7 @@ std::vector<mesh::routine::Visibility> parse_models(std::string_view text) {
     const size_t comma = std::min(text.find(',', begin), text.size());
     const std::string_view name = text.substr(begin, comma - begin);
     const auto model = mesh::routine::parse_visibility(name);
-    if (!model) throw UsageError{fmt::format("--models: unknown model '{}'; use wv, gsv or psv", name)};
+    if (!model) throw UsageError{fmt::format("--models: unknown model '{}'; use wv, gsv, psv or sgsv", name)};
     if (std::find(models.begin(), models.end(), *model) != models.end()) {
       throw UsageError{fmt::format("--models: '{}' is listed twice", name)};
     }

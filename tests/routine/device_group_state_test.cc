@@ -120,6 +120,65 @@ TEST(DeviceGroupState, RecordsTheStateBeforeACommandAsItBeginsActuating) {
   EXPECT_EQ(from_proto(reply->command().outcome().state_before()), (Attributes{{"power", false}}));
 }
 
+TEST(DeviceGroupState, CountsFailureAndRestartEventsAndStampsCommandsWithThem) {
+  DeviceGroupState state;
+  uint64_t seq = 0;
+  auto apply = [&](const proto::DeviceUpdate& update) {
+    ++seq;
+    state.apply(seq, write(update, seq));
+  };
+  apply(observed("lamp", true, {{"power", false}}));  // first seen: no event
+  apply(observed("lamp", true, {{"power", true}}));   // a change of state: no event
+  EXPECT_EQ(state.device("lamp")->availability_events, 0u);
+  apply(observed("lamp", false, {}));  // failure
+  apply(observed("lamp", false, {}));  // still down: nothing new
+  EXPECT_EQ(state.device("lamp")->availability_events, 1u);
+  apply(observed("lamp", true, {{"power", true}}));  // restart
+  EXPECT_EQ(state.device("lamp")->availability_events, 2u);
+  apply(observed("lamp", false, {}));
+  EXPECT_EQ(state.device("lamp")->availability_events, 3u);
+
+  // A command that begins actuating records the count; its outcome's
+  // writer cannot change it; an ok outcome on a device believed down is
+  // its restart event.
+  apply(accept("c1", "lamp", {{"power", false}}));
+  proto::DeviceUpdate actuating;
+  actuating.mutable_actuating()->set_command_id("c1");
+  apply(actuating);
+  ASSERT_TRUE(state.command("c1")->outcome.has_availability_events());
+  EXPECT_EQ(state.command("c1")->outcome.availability_events(), 3u);
+  proto::DeviceUpdate outcome;
+  outcome.mutable_outcome()->set_command_id("c1");
+  outcome.mutable_outcome()->set_status(proto::COMMAND_OK);
+  outcome.mutable_outcome()->set_availability_events(99);
+  to_proto(Attributes{{"power", false}}, *outcome.mutable_outcome()->mutable_state_after());
+  apply(outcome);
+  EXPECT_EQ(state.command("c1")->outcome.availability_events(), 3u);
+  EXPECT_TRUE(state.device("lamp")->up);
+  EXPECT_EQ(state.device("lamp")->availability_events, 4u);
+
+  // A command that never began actuating records none.
+  apply(accept("c2", "lamp", {{"power", true}}));
+  proto::DeviceUpdate refused;
+  refused.mutable_outcome()->set_command_id("c2");
+  refused.mutable_outcome()->set_status(proto::COMMAND_DEVICE_DOWN);
+  refused.mutable_outcome()->set_availability_events(7);
+  apply(refused);
+  EXPECT_FALSE(state.command("c2")->outcome.has_availability_events());
+
+  // Snapshots and reads carry the count.
+  DeviceGroupState copy;
+  ASSERT_TRUE(copy.restore(state.snapshot()));
+  EXPECT_EQ(copy.device("lamp")->availability_events, 4u);
+  EXPECT_EQ(copy.command("c1")->outcome.availability_events(), 3u);
+  proto::DeviceQuery query;
+  query.mutable_states()->add_devices("lamp");
+  const auto reply = parse_message<proto::DeviceQueryReply>(*state.read(query.SerializeAsString()));
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->devices_size(), 1);
+  EXPECT_EQ(reply->devices(0).availability_events(), 4u);
+}
+
 TEST(DeviceGroupState, ForgetsOldFinishedCommandsOnly) {
   DeviceGroupState state;
   uint64_t seq = 0;
@@ -235,6 +294,8 @@ TEST(DeviceGroupStateHandoff, ImportKeepsRecordVersionAndHistoryIdempotently) {
   DeviceGroupState old;
   uint64_t seq = 0;
   step(old, seq, observed("lamp", true, {{"power", false}}));
+  step(old, seq, observed("lamp", false, {}));  // a failure and a restart: they move with the record
+  step(old, seq, observed("lamp", true, {{"power", false}}));
   step(old, seq, accept("c1", "lamp", {{"power", true}}));
   proto::DeviceUpdate ok = finished("c1", proto::COMMAND_OK);
   to_proto(Attributes{{"power", true}}, *ok.mutable_outcome()->mutable_state_after());
@@ -263,6 +324,7 @@ TEST(DeviceGroupStateHandoff, ImportKeepsRecordVersionAndHistoryIdempotently) {
   EXPECT_TRUE(record->held);
   EXPECT_FALSE(record->frozen());
   EXPECT_EQ(record->placed_version, 4u);
+  EXPECT_EQ(record->availability_events, 2u);  // redone imports add no event
   ASSERT_NE(fresh.command("c1"), nullptr);
   EXPECT_EQ(fresh.command("c1")->outcome.status(), proto::COMMAND_OK);
   EXPECT_FALSE(fresh.command("c9")->done());

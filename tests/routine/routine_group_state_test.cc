@@ -301,6 +301,51 @@ TEST_F(RoutineGroup, AbortStopsCommandsAndRecordsEachUndoOnce) {
   EXPECT_EQ(state_.invocation(1)->outcome, proto::INVOCATION_ABORTED);
 }
 
+TEST_F(RoutineGroup, BaselineIsCommittedOnceBeforeThePlanAndTheFirstCommand) {
+  auto baseline = [this](uint64_t seq, uint64_t digest) {
+    proto::RoutineUpdate update;
+    auto& b = *step(seq, update).mutable_baseline();
+    b.set_digest(digest);
+    b.set_devices(2);
+    b.add_events(1);
+    b.add_events(0);
+    apply(update);
+  };
+  trigger(100, "", 0, "req-1");
+  baseline(1, 11);  // acquiring: ignored
+  EXPECT_FALSE(state_.invocation(1)->baseline);
+  phase(1, proto::PHASE_EXECUTING);
+  baseline(1, 12);
+  baseline(1, 13);  // a second one (a new leader read again): the first stays
+  ASSERT_TRUE(state_.invocation(1)->baseline);
+  EXPECT_EQ(state_.invocation(1)->baseline->digest, 12u);
+  EXPECT_EQ(state_.invocation(1)->baseline->events, (std::vector<uint64_t>{1, 0}));
+
+  // A command's event count travels with it.
+  proto::RoutineUpdate update;
+  auto& c = *step(1, update).mutable_command();
+  c.set_index(0);
+  c.set_status(proto::COMMAND_OK);
+  c.set_availability_events(5);
+  apply(update);
+  command(1, 1, proto::COMMAND_DEVICE_DOWN);  // never actuated: no count
+  EXPECT_EQ(state_.invocation(1)->commands.at(0).availability_events, std::optional<uint64_t>(5));
+  EXPECT_FALSE(state_.invocation(1)->commands.at(1).availability_events);
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.invocation(1)->baseline->digest, 12u);
+  EXPECT_EQ(copy.invocation(1)->commands.at(0).availability_events, std::optional<uint64_t>(5));
+  EXPECT_FALSE(copy.invocation(1)->commands.at(1).availability_events);
+  EXPECT_EQ(copy.snapshot(), state_.snapshot());
+
+  // Too late once a command ran: the start must precede every command.
+  trigger(200, "", 0, "req-2");
+  phase(2, proto::PHASE_EXECUTING);
+  command(2, 0, proto::COMMAND_OK);
+  baseline(2, 21);
+  EXPECT_FALSE(state_.invocation(2)->baseline);
+}
+
 TEST(RoutineNames, HolderAndCommandIdsNameTheInvocation) {
   RoutineGroupState::Invocation invocation;
   invocation.seq = 7;

@@ -9,8 +9,8 @@
 // taken with Camera. Mid-stream a random
 // node is killed (kill -9) and restarted later; some plans lose packets or
 // kill a second node. Each sweep runs one visibility model
-// (routine/visibility.h): PSV, the default, or GSV, whose checker also
-// counts routines that share nothing; under WV the PSV checker must catch
+// (routine/visibility.h): PSV, the default, or GSV (or S-GSV), whose checker
+// also counts routines that share nothing; under WV the PSV checker must catch
 // interleavings. The APEX sweep adds precondition rules (plugs in exclusive
 // pairs: each may be on only while the other is off), makes each routine's
 // first command switch one plug of a pair on, and runs the stream faster,
@@ -29,7 +29,10 @@
 //  - inheritance: every replica of a routine group that applied as much as
 //    its leader holds the leader's very state;
 //  - APEX consistency: replaying every device's actuations in time order,
-//    no instant has both plugs of a pair on.
+//    no instant has both plugs of a pair on;
+//  - failure serialization (sweeps with actuator failures): no invocation
+//    completed that its model had to abort for a device failure or restart
+//    (check_failure_serialization, from the device groups' sampled events).
 // Each checker is also shown to fail on a build broken on purpose for it
 // (routine/fault_points.h). A failing seed is printed;
 // ROUTINE_AGENT_SEED=<seed> replays it with routine logs
@@ -93,6 +96,7 @@ struct Outcome {
   uint64_t invocations = 0;
   uint64_t ok = 0;
   uint64_t aborted = 0;  // by a failed must command, then rolled back
+  uint64_t failure_aborts = 0;  // at the finish point, by a device failure or restart (SafeHome §3)
   uint64_t undone = 0;   // commands a rollback restored
   uint64_t actuations = 0;
   uint64_t precondition_commands = 0;  // run by plans
@@ -147,6 +151,115 @@ RoutineSpec make_routine(const std::string& id, const std::string& trigger, cons
     spec.commands.push_back(command);
   }
   return spec;
+}
+
+// When a device group committed one failure or restart event, as sampled.
+struct EventWindow {
+  core::TimePoint not_yet;  // a sample that had not seen it
+  core::TimePoint seen;     // the first sample that had
+};
+
+// An invocation's actuations, from the devices' own logs.
+struct Span {
+  core::TimePoint first = core::TimePoint::max();
+  core::TimePoint last = core::TimePoint::min();
+};
+
+std::string at_s(core::TimePoint t) { return fmt::format("{:.3f} s", core::to_seconds(t.time_since_epoch())); }
+
+// Failure serialization (SafeHome §3, routine/failure_serialization.h):
+// no invocation completed that its model had to abort for a device failure
+// or restart. Event k of a device (odd: a failure, even: a restart; the
+// devices start up) was committed by its group inside its EventWindow; an
+// invocation's commands carry their device's count as they began actuating
+// (set by the device group). A completed invocation (ended without an abort
+// or a stop) is a violation if
+//  - (every model but WV) a device's count differs between its first and
+//    its last command on it: an event fell inside its use of the device;
+//  - (GSV) an event of a device it commands was committed after its first
+//    actuation (the window opened later), hence after its start, and before
+//    its last actuation plus that command's duration (the window closed
+//    earlier), hence before its finish point;
+//  - (S-GSV) the same for an event of any device;
+//  - (PSV) a device failed after its last command on it, committed before
+//    that bound on the finish point, and its restart was not committed
+//    before the invocation's release began (which follows its finish
+//    point), so the device was still down at the finish.
+// Each bound errs toward no violation, so a report is a real one (up to a
+// group that committed an event no serving replica had applied yet when
+// sampled: its leader died within that instant).
+void check_failure_serialization(const Plan& plan, MeshSim& sim, World& world, const std::map<std::string, Span>& spans,
+                                 const std::map<std::string, core::TimePoint>& actuated_at,
+                                 const std::map<std::string, std::vector<EventWindow>>& device_events, Outcome& out) {
+  if (plan.visibility == routine::Visibility::wv) return;
+  const core::TimePoint origin = sim.node(0) != nullptr ? sim.node(0)->config().kgroup.epoch_origin : core::TimePoint{};
+  for (const auto& spec : world.routines) {
+    const auto replicas = serving(sim, "routine:" + spec.id);
+    if (replicas.empty()) continue;
+    const auto* state = dynamic_cast<const routine::RoutineGroupState*>(&replicas.front().second->state_machine());
+    if (state == nullptr) continue;
+    for (const auto& [seq, invocation] : state->invocations()) {
+      if (!invocation.done() || !invocation.abort_reason.empty() || !invocation.stop_reason.empty()) continue;
+      if (invocation.outcome != proto::INVOCATION_OK && invocation.outcome != proto::INVOCATION_FAILED) continue;
+      const std::string name = routine::holder_name(spec.id, invocation);
+      const auto span = spans.find(name);
+      if (span == spans.end()) continue;
+      const core::TimePoint releasing = origin + std::chrono::microseconds(invocation.releasing_at_us);
+      const auto commands =
+          routine::expand(spec, invocation.plan.value_or(std::vector<routine::PreconditionCommand>{}));
+      std::map<std::string, std::vector<uint64_t>> touches;
+      for (const auto& [index, result] : invocation.commands) {
+        if (index < commands.size() && result.availability_events) {
+          touches[commands[index].command.device].push_back(*result.availability_events);
+        }
+      }
+      // The finish point comes after the last command's actuation and its
+      // duration (the leader holds the devices that long before it reads).
+      core::TimePoint finish_at_least = span->second.last;
+      if (!commands.empty()) {
+        const uint32_t last = static_cast<uint32_t>(commands.size() - 1);
+        const auto actuation = actuated_at.find(routine::command_id(spec.id, invocation, last));
+        if (actuation != actuated_at.end()) {
+          finish_at_least = std::max(finish_at_least,
+                                     actuation->second + commands[last].command.duration.value_or(core::Duration{}));
+        }
+      }
+      auto report = [&](const std::string& what) {
+        out.violations.push_back(fmt::format("invocation {} [{}, {}] completed though {}", name, at_s(span->second.first),
+                                             at_s(span->second.last), what));
+      };
+      for (const auto& [device, counts] : touches) {
+        if (counts.front() != counts.back()) {
+          report(fmt::format("{} failed or restarted between two of its commands on it (events {} to {})", device,
+                             counts.front() + 1, counts.back()));
+        }
+      }
+      for (const auto& [device, events] : device_events) {
+        const auto touched = touches.find(device);
+        for (size_t i = 0; i < events.size(); ++i) {
+          const uint64_t k = i + 1;
+          const EventWindow& e = events[i];
+          const bool while_running = e.not_yet > span->second.first && e.seen <= finish_at_least;
+          const char* what = k % 2 == 1 ? "failed" : "restarted";
+          if (plan.visibility == routine::Visibility::gsv && touched != touches.end() && while_running) {
+            report(fmt::format("{}, which it commands, {} between {} and {} while it ran (GSV)", device, what,
+                               at_s(e.not_yet), at_s(e.seen)));
+          }
+          if (plan.visibility == routine::Visibility::sgsv && while_running) {
+            report(fmt::format("{} {} between {} and {} while it ran (S-GSV)", device, what, at_s(e.not_yet),
+                               at_s(e.seen)));
+          }
+          if (plan.visibility == routine::Visibility::psv && touched != touches.end() && k % 2 == 1 &&
+              k > touched->second.back() && e.seen <= finish_at_least &&
+              (i + 1 >= events.size() || events[i + 1].not_yet >= releasing)) {
+            report(fmt::format("{} failed after its last command on it (by {}) and was still down when it released "
+                               "at {} (PSV)",
+                               device, at_s(e.seen), at_s(releasing)));
+          }
+        }
+      }
+    }
+  }
 }
 
 Outcome run(const Plan& plan, uint64_t seed) {
@@ -210,6 +323,14 @@ Outcome run(const Plan& plan, uint64_t seed) {
                                           devices, rng, rng.below(2) == 1, plan.preconditions));
     world.routines.back().uses = uses;
     if (plan.preconditions && r > 0) world.routines.back().commands.front().values = {{"power", true}};
+    // With failures, routines hold their devices longer after commands, so
+    // failures and restarts also fall between a routine's last command on a
+    // device and its finish (SafeHome's Fig. 3 cases 2, 4 and 5).
+    if (plan.device_failures) {
+      for (auto& command : world.routines.back().commands) {
+        if (!command.duration && rng.below(2) == 0) command.duration = milliseconds(rng.between(500, 2000));
+      }
+    }
   }
 
   routine::Catalog combos;
@@ -262,10 +383,40 @@ Outcome run(const Plan& plan, uint64_t seed) {
     if (sim.simulator().now() >= stop) return;
     EmulatedDevice* device = world.find(fmt::format("d{}", rng.below(actuators)));
     device->set_up(false);
-    sim.simulator().after(milliseconds(rng.between(1000, 4000)), [device] { device->set_up(true); });
-    sim.simulator().after(milliseconds(rng.between(2000, 6000)), fail_device);
+    sim.simulator().after(milliseconds(rng.between(700, 3000)), [device] { device->set_up(true); });
+    sim.simulator().after(milliseconds(rng.between(1000, 4000)), fail_device);
   };
   if (plan.device_failures) fail_device();
+  // The device groups' failure and restart events, sampled: for event k
+  // of a device, the last sample whose groups had not applied it and the
+  // first whose had, so its group committed it between the two.
+  std::map<std::string, std::string> group_of;
+  if (agent::Node* any = sim.node(0)) {
+    for (const auto& device : catalog) group_of[device.id] = any->kgroups().selector().device_group(device.id).to_string();
+  }
+  std::map<std::string, std::vector<EventWindow>> device_events;
+  std::map<std::string, core::TimePoint> sampled_at;
+  std::function<void()> sample_events = [&] {
+    for (const auto& [device, target] : group_of) {
+      const auto replicas = serving(sim, target);
+      if (replicas.empty()) continue;
+      uint64_t count = 0;
+      for (const auto& [index, replica] : replicas) {
+        const auto* state = dynamic_cast<const routine::DeviceGroupState*>(&replica->state_machine());
+        const auto* record = state == nullptr ? nullptr : state->device(device);
+        if (record != nullptr) count = std::max(count, record->availability_events);
+      }
+      auto& events = device_events[device];
+      const auto previous = sampled_at.find(device);
+      while (events.size() < count) {
+        events.push_back({previous == sampled_at.end() ? core::TimePoint::min() : previous->second,
+                          sim.simulator().now()});
+      }
+      sampled_at[device] = sim.simulator().now();
+    }
+    sim.simulator().after(milliseconds(200), sample_events);
+  };
+  if (plan.device_failures) sample_events();
 
   std::set<size_t> down;
   sim.run_until(settle + milliseconds(rng.between(1000, 20000)));
@@ -313,15 +464,13 @@ Outcome run(const Plan& plan, uint64_t seed) {
     devices_of[spec.id] = routine::combo_devices(spec, combos).value().devices;
     resources_of[spec.id] = {spec.uses.begin(), spec.uses.end()};
   }
-  struct Span {
-    core::TimePoint first = core::TimePoint::max();
-    core::TimePoint last = core::TimePoint::min();
-  };
-  std::map<std::string, Span> spans;  // "ROUTINE#SEQ"
+  std::map<std::string, Span> spans;  // "ROUTINE#SEQ.TAG"
   std::map<std::string, int> actuated;
+  std::map<std::string, core::TimePoint> actuated_at;  // command id -> its first actuation
   for (auto& device : world.devices) {
     for (const auto& a : device->actuations()) {
       ++actuated[a.command_id];
+      actuated_at.try_emplace(a.command_id, a.at);
       ++out.actuations;
       const auto hash = a.command_id.rfind('#');
       if (hash == std::string::npos) continue;
@@ -345,7 +494,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
       const auto& ub = resources_of[rb];
       const bool device_conflict = std::any_of(da.begin(), da.end(), [&db](const auto& d) { return db.count(d) != 0; });
       const auto shared = std::find_if(ua.begin(), ua.end(), [&ub](const auto& u) { return ub.count(u) != 0; });
-      const bool global = plan.visibility == routine::Visibility::gsv;
+      const bool global = routine::is_global(plan.visibility);
       if (!device_conflict && shared == ua.end() && !global) continue;
       const bool disjoint = a->second.last < b->second.first || b->second.last < a->second.first;
       if (!disjoint) {
@@ -424,7 +573,10 @@ Outcome run(const Plan& plan, uint64_t seed) {
       const auto failed = std::find_if(invocation.commands.begin(), invocation.commands.end(), [&](const auto& c) {
         return c.second.status != proto::COMMAND_OK && c.first < commands.size() && commands[c.first].command.must;
       });
-      if (failed == invocation.commands.end()) continue;
+      if (failed == invocation.commands.end()) {
+        if (!invocation.abort_reason.empty()) ++out.failure_aborts;
+        continue;
+      }
       for (uint32_t later = failed->first + 1; later < commands.size(); ++later) {
         const std::string id = routine::command_id(spec.id, invocation, later);
         if (actuated.count(id) != 0 || invocation.commands.count(later) != 0) {
@@ -439,6 +591,9 @@ Outcome run(const Plan& plan, uint64_t seed) {
             fmt::format("invocation {} aborted but ended {}", name, proto::InvocationOutcome_Name(invocation.outcome)));
       }
     }
+  }
+  if (plan.device_failures) {
+    check_failure_serialization(plan, sim, world, spans, actuated_at, device_events, out);
   }
   for (auto& device : world.devices) {
     if (device->spec().kind == DeviceKind::motion_sensor) continue;
@@ -556,6 +711,7 @@ struct Totals {
   uint64_t invocations = 0;
   uint64_t ok = 0;
   uint64_t aborted = 0;
+  uint64_t failure_aborts = 0;
   uint64_t undone = 0;
   uint64_t actuations = 0;
   uint64_t precondition_commands = 0;
@@ -576,6 +732,7 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.invocations += o.invocations;
     totals.ok += o.ok;
     totals.aborted += o.aborted;
+    totals.failure_aborts += o.failure_aborts;
     totals.undone += o.undone;
     totals.actuations += o.actuations;
     totals.precondition_commands += o.precondition_commands;
@@ -583,11 +740,12 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     if (test_support::report_violations("ROUTINE_AGENT", seed, o.violations)) return;
   }
   std::printf(
-      "seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu aborted=%llu undone=%llu "
-      "actuations=%llu precondition_commands=%llu\n",
+      "seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu aborted=%llu failure_aborts=%llu "
+      "undone=%llu actuations=%llu precondition_commands=%llu\n",
       static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
       static_cast<unsigned long long>(totals.invocations), static_cast<unsigned long long>(totals.ok),
-      static_cast<unsigned long long>(totals.aborted), static_cast<unsigned long long>(totals.undone),
+      static_cast<unsigned long long>(totals.aborted), static_cast<unsigned long long>(totals.failure_aborts),
+      static_cast<unsigned long long>(totals.undone),
       static_cast<unsigned long long>(totals.actuations),
       static_cast<unsigned long long>(totals.precondition_commands));
 }
@@ -635,16 +793,22 @@ TEST(RoutineAgentSim, WvRunsAndIsSeenInterleaving) {
   EXPECT_GT(ok, 0u);
 }
 
-TEST(RoutineAgentSim, FailedMustCommandsRollBackUnderPsvAndGsv) {
-  for (const auto visibility : {routine::Visibility::psv, routine::Visibility::gsv}) {
+// Actuators fail and restart every few seconds: failed must commands roll
+// back, and the finish point aborts (and rolls back) what each model cannot
+// serialize around a failure (SafeHome §3), checked from the device groups'
+// events and the devices' logs.
+TEST(RoutineAgentSim, DeviceFailuresRollBackAndSerializeUnderPsvGsvAndSgsv) {
+  for (const auto visibility : {routine::Visibility::psv, routine::Visibility::gsv, routine::Visibility::sgsv}) {
     Plan plan;
     plan.visibility = visibility;
     plan.device_failures = true;
     Totals t;
     sweep(plan, 1, 6, t);
-    // The failures must have aborted some invocations and undone some
-    // commands, or this sweep checked nothing.
+    // The failures must have aborted some invocations, at a failed command
+    // and at the finish point, and undone some commands, or this sweep
+    // checked nothing.
     EXPECT_GT(t.aborted, 0u) << routine::to_string(visibility);
+    EXPECT_GT(t.failure_aborts, 0u) << routine::to_string(visibility);
     EXPECT_GT(t.undone, 0u) << routine::to_string(visibility);
     EXPECT_GT(t.ok, 0u) << routine::to_string(visibility);
   }
@@ -703,6 +867,10 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       {"combos deduced from states read before their locks", &routine::FaultPoints::stale_precondition_states,
        "both on at",
        routine::Visibility::psv, false, true},
+      {"GSV completes routines whatever fails while they run", &routine::FaultPoints::ignore_device_events,
+       "while it ran (GSV)", routine::Visibility::gsv, true},
+      {"PSV completes routines whose device is still down", &routine::FaultPoints::ignore_device_events,
+       "(PSV)", routine::Visibility::psv, true},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;

@@ -217,7 +217,8 @@ def invocations_of(log_lines, routines, command_ok=None):
 def check_serialization(log_lines, routines, command_ok=None, visibility="psv"):
     """The oracle. Returns (invocations, problems): problems lists every command id actuated more than once
     and every pair of invocations of conflicting routines (intersecting device sets) whose intervals overlap;
-    under GSV (visibility "gsv") every pair of invocations conflicts, as one routine runs at a time."""
+    under GSV and S-GSV (visibility "gsv", "sgsv") every pair of invocations conflicts, as one routine runs at
+    a time."""
     problems = []
     counts = {}
     for a in log_lines:
@@ -232,7 +233,7 @@ def check_serialization(log_lines, routines, command_ok=None, visibility="psv"):
     for i, (a_holder, a) in enumerate(ordered):
         for b_holder, b in ordered[i + 1:]:
             shared = by_id[a["routine"]].devices() & by_id[b["routine"]].devices()
-            if (shared or visibility == "gsv") and b["start"] < a["end"]:
+            if (shared or visibility in ("gsv", "sgsv")) and b["start"] < a["end"]:
                 where = f"on {', '.join(sorted(shared))}" if shared else "(no shared device: GSV)"
                 problems.append(f"{a_holder} [{a['start']:.3f} .. {a['end']:.3f}] overlaps {b_holder} "
                                 f"[{b['start']:.3f} .. {b['end']:.3f}] {where}")
