@@ -37,11 +37,8 @@ proto::InvocationMetricsMsg describe_metrics(const routine::RoutineSpec& spec, c
   // definition they may not be the ones it ran with, so none are given.
   std::vector<core::Duration> holds;
   if (invocation.definition() == 0 || invocation.definition() == routine::definition_digest(spec)) {
-    const auto plan =
-        invocation.has_plan() ? routine::from_proto(invocation.plan()) : std::vector<routine::PreconditionCommand>{};
-    for (const auto& command : routine::expand(spec, plan)) {
-      holds.push_back(command.command.duration.value_or(core::Duration::zero()));
-    }
+    holds = routine::command_holds(spec, invocation.has_plan() ? routine::from_proto(invocation.plan())
+                                                               : std::vector<routine::PreconditionCommand>{});
   }
   const routine::InvocationMetrics metrics = routine::invocation_metrics(invocation, holds);
   const auto us = [](core::Duration duration) { return static_cast<uint64_t>(duration.count()); };

@@ -59,4 +59,10 @@ InvocationMetrics invocation_metrics(const proto::InvocationMsg& invocation, con
   return metrics;
 }
 
+std::vector<core::Duration> command_holds(const RoutineSpec& spec, const std::vector<PreconditionCommand>& plan) {
+  std::vector<core::Duration> holds;
+  for (const auto& command : expand(spec, plan)) holds.push_back(command.command.duration.value_or(core::Duration{}));
+  return holds;
+}
+
 }  // namespace mesh::routine

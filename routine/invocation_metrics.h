@@ -6,6 +6,7 @@
 
 #include "core/time.h"
 #include "proto/invocation.pb.h"
+#include "routine/routine_combo.h"
 
 namespace mesh::routine {
 
@@ -45,5 +46,9 @@ struct InvocationMetrics {
 // routine/routine_combo.h), zero for none. A command that failed keeps
 // nothing (its routine leader goes on at once).
 InvocationMetrics invocation_metrics(const proto::InvocationMsg& invocation, const std::vector<core::Duration>& holds);
+
+// The holds of an invocation of `spec` that ran `plan`. Only for an
+// invocation of this very definition: another one's durations may differ.
+std::vector<core::Duration> command_holds(const RoutineSpec& spec, const std::vector<PreconditionCommand>& plan);
 
 }  // namespace mesh::routine

@@ -1064,8 +1064,8 @@ void RoutineLeaders::record_latency(const SessionKey& key, uint64_t seq) {
   const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
   if (spec == nullptr || invocation == nullptr || !invocation->done()) return;
   std::vector<core::Duration> holds;
-  for (const auto& command : combo_of(*spec, *invocation)) {
-    holds.push_back(command.command.duration.value_or(core::Duration::zero()));
+  if (invocation->definition == 0 || invocation->definition == definition_digest(*spec)) {
+    holds = command_holds(*spec, invocation->plan.value_or(std::vector<PreconditionCommand>{}));
   }
   const InvocationMetrics metrics = invocation_metrics(to_proto(*invocation), holds);
   const auto ms = [](core::Duration duration) { return core::to_seconds(duration) * 1e3; };

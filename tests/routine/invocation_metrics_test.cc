@@ -97,5 +97,16 @@ TEST(InvocationMetrics, HoldsThatDoNotMatchItsCommandsGiveNoIdealRun) {
   EXPECT_EQ(m.end_to_end, milliseconds(2450));
 }
 
+TEST(InvocationMetrics, HoldsFollowTheWholeCommandListPreconditionsIncluded) {
+  RoutineSpec spec;
+  spec.commands.push_back({"sprinkler", {{"power", true}}, std::chrono::minutes(15), true, {}});
+  spec.commands.push_back({"lamp", {{"power", false}}, std::nullopt, true, {}});
+  EXPECT_EQ(command_holds(spec, {}), (std::vector<core::Duration>{std::chrono::minutes(15), core::Duration{}}));
+  // A precondition command before the lamp keeps nothing.
+  const std::vector<PreconditionCommand> plan = {{1, "fan", {{"power", false}}, {"lamp_needs_fan_off"}}};
+  EXPECT_EQ(command_holds(spec, plan),
+            (std::vector<core::Duration>{std::chrono::minutes(15), core::Duration{}, core::Duration{}}));
+}
+
 }  // namespace
 }  // namespace mesh::routine
