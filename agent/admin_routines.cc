@@ -7,22 +7,49 @@
 #include <fmt/format.h>
 
 #include "agent/admin_response.h"
+#include "routine/invocation_metrics.h"
 #include "routine/routine_combo.h"
+#include "routine/routine_leaders.h"
 #include "routine/routine_model.h"
 
 namespace mesh::agent {
 namespace {
 
+std::string describe_values(const routine::DeviceSpec* device, const routine::Attributes& values) {
+  if (device != nullptr) return routine::format_attributes(device->kind, values);
+  std::vector<std::string> pairs;
+  for (const auto& [name, value] : values) pairs.push_back(fmt::format("{}={}", name, routine::format_value(value)));
+  return fmt::format("{}", fmt::join(pairs, " "));
+}
+
+// "DEVICE ATTR=VALUE ... [for S s] [undo ATTR=VALUE ...] [(best effort)]"
 std::string describe_command(const routine::RoutineCommand& command, const routine::Catalog& catalog) {
-  std::string text = command.device;
-  if (const routine::DeviceSpec* device = catalog.find(command.device)) {
-    text += " " + routine::format_attributes(device->kind, command.values);
-  } else {
-    for (const auto& [name, value] : command.values) text += fmt::format(" {}={}", name, routine::format_value(value));
-  }
+  const routine::DeviceSpec* device = catalog.find(command.device);
+  std::string text = command.device + " " + describe_values(device, command.values);
   if (command.duration) text += fmt::format(" for {} s", core::to_seconds(*command.duration));
+  if (!command.undo.empty()) text += " undo " + describe_values(device, command.undo);
   if (!command.must) text += " (best effort)";
   return text;
+}
+
+proto::InvocationMetricsMsg describe_metrics(const routine::RoutineSpec& spec, const proto::InvocationMsg& invocation) {
+  // The command durations are the catalog's: for an invocation of another
+  // definition they may not be the ones it ran with, so none are given.
+  std::vector<core::Duration> holds;
+  if (invocation.definition() == 0 || invocation.definition() == routine::definition_digest(spec)) {
+    holds = routine::command_holds(spec, invocation.has_plan() ? routine::from_proto(invocation.plan())
+                                                               : std::vector<routine::PreconditionCommand>{});
+  }
+  const routine::InvocationMetrics metrics = routine::invocation_metrics(invocation, holds);
+  const auto us = [](core::Duration duration) { return static_cast<uint64_t>(duration.count()); };
+  proto::InvocationMetricsMsg out;
+  out.set_seq(invocation.seq());
+  if (metrics.wait) out.set_wait_us(us(*metrics.wait));
+  if (metrics.end_to_end) out.set_end_to_end_us(us(*metrics.end_to_end));
+  if (metrics.back_to_back) out.set_back_to_back_us(us(*metrics.back_to_back));
+  if (metrics.latency_overhead) out.set_latency_overhead(*metrics.latency_overhead);
+  out.set_rollback_commands(static_cast<uint32_t>(metrics.rollback_commands));
+  return out;
 }
 
 std::string describe_trigger(const routine::RoutineSpec& spec) {
@@ -81,6 +108,7 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
           }
           for (const auto& invocation : read.invocations) {
             *row.add_invocations() = invocation;
+            *row.add_metrics() = describe_metrics(*spec, invocation);
             if (!invocation.has_plan() || invocation.plan().commands().empty()) continue;
             auto& combo = *row.add_combos();
             combo.set_seq(invocation.seq());

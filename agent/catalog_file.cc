@@ -22,8 +22,8 @@ constexpr std::string_view kKeys = "id, kind, location, room, floor, driver";
 constexpr std::array<std::string_view, 9> kRoutineKeys = {"id",      "trigger", "window", "days",   "min_retrigger_s",
                                                           "enabled", "lock",    "uses",   "command"};
 constexpr std::string_view kRoutineKeyList = "id, trigger, window, days, min_retrigger_s, enabled, lock, uses, command";
-constexpr std::array<std::string_view, 4> kCommandKeys = {"device", "set", "duration_s", "must"};
-constexpr std::string_view kCommandKeyList = "device, set, duration_s, must";
+constexpr std::array<std::string_view, 5> kCommandKeys = {"device", "set", "duration_s", "must", "undo"};
+constexpr std::string_view kCommandKeyList = "device, set, duration_s, must, undo";
 
 std::string kinds() {
   std::string out;
@@ -462,36 +462,17 @@ class CatalogParser {
            "write e.g. set = { power = \"on\", brightness = 30 }");
       ok = false;
     } else if (device != nullptr) {
-      for (const auto& [key, node] : *values) {
-        const std::string name(key.str());
-        const routine::AttributeSpec* attribute = routine::find_attribute(device->kind, name);
-        routine::Value value;
-        std::optional<std::string> problem;
-        if (attribute == nullptr) {
-          problem = routine::check_command(*device, {{name, true}});
-        } else if (const auto* string = node.as_string()) {
-          auto parsed = routine::parse_value(*attribute, string->get());
-          if (parsed) {
-            value = *parsed;
-          } else {
-            problem = fmt::format("device {}: {}", device->id, parsed.error());
-          }
-        } else if (const auto flag = node.value<bool>(); node.is_boolean() && flag) {
-          value = *flag;
-        } else if (const auto number = node.value<double>(); node.is_number() && number) {
-          value = *number;
-        } else {
-          problem = fmt::format("device {}: {} must be {}", device->id, name, attribute->allowed());
-        }
-        if (!problem) problem = routine::check_command(*device, {{name, value}});
-        if (problem) {
-          fail(line_of(node), fmt::format("{}.set.{}", where, name), *problem,
-               attribute == nullptr ? "set only the attributes the message lists"
-                                    : fmt::format("write {} = {}", name, attribute->allowed()));
-          ok = false;
-        } else {
-          command.values[name] = value;
-        }
+      ok = read_values(*values, fmt::format("{}.set", where), *device, command.values) && ok;
+    }
+    if (const toml::node* undo = table.get("undo")) {
+      const toml::table* undo_values = undo->as_table();
+      if (undo_values == nullptr || undo_values->empty()) {
+        fail(line_of(*undo), fmt::format("{}.undo", where), "expected a table of attribute values",
+             "write e.g. undo = { power = \"off\" }, naming attributes the command sets, or leave undo out to "
+             "restore what they were before");
+        ok = false;
+      } else if (device != nullptr) {
+        ok = read_values(*undo_values, fmt::format("{}.undo", where), *device, command.undo) && ok;
       }
     }
     if (const toml::node* node = table.get("duration_s")) {
@@ -513,6 +494,45 @@ class CatalogParser {
     }
     if (!ok) return std::nullopt;
     return command;
+  }
+
+  // Reads a table of attribute values of `device` (a command's `set` or
+  // `undo`) into `out`; reports each bad one at its own line.
+  bool read_values(const toml::table& values, const std::string& key, const routine::DeviceSpec& device,
+                   routine::Attributes& out) {
+    bool ok = true;
+    for (const auto& [attribute_key, node] : values) {
+      const std::string name(attribute_key.str());
+      const routine::AttributeSpec* attribute = routine::find_attribute(device.kind, name);
+      routine::Value value;
+      std::optional<std::string> problem;
+      if (attribute == nullptr) {
+        problem = routine::check_command(device, {{name, true}});
+      } else if (const auto* string = node.as_string()) {
+        auto parsed = routine::parse_value(*attribute, string->get());
+        if (parsed) {
+          value = *parsed;
+        } else {
+          problem = fmt::format("device {}: {}", device.id, parsed.error());
+        }
+      } else if (const auto flag = node.value<bool>(); node.is_boolean() && flag) {
+        value = *flag;
+      } else if (const auto number = node.value<double>(); node.is_number() && number) {
+        value = *number;
+      } else {
+        problem = fmt::format("device {}: {} must be {}", device.id, name, attribute->allowed());
+      }
+      if (!problem) problem = routine::check_command(device, {{name, value}});
+      if (problem) {
+        fail(line_of(node), fmt::format("{}.{}", key, name), *problem,
+             attribute == nullptr ? "set only the attributes the message lists"
+                                  : fmt::format("write {} = {}", name, attribute->allowed()));
+        ok = false;
+      } else {
+        out[name] = value;
+      }
+    }
+    return ok;
   }
 
   std::string source_;

@@ -37,6 +37,8 @@ namespace mesh::agent {
 //   set = { power = "on", brightness = 30 }
 //   duration_s = 300                        # optional: keep the device this long
 //   must = true                             # optional, default true; false: best effort
+//   undo = { brightness = 0 }               # optional: what a rollback sets instead of the
+//                                           # value before the command (attributes it sets only)
 //
 //   [[precondition]]
 //   id = "dim_needs_motion_off"             # [a-z0-9_.-]+, unique in the file

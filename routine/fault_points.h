@@ -27,6 +27,9 @@ struct FaultPoints {
   // A rollback sends each undone command's own values again instead of the
   // state before it (atomicity: an aborted invocation's effects stay).
   bool undo_repeats_command = false;
+  // A rollback restores the state before each command even where the
+  // routine gives undo values (SafeHome's user-given undo is lost).
+  bool ignore_undo_values = false;
   // A failed must command does not abort its invocation: the commands after
   // it run (atomicity).
   bool ignore_must = false;

@@ -9,6 +9,7 @@
 #include "routine/device_codec.h"
 #include "routine/failure_serialization.h"
 #include "routine/fault_points.h"
+#include "routine/invocation_metrics.h"
 #include "routine/routine_combo.h"
 
 namespace mesh::routine {
@@ -133,7 +134,10 @@ RoutineLeaders::RoutineLeaders(core::Env& env, kgroup::GroupHost& host, const kg
       invocations_aborted_(metrics.counter("routine_invocations_total", {{"result", "aborted"}})),
       rollback_commands_(metrics.counter("routine_rollback_commands_total")),
       failure_aborts_(metrics.counter("routine_failure_aborts_total")),
-      lock_retries_(metrics.counter("routine_lock_retries_total")) {
+      lock_retries_(metrics.counter("routine_lock_retries_total")),
+      wait_ms_(metrics.histogram("routine_wait_ms")),
+      end_to_end_ms_(metrics.histogram("routine_end_to_end_ms")),
+      latency_overhead_(metrics.histogram("routine_latency_overhead")) {
   messages_.on(proto::RoutineBody::kLocksLost,
                [this, alive = alive_](const core::Message&, const proto::RoutineBody& body) {
                  if (*alive) on_locks_lost(body.locks_lost());
@@ -788,7 +792,8 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
   a.set_command_id(undo ? undo_command_id(routine, *invocation, index) : command_id(routine, *invocation, index));
   a.set_device(command.device);
   const bool restore = undo && !fault_points().undo_repeats_command;
-  to_proto(restore ? invocation->commands.at(index).state_before : command.values, *a.mutable_values());
+  to_proto(restore ? rollback_values(command, invocation->commands.at(index).state_before) : command.values,
+           *a.mutable_values());
   a.set_origin(messages_.self().value());
   // Under WV nothing is locked, and a command without a holder is what the
   // device group runs while the device is free.
@@ -1046,8 +1051,13 @@ void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::I
         [this, key, seq](bool committed) { after_step(key, seq, committed); });
     return;
   }
-  if (invocation.commands.at(*index).state_before.empty()) {
-    // Its device's state was not known when it ran: nothing to restore to.
+  const RoutineSpec* spec = spec_of(key);
+  const std::vector<ComboCommand> commands =
+      spec == nullptr ? std::vector<ComboCommand>{} : combo_of(*spec, invocation);
+  if (*index >= commands.size() ||
+      rollback_values(commands[*index].command, invocation.commands.at(*index).state_before).empty()) {
+    // Its device's state was not known when it ran, and no undo value says
+    // what to set instead: nothing to restore to.
     step(
         key, seq,
         [index](proto::InvocationStep& s) {
@@ -1148,6 +1158,7 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
              : end.outcome() == proto::INVOCATION_ABORTED ? invocations_aborted_
                                                           : invocations_failed_)
                 .add();
+            record_latency(key, seq);
             core::log("routine").info("routine {} invocation {} {}{}", routine, seq,
                                       proto::InvocationOutcome_Name(end.outcome()),
                                       end.detail().empty() ? "" : ": " + end.detail());
@@ -1170,6 +1181,22 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
       done();
     });
   }
+}
+
+void RoutineLeaders::record_latency(const SessionKey& key, uint64_t seq) {
+  const RoutineSpec* spec = spec_of(key);
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  if (spec == nullptr || invocation == nullptr || !invocation->done()) return;
+  std::vector<core::Duration> holds;
+  if (invocation->definition == 0 || invocation->definition == definition_digest(*spec)) {
+    holds = command_holds(*spec, invocation->plan.value_or(std::vector<PreconditionCommand>{}));
+  }
+  const InvocationMetrics metrics = invocation_metrics(to_proto(*invocation), holds);
+  const auto ms = [](core::Duration duration) { return core::to_seconds(duration) * 1e3; };
+  if (metrics.wait) wait_ms_.record(ms(*metrics.wait));
+  if (metrics.end_to_end) end_to_end_ms_.record(ms(*metrics.end_to_end));
+  if (metrics.latency_overhead) latency_overhead_.record(*metrics.latency_overhead);
 }
 
 std::vector<std::string> RoutineLeaders::resources_of(const RoutineSpec& spec) const {

@@ -109,7 +109,9 @@ struct RoutineLeaderOptions {
 //    reason): no later command is sent, and the commands that may have
 //    acted (ok, or with an unknown outcome) are undone newest first, each
 //    set back to the values its device group recorded just before it ran
-//    (CommandOutcome.state_before), under the same locks, each undo's
+//    (CommandOutcome.state_before), or to the user's undo values for the
+//    attributes the command's `undo` names (rollback_values,
+//    routine/routine_model.h), under the same locks, each undo's
 //    outcome committed before the next. Then it releases and ends aborted;
 //    its history says what failed and what was and was not undone. A
 //    best-effort command's failure is reported and the invocation goes on.
@@ -245,6 +247,9 @@ class RoutineLeaders {
   // that may have acted, or, when none is left, go on to release.
   void roll_back(const SessionKey& key, const RoutineGroupState::Invocation& invocation);
   void release(const SessionKey& key, uint64_t seq, std::vector<std::string> devices, proto::InvocationEnd end);
+  // Adds an ended invocation's SafeHome latencies (routine/invocation_metrics.h)
+  // to the histograms: once, by the leader that committed its end.
+  void record_latency(const SessionKey& key, uint64_t seq);
   // Takes `resource` with Camera (once per invocation and node) and commits
   // the grant when it comes.
   void take_resource(const SessionKey& key, uint64_t seq, const std::string& holder, const std::string& resource,
@@ -335,6 +340,9 @@ class RoutineLeaders {
   core::Counter& rollback_commands_;
   core::Counter& failure_aborts_;
   core::Counter& lock_retries_;
+  core::Histogram& wait_ms_;
+  core::Histogram& end_to_end_ms_;
+  core::Histogram& latency_overhead_;  // ok invocations only
 };
 
 // A digest of the routine's definition: an invocation runs the definition

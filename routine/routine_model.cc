@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "routine/device_codec.h"
+#include "routine/fault_points.h"
 
 namespace mesh::routine {
 namespace {
@@ -30,6 +31,14 @@ std::optional<std::string> check_command_shape(const RoutineCommand& command) {
   if (command.duration && (*command.duration <= core::Duration::zero() || *command.duration > kMaxCommandDuration)) {
     return fmt::format("device {}: a duration must be positive and at most {} h", command.device,
                        std::chrono::duration_cast<std::chrono::hours>(kMaxCommandDuration).count());
+  }
+  for (const auto& [name, value] : command.undo) {
+    if (command.values.count(name) == 0) {
+      return fmt::format(
+          "device {}: undo sets '{}', which the command does not set; an undo replaces what a rollback "
+          "restores of the command's own attributes: remove '{}' from undo or set it in the command too",
+          command.device, name, name);
+    }
   }
   return std::nullopt;
 }
@@ -149,8 +158,25 @@ std::optional<std::string> check(const RoutineSpec& spec, const DeviceCatalog& d
     if (auto problem = check_command(device->second, command.values)) {
       return fail(fmt::format("command {}: {}", i + 1, *problem));
     }
+    if (command.undo.empty()) continue;
+    if (auto problem = check_command(device->second, command.undo)) {
+      return fail(fmt::format("command {}: undo: {}; give undo a value the device takes", i + 1, *problem));
+    }
   }
   return std::nullopt;
+}
+
+Attributes rollback_values(const RoutineCommand& command, const Attributes& state_before) {
+  Attributes out;
+  const bool use_undo = !fault_points().ignore_undo_values;
+  for (const auto& [name, value] : command.values) {
+    if (const auto undo = command.undo.find(name); use_undo && undo != command.undo.end()) {
+      out.emplace(name, undo->second);
+    } else if (const auto before = state_before.find(name); before != state_before.end()) {
+      out.emplace(name, before->second);
+    }
+  }
+  return out;
 }
 
 std::set<std::string> command_devices(const RoutineSpec& spec) {
@@ -177,6 +203,7 @@ proto::RoutineSpecMsg to_proto(const RoutineSpec& spec) {
     to_proto(command.values, *out.mutable_values());
     if (command.duration) out.set_duration_ms(to_ms(*command.duration));
     out.set_best_effort(!command.must);
+    to_proto(command.undo, *out.mutable_undo());
   }
   msg.set_min_retrigger_ms(to_ms(spec.min_retrigger));
   msg.set_disabled(!spec.enabled);
@@ -211,6 +238,10 @@ core::Expected<RoutineSpec, std::string> from_proto(const proto::RoutineSpecMsg&
     }
     if (in.duration_ms() != 0) command.duration = std::chrono::milliseconds(in.duration_ms());
     command.must = !in.best_effort();
+    command.undo = from_proto(in.undo());
+    if (command.undo.size() != static_cast<size_t>(in.undo_size())) {
+      return fail(fmt::format("command {}: an undo value is missing or set twice", i + 1));
+    }
     spec.commands.push_back(std::move(command));
   }
   if (msg.min_retrigger_ms() > to_ms(kMaxMinRetrigger)) {

@@ -29,11 +29,18 @@ std::optional<LockStrategy> parse_lock_strategy(std::string_view text);
 // routine keeps the device (its lock) that long after the command, e.g. a
 // sprinkler on for 20 minutes. A command that is not `must` is best effort:
 // its failure does not fail the routine.
+//
+// `undo` (SafeHome §2.2: a rollback restores the prior state "or a
+// user-given undo value") is for commands whose prior state is the wrong
+// thing to restore: a test alarm that was already blaring, a sprinkler run
+// that must end off whatever it was. It names only attributes the command
+// sets (see rollback_values for why).
 struct RoutineCommand {
   std::string device;
   Attributes values;
   std::optional<core::Duration> duration;
   bool must = true;
+  Attributes undo;  // empty: a rollback restores the values recorded before the command
 
   friend bool operator==(const RoutineCommand&, const RoutineCommand&) = default;
 };
@@ -79,16 +86,29 @@ core::Expected<Trigger, std::string> build_trigger(std::string_view text, std::s
 
 // What is wrong with `spec` on its own (no catalog): its id, the trigger
 // against its text, commands (at least one, at most kMaxRoutineCommands,
-// valid device ids, at least one value, durations), uses, and a window or
-// days on a manual routine. Each error starts "routine ID: ".
+// valid device ids, at least one value, durations, an undo naming only
+// attributes the command sets), uses, and a window or days on a manual
+// routine. Each error starts "routine ID: ".
 std::optional<std::string> check_definition(const RoutineSpec& spec);
 
 // check_definition, then against the devices it may use: the trigger names
 // devices and attributes of `devices` with values of their type, and every
 // command sets writable attributes of a catalog device to allowed values,
 // e.g. "routine night_hall: command 2: device hall_light: brightness=150 is
-// not allowed: allowed is an integer 0..100".
+// not allowed: allowed is an integer 0..100", and so does its undo.
 std::optional<std::string> check(const RoutineSpec& spec, const DeviceCatalog& devices);
+
+// What a rollback sets to undo `command`, given the device's values
+// recorded just before it ran (CommandOutcome.state_before, which holds the
+// attributes the command sets that the device group knew). For each
+// attribute the command sets: its undo value if `undo` names it, else its
+// recorded value; an attribute in neither is left as it is. Empty: nothing
+// is known to restore. Attributes the command did not set are never
+// touched, which is why `undo` may not name them: the rollback undoes this
+// command and nothing else, under the one lock it holds. A precondition
+// command (routine/routine_combo.h) has no `undo`, so it always restores
+// its recorded values: APEX chose them from the rules, not the user.
+Attributes rollback_values(const RoutineCommand& command, const Attributes& state_before);
 
 // The devices the routine's commands act on (the locks it takes).
 std::set<std::string> command_devices(const RoutineSpec& spec);

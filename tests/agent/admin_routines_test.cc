@@ -47,10 +47,12 @@ class AdminRoutinesTest : public ::testing::Test {
       factory = std::make_unique<routine::EmulatedDriverFactory>(env_);
       factory->add(hall_);
       factory->add(hall_motion_);
+      factory->add(fan_);
       NodeConfig config = test_config(last);
       config.kgroup.selection.k = 2;
       config.devices.catalog = {spec("hall", routine::DeviceKind::dimmer),
-                                spec("hall_motion", routine::DeviceKind::motion_sensor)};
+                                spec("hall_motion", routine::DeviceKind::motion_sensor),
+                                spec("fan", routine::DeviceKind::plug)};
       core::Link& link = graph_.add(ip(last));
       nodes_[last] = std::make_unique<Node>(
           config, NodeContext{env_, link, graph_.add_routing(ip(last)), storage_[last], factory.get()});
@@ -95,6 +97,7 @@ class AdminRoutinesTest : public ::testing::Test {
   LinkGraph graph_;
   routine::EmulatedDevice hall_{spec("hall", routine::DeviceKind::dimmer), {{"power", false}, {"brightness", 50.0}}};
   routine::EmulatedDevice hall_motion_{spec("hall_motion", routine::DeviceKind::motion_sensor), {{"motion", false}}};
+  routine::EmulatedDevice fan_{spec("fan", routine::DeviceKind::plug), {{"power", false}}};
   std::map<uint8_t, std::unique_ptr<routine::EmulatedDriverFactory>> factories_;
   std::map<uint8_t, core::MemoryStorage> storage_;
   std::map<uint8_t, std::unique_ptr<Node>> nodes_;
@@ -181,6 +184,14 @@ TEST_F(AdminRoutinesTest, RunListAndHistory) {
   EXPECT_TRUE(all_off.error().empty()) << all_off.error();
   ASSERT_EQ(all_off.invocations_size(), 1);
   EXPECT_EQ(all_off.invocations(0).commands(0).status(), proto::COMMAND_OK);
+  // It ran every command: every SafeHome metric is known.
+  ASSERT_EQ(all_off.metrics_size(), 1);
+  const proto::InvocationMetricsMsg& metrics = all_off.metrics(0);
+  EXPECT_EQ(metrics.seq(), all_off.invocations(0).seq());
+  EXPECT_TRUE(metrics.has_wait_us());
+  ASSERT_TRUE(metrics.has_end_to_end_us() && metrics.has_back_to_back_us() && metrics.has_latency_overhead());
+  EXPECT_LE(metrics.back_to_back_us(), metrics.end_to_end_us());
+  EXPECT_EQ(metrics.rollback_commands(), 0u);
   const proto::RoutineRow& night = response->routines().routines(1);
   EXPECT_EQ(night.trigger(), "hall_motion.motion == on during 22:00-06:00");
   EXPECT_EQ(night.commands(0), "hall brightness=30 power=on for 300 s");
@@ -190,6 +201,61 @@ TEST_F(AdminRoutinesTest, RunListAndHistory) {
   response = ask(1, unknown, seconds(1));
   ASSERT_TRUE(response.has_value());
   EXPECT_THAT(response->error(), HasSubstr("no routine nothing in the catalog"));
+}
+
+// SafeHome §2.2: a rollback sets the user's undo value where the command
+// gives one (brightness), and the state before for the rest of what the
+// command set (power).
+TEST_F(AdminRoutinesTest, ARollbackSetsTheUsersUndoValues) {
+  constexpr std::string_view kDimThenFan =
+      "[[routine]]\nid = \"dim_then_fan\"\ntrigger = \"manual\"\n"
+      "[[routine.command]]\ndevice = \"hall\"\nset = { power = \"on\", brightness = 90 }\n"
+      "undo = { brightness = 10 }\n"
+      "[[routine.command]]\ndevice = \"fan\"\nset = { power = \"on\" }\n";
+  auto response = ask(1, add(kDimThenFan));
+  ASSERT_TRUE(response && response->has_routine_add()) << (response ? response->error() : "no answer");
+  ASSERT_EQ(response->routine_add().verdicts_size(), 1);
+  EXPECT_FALSE(response->routine_add().verdicts(0).refused()) << response->routine_add().verdicts(0).detail();
+  env_.advance(seconds(20));
+
+  fan_.set_up(false);  // the must command on the fan fails
+  proto::AdminRequest run;
+  run.mutable_routine_run()->set_id("dim_then_fan");
+  run.mutable_routine_run()->set_wait(true);
+  response = ask(2, run, seconds(40));
+  ASSERT_TRUE(response && response->has_routine_run()) << (response ? response->error() : "no answer");
+  const proto::InvocationMsg& invocation = response->routine_run().invocation();
+  EXPECT_EQ(invocation.outcome(), proto::INVOCATION_ABORTED) << invocation.detail();
+  // The fan command timed out (its outcome unknown), so it is undone too
+  // (and fails again); the hall command's undo ran.
+  ASSERT_EQ(invocation.undone_size(), 2);
+  EXPECT_EQ(invocation.undone(0).index(), 0u);
+  EXPECT_EQ(invocation.undone(0).status(), proto::COMMAND_OK) << invocation.undone(0).detail();
+
+  ASSERT_EQ(hall_.actuations().size(), 2u);
+  EXPECT_EQ(hall_.actuations()[1].command_id,
+            routine::undo_command_id("dim_then_fan", routine::from_proto(invocation), 0));
+  EXPECT_EQ(hall_.actuations()[1].values, (routine::Attributes{{"power", false}, {"brightness", 10.0}}));
+  EXPECT_EQ(hall_.state().at("brightness"), routine::Value{10.0});
+  EXPECT_EQ(hall_.state().at("power"), routine::Value{false});
+
+  proto::AdminRequest list;
+  list.mutable_routines()->add_ids("dim_then_fan");
+  response = ask(1, list, seconds(5));
+  ASSERT_TRUE(response && response->has_routines()) << (response ? response->error() : "no answer");
+  ASSERT_EQ(response->routines().routines_size(), 1);
+  const proto::RoutineRow& row = response->routines().routines(0);
+  EXPECT_EQ(row.commands(0), "hall brightness=90 power=on undo brightness=10");
+  // Aborted: no ideal run (it did not run the routine); both undos count.
+  ASSERT_EQ(row.metrics_size(), 1);
+  EXPECT_TRUE(row.metrics(0).has_end_to_end_us());
+  EXPECT_FALSE(row.metrics(0).has_back_to_back_us());
+  EXPECT_FALSE(row.metrics(0).has_latency_overhead());
+  EXPECT_EQ(row.metrics(0).rollback_commands(), 2u);
+  // The leader that ended it recorded its latencies.
+  uint64_t ended = 0;
+  for (uint8_t last : {1, 2}) ended += nodes_[last]->metrics().histogram("routine_end_to_end_ms").count();
+  EXPECT_EQ(ended, 1u);
 }
 
 TEST_F(AdminRoutinesTest, MistakesAndConflictsSayWhatIsWrong) {

@@ -169,6 +169,51 @@ TEST(CatalogFile, EveryRoutineProblemNamesFileLineAndKey) {
   EXPECT_THAT(e, HasSubstr("r.toml:42: routine d: defined twice (first at line 36)"));
 }
 
+TEST(CatalogFile, ReadsUndoValuesAndNamesEachProblemWithItsLine) {
+  const auto file = parse_catalog(std::string(kDevices) +
+                                      "[[routine]]\n"                                // 11
+                                      "id = \"dim\"\n"                               // 12
+                                      "trigger = \"manual\"\n"                       // 13
+                                      "[[routine.command]]\n"                        // 14
+                                      "device = \"hall_light\"\n"                    // 15
+                                      "set = { power = \"on\", brightness = 80 }\n"  // 16
+                                      "undo = { brightness = 10 }\n",                // 17
+                                  "u.toml");
+  ASSERT_TRUE(file) << file.error();
+  EXPECT_EQ(file->routines[0].commands[0].undo, (routine::Attributes{{"brightness", 10.0}}));
+
+  const auto bad = parse_catalog(std::string(kDevices) +
+                                     "[[routine]]\n"                           // 11
+                                     "id = \"a\"\n"                            // 12
+                                     "trigger = \"manual\"\n"                  // 13
+                                     "[[routine.command]]\n"                   // 14
+                                     "device = \"hall_light\"\n"               // 15
+                                     "set = { brightness = 80 }\n"             // 16
+                                     "undo = { brightness = 150, hue = 3 }\n"  // 17
+                                     "[[routine.command]]\n"                   // 18
+                                     "device = \"hall_light\"\n"               // 19
+                                     "set = { power = \"on\" }\n"              // 20
+                                     "undo = \"off\"\n"                        // 21
+                                     "[[routine]]\n"                           // 22
+                                     "id = \"b\"\n"                            // 23
+                                     "trigger = \"manual\"\n"                  // 24
+                                     "[[routine.command]]\n"                   // 25
+                                     "device = \"hall_light\"\n"               // 26
+                                     "set = { brightness = 80 }\n"             // 27
+                                     "undo = { power = \"off\" }\n",           // 28
+                                 "u.toml");
+  ASSERT_FALSE(bad);
+  const std::string& e = bad.error();
+  EXPECT_THAT(e, HasSubstr("u.toml:17: routine a.command[1].undo.brightness: device hall_light: brightness=150 is not "
+                           "allowed: allowed is an integer 0..100. Fix: write brightness = an integer 0..100."));
+  EXPECT_THAT(e, HasSubstr("u.toml:17: routine a.command[1].undo.hue: device hall_light: a dimmer has no attribute "
+                           "'hue' (it has: power, brightness)"));
+  EXPECT_THAT(e, HasSubstr("u.toml:21: routine a.command[2].undo: expected a table of attribute values. Fix: write "
+                           "e.g. undo = { power = \"off\" }"));
+  EXPECT_THAT(e, HasSubstr("u.toml:22: routine b: command 1: device hall_light: undo sets 'power', which the command "
+                           "does not set"));
+}
+
 TEST(CatalogFile, RoutinesMayUseTheMeshsDevicesWhenGiven) {
   const std::string text =
       "[[routine]]\nid = \"r\"\ntrigger = \"door.contact == off\"\n"

@@ -45,7 +45,7 @@ RoutineSpec routine(const std::string& id, const std::string& trigger, const std
   spec.id = id;
   spec.trigger_text = trigger;
   spec.trigger = *build_trigger(trigger, "", {});
-  spec.commands.push_back({device, std::move(values), std::nullopt, true});
+  spec.commands.push_back({device, std::move(values), std::nullopt, true, {}});
   return spec;
 }
 
@@ -252,13 +252,51 @@ TEST(Catalog, ClientCheckOfRoutinesSeesTheFileAndTheDevices) {
   EXPECT_FALSE(check_change(catalog, remove_routine("evening", 14)));
 
   RoutineSpec huge = routine("huge", "lamp.power == on", "lamp");
-  for (int i = 0; i < 30; ++i) huge.commands.push_back({"hall", {{"brightness", 1.0 * i}, {"power", true}}, {}, true});
+  for (int i = 0; i < 30; ++i) {
+    huge.commands.push_back({"hall", {{"brightness", 1.0 * i}, {"power", true}}, {}, true, {}});
+  }
   const auto too_big = check_change(catalog, put(huge, 15));
   ASSERT_TRUE(too_big);
   EXPECT_NE(too_big->find("a run-time routine must fit in 600"), std::string::npos) << *too_big;
 
   EXPECT_EQ(describe(enable("evening", false, 16)), "disable routine evening");
   EXPECT_EQ(describe(put(plug("lamp"), 17)), "put device lamp");
+}
+
+// Undo values are refused by the catalog like command values, naming the
+// routine, the command, the attribute and the fix; and they count towards
+// the size a run-time routine may take.
+TEST(Catalog, ClientCheckOfUndoValues) {
+  Catalog catalog;
+  catalog.set_base({plug("lamp"), dimmer("hall")}, "digest", {});
+  RoutineSpec dim = routine("dim", "manual", "hall", {{"power", true}, {"brightness", 80.0}});
+  dim.commands[0].undo = {{"brightness", 10.0}};
+  EXPECT_FALSE(check_change(catalog, put(dim, 1)));
+
+  RoutineSpec out_of_range = dim;
+  out_of_range.commands[0].undo["brightness"] = -1.0;
+  EXPECT_EQ(check_change(catalog, put(out_of_range, 2)),
+            "routine dim: command 1: undo: device hall: brightness=-1 is not allowed: allowed is an integer 0..100; "
+            "give undo a value the device takes");
+  RoutineSpec not_set = dim;
+  not_set.commands[0].undo = {{"level", 1.0}};
+  EXPECT_EQ(check_change(catalog, put(not_set, 3)),
+            "routine dim: command 1: device hall: undo sets 'level', which the command does not set; an undo replaces "
+            "what a rollback restores of the command's own attributes: remove 'level' from undo or set it in the "
+            "command too");
+
+  // Just under the bound without undo values, over it with them.
+  RoutineSpec big = routine("big", "manual", "lamp");
+  while (to_proto(big).ByteSizeLong() + 40 < kMaxRoutineSpecBytes) {
+    big.commands.push_back({"hall", {{"brightness", 50.0}, {"power", true}}, {}, true, {}});
+  }
+  ASSERT_FALSE(check_change(catalog, put(big, 4)));
+  for (auto& command : big.commands) {
+    if (command.device == "hall") command.undo = {{"brightness", 0.0}, {"power", false}};
+  }
+  const auto too_big = check_change(catalog, put(big, 5));
+  ASSERT_TRUE(too_big);
+  EXPECT_NE(too_big->find("a run-time routine must fit in 600"), std::string::npos) << *too_big;
 }
 
 }  // namespace

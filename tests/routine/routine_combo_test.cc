@@ -16,7 +16,9 @@ using ::testing::HasSubstr;
 
 using test_support::device_spec;
 
-RoutineCommand set(const std::string& device, bool power) { return {device, {{"power", power}}, std::nullopt, true}; }
+RoutineCommand set(const std::string& device, bool power) {
+  return {device, {{"power", power}}, std::nullopt, true, {}};
+}
 
 RoutineSpec routine(std::vector<RoutineCommand> commands) {
   RoutineSpec spec;

@@ -25,8 +25,8 @@ RoutineSpec night_hall() {
   spec.id = "night_hall";
   spec.trigger_text = "hall_motion.motion == on";
   spec.trigger = *build_trigger(spec.trigger_text, "22:00-06:00", {"mon..fri"});
-  spec.commands.push_back({"hall_light", {{"power", true}, {"brightness", 30.0}}, std::chrono::minutes(5), true});
-  spec.commands.push_back({"sprinkler", {{"power", false}}, std::nullopt, false});
+  spec.commands.push_back({"hall_light", {{"power", true}, {"brightness", 30.0}}, std::chrono::minutes(5), true, {}});
+  spec.commands.push_back({"sprinkler", {{"power", false}}, std::nullopt, false, {}});
   spec.uses = {"pump"};
   spec.lock_strategy = LockStrategy::sla;
   return spec;
@@ -59,7 +59,7 @@ TEST(RoutineModel, ProtoRoundTrip) {
   manual.id = "all_off";
   manual.trigger_text = "manual";
   manual.trigger = *build_trigger("manual", "", {});
-  manual.commands.push_back({"hall_light", {{"power", false}}, std::nullopt, true});
+  manual.commands.push_back({"hall_light", {{"power", false}}, std::nullopt, true, {}});
   manual.enabled = false;
   manual.min_retrigger = core::Duration::zero();
   const auto manual_back = from_proto(to_proto(manual));
@@ -123,7 +123,7 @@ TEST(RoutineModel, CheckAgainstTheCatalog) {
   unknown.commands[1].device = "garden_tap";
   EXPECT_EQ(check(unknown, catalog()), "routine night_hall: command 2: no device garden_tap in the catalog");
   RoutineSpec sensor_write = night_hall();
-  sensor_write.commands[1] = {"hall_motion", {{"motion", true}}, std::nullopt, true};
+  sensor_write.commands[1] = {"hall_motion", {{"motion", true}}, std::nullopt, true, {}};
   EXPECT_EQ(check(sensor_write, catalog()),
             "routine night_hall: command 2: device hall_motion: motion is a reading and cannot be set");
   RoutineSpec bad_trigger = night_hall();
@@ -136,6 +136,75 @@ TEST(RoutineModel, CheckAgainstTheCatalog) {
   EXPECT_TRUE(names_device(night_hall(), "hall_motion"));
   EXPECT_TRUE(names_device(night_hall(), "sprinkler"));
   EXPECT_FALSE(names_device(night_hall(), "garden_tap"));
+}
+
+// A night_hall whose light command says what a rollback sets: dark, not
+// whatever brightness the hall had.
+RoutineSpec night_hall_with_undo() {
+  RoutineSpec spec = night_hall();
+  spec.commands[0].undo = {{"brightness", 0.0}};
+  return spec;
+}
+
+TEST(RoutineModel, UndoValuesTravelAndChangeTheDefinition) {
+  const RoutineSpec spec = night_hall_with_undo();
+  ASSERT_FALSE(check(spec, catalog())) << *check(spec, catalog());
+  const proto::RoutineSpecMsg msg = to_proto(spec);
+  ASSERT_EQ(msg.commands(0).undo_size(), 1);
+  EXPECT_EQ(msg.commands(0).undo(0).name(), "brightness");
+  EXPECT_EQ(msg.commands(1).undo_size(), 0);
+  EXPECT_LT(msg.ByteSizeLong(), kMaxRoutineSpecBytes);
+  const auto back = from_proto(msg);
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(*back, spec);
+  EXPECT_FALSE(*back == night_hall());
+
+  proto::RoutineSpecMsg twice = msg;
+  *twice.mutable_commands(0)->add_undo() = msg.commands(0).undo(0);
+  const auto refused = from_proto(twice);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), "routine night_hall: command 1: an undo value is missing or set twice");
+}
+
+TEST(RoutineModel, AnUndoNamesOnlyAttributesItsCommandSets) {
+  RoutineSpec spec = night_hall();
+  spec.commands[1].undo = {{"brightness", 0.0}};
+  const std::string expected =
+      "routine night_hall: command 2: device sprinkler: undo sets 'brightness', which the command does not set; an "
+      "undo replaces what a rollback restores of the command's own attributes: remove 'brightness' from undo or set "
+      "it in the command too";
+  EXPECT_EQ(check_definition(spec), expected);
+  const auto decoded = from_proto(to_proto(spec));
+  ASSERT_FALSE(decoded);
+  EXPECT_EQ(decoded.error(), expected);
+}
+
+TEST(RoutineModel, UndoValuesAreCheckedAgainstTheDevice) {
+  RoutineSpec too_bright = night_hall_with_undo();
+  too_bright.commands[0].undo["brightness"] = 150.0;
+  EXPECT_EQ(check(too_bright, catalog()),
+            "routine night_hall: command 1: undo: device hall_light: brightness=150 is not allowed: allowed is an "
+            "integer 0..100; give undo a value the device takes");
+  RoutineSpec wrong_type = night_hall_with_undo();
+  wrong_type.commands[0].undo["power"] = 3.0;
+  EXPECT_EQ(check(wrong_type, catalog()),
+            "routine night_hall: command 1: undo: device hall_light: power=3 is not allowed: allowed is on or off; "
+            "give undo a value the device takes");
+}
+
+TEST(RoutineModel, RollbackSetsUndoValuesAndRestoresTheRestOfWhatTheCommandSet) {
+  const RoutineCommand command = night_hall_with_undo().commands[0];  // power=on brightness=30, undo brightness=0
+  // The user's value for brightness, the recorded one for power; nothing
+  // the command did not set (level) is touched.
+  EXPECT_EQ(rollback_values(command, {{"power", false}, {"brightness", 70.0}, {"level", 3.0}}),
+            (Attributes{{"power", false}, {"brightness", 0.0}}));
+  // The device's state was not known: the undo value alone.
+  EXPECT_EQ(rollback_values(command, {}), (Attributes{{"brightness", 0.0}}));
+  // Without an undo, the recorded values, and nothing when none is known.
+  const RoutineCommand plain = night_hall().commands[0];
+  EXPECT_EQ(rollback_values(plain, {{"power", false}, {"brightness", 70.0}}),
+            (Attributes{{"power", false}, {"brightness", 70.0}}));
+  EXPECT_TRUE(rollback_values(plain, {}).empty());
 }
 
 }  // namespace

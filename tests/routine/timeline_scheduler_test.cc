@@ -275,8 +275,8 @@ TEST(TimelineScheduler, ItsSchedulesPassTheSerialOrderOracle) {
 
 TEST(PlanCommands, LongCommandsKeepTheirDurationShortOnesTheEstimate) {
   RoutineSpec spec;
-  spec.commands.push_back({"sprinkler", {{"power", true}}, std::chrono::minutes(15), true});
-  spec.commands.push_back({"lamp", {{"power", false}}, std::nullopt, false});
+  spec.commands.push_back({"sprinkler", {{"power", true}}, std::chrono::minutes(15), true, {}});
+  spec.commands.push_back({"lamp", {{"power", false}}, std::nullopt, false, {}});
   auto planned = plan_commands(spec);
   ASSERT_EQ(planned.size(), 2u);
   EXPECT_EQ(planned[0], (PlannedCommand{"sprinkler", std::chrono::minutes(15)}));

@@ -14,7 +14,9 @@
 // interleavings. The APEX sweep adds precondition rules (plugs in exclusive
 // pairs: each may be on only while the other is off), makes each routine's
 // first command switch one plug of a pair on, and runs the stream faster,
-// so combos compete for each other's preconditions.
+// so combos compete for each other's preconditions. The undo sweep gives
+// every command a user-given undo value (SafeHome §2.2), which its
+// rollback must set instead of the state before it.
 //
 // The oracle reads the devices' own actuation logs and the groups' state,
 // never a leader's belief:
@@ -89,6 +91,9 @@ struct Plan {
   // routine commands set random values, so combos must switch one plug off
   // before the other goes on.
   bool preconditions = false;
+  // Every command carries a random undo value (SafeHome's user-given undo),
+  // which its rollback must set instead of the state before it.
+  bool user_undo = false;
 };
 
 struct Outcome {
@@ -98,6 +103,9 @@ struct Outcome {
   uint64_t aborted = 0;  // by a failed must command, then rolled back
   uint64_t failure_aborts = 0;  // at the finish point, by a device failure or restart (SafeHome §3)
   uint64_t undone = 0;   // commands a rollback restored
+  // Undos that set a user's undo value other than the state before: each
+  // one would have been caught had the rollback restored that state.
+  uint64_t undone_to_user_value = 0;
   uint64_t actuations = 0;
   uint64_t precondition_commands = 0;  // run by plans
   bool partitioned = false;
@@ -330,6 +338,9 @@ Outcome run(const Plan& plan, uint64_t seed) {
       for (auto& command : world.routines.back().commands) {
         if (!command.duration && rng.below(2) == 0) command.duration = milliseconds(rng.between(500, 2000));
       }
+    }
+    if (plan.user_undo) {
+      for (auto& command : world.routines.back().commands) command.undo = {{"power", rng.below(2) == 0}};
     }
   }
 
@@ -595,6 +606,18 @@ Outcome run(const Plan& plan, uint64_t seed) {
   if (plan.device_failures) {
     check_failure_serialization(plan, sim, world, spans, actuated_at, device_events, out);
   }
+  // The undo values of the command a command id names (ROUTINE#SEQ.TAG#INDEX;
+  // without precondition rules the index is the routine's own).
+  const auto undo_values_of = [&](const std::string& id) {
+    const std::string routine_id = id.substr(0, id.find('#'));
+    const size_t index = std::stoul(id.substr(id.rfind('#') + 1));
+    for (const auto& spec : world.routines) {
+      if (spec.id == routine_id && !plan.preconditions && index < spec.commands.size()) {
+        return spec.commands[index].undo;
+      }
+    }
+    return Attributes{};
+  };
   for (auto& device : world.devices) {
     if (device->spec().kind == DeviceKind::motion_sensor) continue;
     Attributes now{{"power", false}};
@@ -607,7 +630,17 @@ Outcome run(const Plan& plan, uint64_t seed) {
         ++out.undone;
         const std::string undone = a.command_id.substr(0, a.command_id.size() - suffix.size());
         const auto original = before.find(undone);
-        if (original == before.end()) {
+        const Attributes user = undo_values_of(undone);
+        if (const auto user_power = user.find("power"); user_power != user.end()) {
+          // The user's undo value, whatever the device was before.
+          const Attributes& prior = original == before.end() ? now : original->second;
+          if (prior.at("power") != user_power->second) ++out.undone_to_user_value;
+          if (a.values.at("power") != user_power->second) {
+            out.violations.push_back(fmt::format("{} set {} to power={} but the routine's undo value is power={}",
+                                                 a.command_id, device->spec().id, std::get<bool>(a.values.at("power")),
+                                                 std::get<bool>(user_power->second)));
+          }
+        } else if (original == before.end()) {
           // The undone command's outcome was unknown (the device did not
           // answer) and it never acted: its undo must change nothing.
           bool unchanged = true;
@@ -713,6 +746,7 @@ struct Totals {
   uint64_t aborted = 0;
   uint64_t failure_aborts = 0;
   uint64_t undone = 0;
+  uint64_t undone_to_user_value = 0;
   uint64_t actuations = 0;
   uint64_t precondition_commands = 0;
   uint64_t partitioned = 0;
@@ -734,6 +768,7 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.aborted += o.aborted;
     totals.failure_aborts += o.failure_aborts;
     totals.undone += o.undone;
+    totals.undone_to_user_value += o.undone_to_user_value;
     totals.actuations += o.actuations;
     totals.precondition_commands += o.precondition_commands;
     totals.partitioned += o.partitioned ? 1 : 0;
@@ -741,11 +776,11 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
   }
   std::printf(
       "seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu aborted=%llu failure_aborts=%llu "
-      "undone=%llu actuations=%llu precondition_commands=%llu\n",
+      "undone=%llu undone_to_user_value=%llu actuations=%llu precondition_commands=%llu\n",
       static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
       static_cast<unsigned long long>(totals.invocations), static_cast<unsigned long long>(totals.ok),
       static_cast<unsigned long long>(totals.aborted), static_cast<unsigned long long>(totals.failure_aborts),
-      static_cast<unsigned long long>(totals.undone),
+      static_cast<unsigned long long>(totals.undone), static_cast<unsigned long long>(totals.undone_to_user_value),
       static_cast<unsigned long long>(totals.actuations),
       static_cast<unsigned long long>(totals.precondition_commands));
 }
@@ -814,6 +849,21 @@ TEST(RoutineAgentSim, DeviceFailuresRollBackAndSerializeUnderPsvGsvAndSgsv) {
   }
 }
 
+// SafeHome's user-given undo (§2.2) on whole agents: every command names
+// the value its rollback sets, and the devices' own logs show each undo set
+// it, also where the device was otherwise before the undone command.
+TEST(RoutineAgentSim, RollbacksSetTheUsersUndoValues) {
+  Plan plan;
+  plan.device_failures = true;
+  plan.user_undo = true;
+  Totals t;
+  sweep(plan, 1, 6, t);
+  // Undos whose value differs from the state before, or restoring that
+  // state would pass this test too.
+  EXPECT_GT(t.undone_to_user_value, 0u);
+  EXPECT_GT(t.ok, 0u);
+}
+
 // APEX on whole agents: routines whose commands have precondition rules
 // (exclusive plug pairs) run their combos under PSV with SLA and OLA, with
 // actuator failures (must commands fail, combos roll back), and the
@@ -849,6 +899,7 @@ struct DeliberateBug {
   routine::Visibility visibility = routine::Visibility::psv;
   bool device_failures = false;
   bool preconditions = false;
+  bool user_undo = false;
 };
 
 TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
@@ -871,6 +922,8 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
        "while it ran (GSV)", routine::Visibility::gsv, true},
       {"PSV completes routines whose device is still down", &routine::FaultPoints::ignore_device_events,
        "(PSV)", routine::Visibility::psv, true},
+      {"a rollback ignores the routine's undo values", &routine::FaultPoints::ignore_undo_values,
+       "but the routine's undo value is", routine::Visibility::psv, true, false, true},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;
@@ -881,6 +934,7 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       plan.visibility = bug.visibility;
       plan.device_failures = bug.device_failures;
       plan.preconditions = bug.preconditions;
+      plan.user_undo = bug.user_undo;
       for (const auto& violation : run(plan, seed).violations) {
         if (violation.find(bug.expected) != std::string::npos) {
           caught = seed;
