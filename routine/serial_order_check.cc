@@ -197,12 +197,15 @@ class SerialOrderCheck {
       for (const auto& [invocation, position] : last_command) {
         bool rolled_back = false;
         bool overwritten = false;
+        bool down_for_good = false;  // failed after the write and never restarted: nothing can undo it
         for (size_t p = position + 1; p < order.size(); ++p) {
           const Actuation& later = record_.actuations[order[p]];
           if (later.kind == ActuationKind::rollback && later.invocation == invocation) rolled_back = true;
           if (later.value && item_of(later)) overwritten = true;
+          if (later.kind == ActuationKind::failure) down_for_good = true;
+          if (later.kind == ActuationKind::restart) down_for_good = false;
         }
-        if (rolled_back || (overwritten && options_.overwrite_excuses_rollback)) continue;
+        if (rolled_back || down_for_good || (overwritten && options_.overwrite_excuses_rollback)) continue;
         const Actuation& write = record_.actuations[order[position]];
         problems_.push_back(
             fmt::format("aborted invocation {} left its write {}={} at {} in place: no rollback{}", invocation, device,
@@ -210,6 +213,19 @@ class SerialOrderCheck {
                         overwritten ? " (a later write is no excuse under this model)" : " and no later write"));
       }
     }
+  }
+
+  // Whether the device's log ends with a failure no restart followed.
+  bool ends_down(const std::string& device) const {
+    const auto it = per_device_.find(device);
+    if (it == per_device_.end()) return false;
+    bool down = false;
+    for (size_t i : it->second) {
+      const ActuationKind kind = record_.actuations[i].kind;
+      if (kind == ActuationKind::failure) down = true;
+      if (kind == ActuationKind::restart) down = false;
+    }
+    return down;
   }
 
   void check_end_state(const std::vector<uint64_t>& order) {
@@ -236,6 +252,7 @@ class SerialOrderCheck {
     names.reserve(order.size());
     for (uint64_t index : order) names.push_back(items_[index].name());
     for (const auto& device : devices) {
+      if (ends_down(device)) continue;  // a dead device's state no longer shows
       std::optional<std::string> actual;
       std::string actual_by = "its initial state";
       if (auto initial = record_.initial_state.find(device); initial != record_.initial_state.end()) {

@@ -66,10 +66,13 @@ struct SerialCheckOptions {
 //  - the precedence graph is acyclic (else one cycle, with the device and
 //    times that ordered each pair);
 //  - if so, each device's end state (its last valued actuation, else its
-//    initial state) equals that of the serial order;
+//    initial state) equals that of the serial order, except a device whose
+//    log ends with a failure no restart followed;
 //  - no aborted invocation's write survives: each is followed by its own
 //    rollback on that device (or, with overwrite_excuses_rollback, by any
-//    later valued actuation of a committed invocation or event).
+//    later valued actuation of a committed invocation or event), unless the
+//    device failed after it and never restarted (a dead device cannot be
+//    rolled back; its state no longer shows).
 // Returns nothing when all hold, else the problems in that order.
 std::optional<std::string> check_serial_order(const ExecutionRecord& record, SerialCheckOptions options = {});
 

@@ -99,8 +99,10 @@ DESCRIPTION
                            final_incongruence,final_incongruence_exact,
                            temporary_incongruence_share,
                            temporary_incongruence_mean,abort_rate,
-                           serial_order,global_strict,partitioned_strict -
-                           one row per seed; the last three pass or fail
+                           serial_order,global_strict,partitioned_strict,
+                           device_failures,rollback_commands_per_abort -
+                           one row per seed; serial_order, global_strict
+                           and partitioned_strict pass or fail
     and prints one line per run. The same seed writes byte-identical files.
     The workload format is documented in sim/scenarios/WORKLOADS.md.
 

@@ -26,6 +26,9 @@ constexpr double kMaxShrink = 1000.0;
 // The salt of the generator's stream: a run seed also drives the mesh, and
 // the workload must not shift when the mesh draws differently.
 constexpr uint64_t kGeneratorSalt = 0x5afe'4043;
+// The failures' own stream: a workload's routines and arrivals are the same
+// whatever its device_failure_ratio, so runs at several ratios compare.
+constexpr uint64_t kFailureSalt = 0xfa11'0e75;
 
 // Reads one file's TOML tables; every failure names file:line:column, the
 // key, the problem and the fix.
@@ -154,14 +157,7 @@ WorkloadGenerator read_generator(const WorkloadReader& r, const toml::table& t) 
   }
   if (load != nullptr) g.shrink = 1.0 / r.number(t, "generator", "load", 1.0, 1.0 / kMaxShrink, kMaxShrink);
   if (shrink != nullptr) g.shrink = r.number(t, "generator", "shrink", g.shrink, 1.0 / kMaxShrink, kMaxShrink);
-  if (const toml::node* n = t.get("device_failure_ratio")) {
-    if (r.number(t, "generator", "device_failure_ratio", 0.0, 0.0, 1.0) != 0.0) {
-      r.fail(n->source(), "generator.device_failure_ratio",
-             "device failures are not supported yet (the runner injects none, so abort and rollback "
-             "figures would mean nothing)",
-             "set device_failure_ratio = 0 or remove it");
-    }
-  }
+  g.device_failure_ratio = r.number(t, "generator", "device_failure_ratio", g.device_failure_ratio, 0.0, 1.0);
   if (t.get("seed") != nullptr) g.seed = static_cast<uint64_t>(r.integer(t, "generator", "seed", 0, 0, INT64_MAX));
   return g;
 }
@@ -334,6 +330,27 @@ WorkloadRoutine read_routine(const WorkloadReader& r, const toml::table& t, cons
   return planned;
 }
 
+WorkloadFailure read_failure(const WorkloadReader& r, const toml::table& t, const std::string& section,
+                             const std::vector<WorkloadDevice>& devices) {
+  r.check_keys(t, section, {"device", "at_ms", "down_ms"});
+  WorkloadFailure failure;
+  const toml::node& device_node = r.required(t, section, "device", "device = \"<a [[device]] id>\"");
+  const std::string id = r.string_value(device_node, section + ".device", "device = \"hall_light\"");
+  const auto device =
+      std::find_if(devices.begin(), devices.end(), [&id](const WorkloadDevice& d) { return d.id == id; });
+  if (device == devices.end()) {
+    r.fail(device_node.source(), section + ".device", fmt::format("no [[device]] has id \"{}\"", id),
+           "declare the device in a [[device]] table or fix the id");
+  }
+  failure.device = static_cast<size_t>(device - devices.begin());
+  const toml::node& at = r.required(t, section, "at_ms", "at_ms = 1500");
+  failure.at = std::chrono::milliseconds(r.integer_value(at, section + ".at_ms", "at_ms", 0, kMaxArrivalMs));
+  if (t.get("down_ms") != nullptr) {
+    failure.down_for = std::chrono::milliseconds(r.integer(t, section, "down_ms", 1, 1, kMaxArrivalMs));
+  }
+  return failure;
+}
+
 Workload read_fixed_workload(const WorkloadReader& r, const toml::table& root) {
   Workload w;
   const toml::node* device_node = root.get("device");
@@ -378,6 +395,14 @@ Workload read_fixed_workload(const WorkloadReader& r, const toml::table& root) {
   }
   std::stable_sort(w.arrivals.begin(), w.arrivals.end(),
                    [](const WorkloadArrival& a, const WorkloadArrival& b) { return a.at < b.at; });
+  if (const toml::node* failure_node = root.get("failure")) {
+    const toml::array& failures = array_of_tables(r, *failure_node, "failure");
+    for (size_t i = 0; i < failures.size(); ++i) {
+      w.failures.push_back(read_failure(r, *failures.get(i)->as_table(), fmt::format("failure[{}]", i), w.devices));
+    }
+    std::stable_sort(w.failures.begin(), w.failures.end(),
+                     [](const WorkloadFailure& a, const WorkloadFailure& b) { return a.at < b.at; });
+  }
   return w;
 }
 
@@ -415,15 +440,16 @@ WorkloadFile parse_workload(std::string_view text, std::string_view source_name)
     throw WorkloadError(
         fmt::format("{}:{}:{}: {}", file.source, e.source().begin.line, e.source().begin.column, e.description()));
   }
-  r.check_keys(root, "", {"generator", "device", "routine"});
+  r.check_keys(root, "", {"generator", "device", "routine", "failure"});
   if (const toml::node* generator = root.get("generator")) {
     if (!generator->is_table()) {
       r.fail(generator->source(), "generator", "must be a table", "write it as a [generator] section");
     }
-    for (const char* other : {"device", "routine"}) {
+    for (const char* other : {"device", "routine", "failure"}) {
       if (const toml::node* n = root.get(other)) {
         r.fail(n->source(), other, "given together with [generator]",
-               "keep either the [generator] section or the [[device]] and [[routine]] tables");
+               "keep either the [generator] section (device_failure_ratio for failures) or the [[device]], "
+               "[[routine]] and [[failure]] tables");
       }
     }
     file.content = read_generator(r, *generator->as_table());
@@ -493,6 +519,19 @@ Workload generate_workload(const WorkloadGenerator& g, uint64_t seed) {
     w.arrivals.push_back({at, w.routines.size()});
     w.routines.push_back(std::move(drawn[index]));
     w.routines.back().id = fmt::format("r{:0{}}", w.arrivals.size() - 1, routine_digits);
+  }
+  if (g.device_failure_ratio > 0) {
+    core::Rng failures = core::Rng(seed).fork(kFailureSalt);
+    const core::Duration instant(static_cast<int64_t>(failures.unit() * window_us));
+    std::set<std::string> commanded;
+    for (const auto& planned : w.routines) {
+      for (const auto& command : planned.commands) commanded.insert(command.device);
+    }
+    for (size_t d = 0; d < w.devices.size(); ++d) {
+      if (commanded.count(w.devices[d].id) != 0 && failures.chance(g.device_failure_ratio)) {
+        w.failures.push_back({d, instant, std::nullopt});
+      }
+    }
   }
   return w;
 }

@@ -54,10 +54,20 @@ struct WorkloadArrival {
   size_t routine = 0;
 };
 
+// Device `device` (an index into Workload::devices) stops answering `at`
+// after the mesh has settled, and answers again `down_for` later, or never:
+// SafeHome's device failure and restart events (§3), injected by the runner.
+struct WorkloadFailure {
+  size_t device = 0;
+  core::Duration at{};
+  std::optional<core::Duration> down_for;
+};
+
 struct Workload {
   std::vector<WorkloadDevice> devices;
   std::vector<WorkloadRoutine> routines;
   std::vector<WorkloadArrival> arrivals;  // by time, then by routine order
+  std::vector<WorkloadFailure> failures;  // by time
 };
 
 // The paper's synthetic workload parameters (notes/safehome-code.md,
@@ -76,6 +86,12 @@ struct WorkloadGenerator {
   // Arrivals are uniform over shrink * (the sum of every routine's
   // back-to-back time): load rho = 1 / shrink concurrent routines.
   double shrink = 0.25;
+  // As the authors' simulator does (notes/safehome-code.md, "Failures"):
+  // one failure instant, uniform over the arrival window, at which each
+  // device some routine commands fails with this probability, for good.
+  // Drawn apart from the routines and arrivals, which stay the same for
+  // every ratio.
+  double device_failure_ratio = 0;
   // Absent: every run seed draws its own workload (the same for every
   // model of that seed); present: every run uses this one.
   std::optional<uint64_t> seed;

@@ -74,22 +74,32 @@ routine::RoutineSpec routine_spec_of(const WorkloadRoutine& planned) {
 
 std::string attribute_unit(const std::string& device, const std::string& attribute) { return device + "." + attribute; }
 
-// "ROUTINE#SEQ.TAG#INDEX" -> (ROUTINE, SEQ, INDEX).
+// "ROUTINE#SEQ.TAG#INDEX" -> (ROUTINE, SEQ, INDEX), and a rollback's
+// "ROUTINE#SEQ.TAG#INDEX.undo" -> the same with `undo`.
 struct ParsedCommandId {
   std::string routine;
   uint64_t seq = 0;
   size_t index = 0;
+  bool undo = false;
 };
-std::optional<ParsedCommandId> parse_workload_command_id(const std::string& id) {
+std::optional<ParsedCommandId> parse_workload_command_id(std::string id) {
+  ParsedCommandId parsed;
+  constexpr std::string_view kUndo = ".undo";
+  if (id.size() > kUndo.size() && id.compare(id.size() - kUndo.size(), kUndo.size(), kUndo) == 0) {
+    parsed.undo = true;
+    id.resize(id.size() - kUndo.size());
+  }
   const auto first = id.find('#');
   const auto dot = id.find('.', first == std::string::npos ? 0 : first);
   const auto last = id.rfind('#');
   if (first == std::string::npos || dot == std::string::npos || last <= dot) return std::nullopt;
-  ParsedCommandId parsed;
   parsed.routine = id.substr(0, first);
   try {
+    size_t used = 0;
+    const std::string index = id.substr(last + 1);
     parsed.seq = std::stoull(id.substr(first + 1, dot - first - 1));
-    parsed.index = std::stoull(id.substr(last + 1));
+    parsed.index = std::stoull(index, &used);
+    if (used != index.size()) return std::nullopt;
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -195,6 +205,14 @@ WorkloadRunResult run_workload(const Workload& workload, routine::Visibility vis
     });
   }
 
+  for (const WorkloadFailure& failure : workload.failures) {
+    routine::EmulatedDevice* device = devices[failure.device].get();
+    sim.simulator().at(result.origin + failure.at, [device] { device->set_up(false); });
+    if (failure.down_for) {
+      sim.simulator().at(result.origin + failure.at + *failure.down_for, [device] { device->set_up(true); });
+    }
+  }
+
   core::Duration serial{};
   for (const auto& planned : workload.routines) serial += back_to_back(planned);
   const core::Duration last_arrival = arrivals == 0 ? core::Duration{} : workload.arrivals.back().at;
@@ -246,10 +264,12 @@ WorkloadRunResult run_workload(const Workload& workload, routine::Visibility vis
       const auto parsed = parse_workload_command_id(a.command_id);
       const auto it = parsed ? invocation_of.find({parsed->routine, parsed->seq}) : invocation_of.end();
       const InvocationId id = it == invocation_of.end() ? 0 : it->second;
-      if (id != 0) actuated[id].try_emplace(parsed->index, &a);
+      const bool undo = parsed && parsed->undo;
+      if (id != 0 && !undo) actuated[id].try_emplace(parsed->index, &a);
       for (const auto& [attribute, value] : a.values) {
         record.actuations.push_back({attribute_unit(device->spec().id, attribute), a.at,
-                                     routine::ActuationKind::command, id, routine::format_value(value)});
+                                     undo ? routine::ActuationKind::rollback : routine::ActuationKind::command, id,
+                                     routine::format_value(value)});
       }
     }
   }
@@ -269,19 +289,27 @@ WorkloadRunResult run_workload(const Workload& workload, routine::Visibility vis
     const auto found = seq_of[i] ? by_seq.find(*seq_of[i]) : by_seq.end();
     inv.outcome = found == by_seq.end() ? (seq_of[i] ? "unfinished" : "not_triggered") : outcome_name(found->second);
     if (inv.outcome == "unfinished") ++result.unfinished;
-    if (inv.outcome == "ok") {
+    // A completed routine (ok, or failed on best-effort commands only)
+    // intends the writes of the commands that succeeded; an aborted one,
+    // or one stopped for a lost lock, none.
+    const bool completed = found != by_seq.end() && (inv.outcome == "ok" || inv.outcome == "failed") &&
+                           found->second.abort_reason.empty() && found->second.stop_reason.empty();
+    if (completed) {
       record.committed.insert(id);
       auto& writes = record.intended_writes[id];
-      for (const auto& command : planned.commands) {
-        for (const auto& [attribute, value] : command.values) {
-          writes[attribute_unit(command.device, attribute)] = routine::format_value(value);
+      for (size_t index = 0; index < planned.commands.size(); ++index) {
+        const auto ran = found->second.commands.find(static_cast<uint32_t>(index));
+        if (ran == found->second.commands.end() || ran->second.status != proto::COMMAND_OK) continue;
+        for (const auto& [attribute, value] : planned.commands[index].values) {
+          writes[attribute_unit(planned.commands[index].device, attribute)] = routine::format_value(value);
         }
       }
     } else if (inv.outcome == "failed" || inv.outcome == "aborted") {
       record.aborted.insert(id);
     }
     if (inv.outcome != "unfinished" && inv.outcome != "not_triggered") {
-      outcomes.push_back({id, inv.outcome != "ok", 0});
+      const size_t rollback = found == by_seq.end() ? 0 : found->second.undone.size();
+      outcomes.push_back({id, !completed, rollback});
     }
     for (size_t index = 0; index < planned.commands.size(); ++index) {
       const auto a = actuated[id].find(index);
@@ -313,17 +341,52 @@ WorkloadRunResult run_workload(const Workload& workload, routine::Visibility vis
     }
   }
 
+  // The injected failures and restarts are items of the serial order too
+  // (safehome.md §3); they leave the device's state as it was.
+  for (const WorkloadFailure& failure : workload.failures) {
+    for (const auto& [attribute, value] : workload.devices[failure.device].initial) {
+      const std::string unit = attribute_unit(workload.devices[failure.device].id, attribute);
+      record.actuations.push_back(
+          {unit, result.origin + failure.at, routine::ActuationKind::failure, 0, std::nullopt});
+      if (failure.down_for) {
+        record.actuations.push_back({unit, result.origin + failure.at + *failure.down_for,
+                                     routine::ActuationKind::restart, 0, std::nullopt});
+      }
+    }
+  }
+  result.failures = workload.failures.size();
+
+  // A device that failed for good is left out of final incongruence: its
+  // state no longer shows (and a rollback could not reach it).
+  std::set<size_t> dead;
+  for (const WorkloadFailure& failure : workload.failures) {
+    if (failure.down_for) {
+      dead.erase(failure.device);
+    } else {
+      dead.insert(failure.device);
+    }
+  }
   routine::FinalStateInput final_state;
+  std::set<std::string> dead_units;
   for (size_t d = 0; d < devices.size(); ++d) {
     for (const auto& [attribute, value] : workload.devices[d].initial) {
       const std::string unit = attribute_unit(workload.devices[d].id, attribute);
       record.initial_state[unit] = routine::format_value(value);
+      if (dead.count(d) != 0) {
+        dead_units.insert(unit);
+        continue;
+      }
+      final_state.initial[unit] = routine::format_value(value);
       const auto now = devices[d]->state().find(attribute);
       final_state.actual_end[unit] = routine::format_value(now == devices[d]->state().end() ? value : now->second);
     }
   }
-  final_state.initial = record.initial_state;
-  final_state.committed_writes = record.intended_writes;
+  for (const auto& [id, writes] : record.intended_writes) {
+    auto& kept = final_state.committed_writes[id];
+    for (const auto& [unit, value] : writes) {
+      if (dead_units.count(unit) == 0) kept[unit] = value;
+    }
+  }
 
   result.parallelism_level = routine::parallelism_level(schedule);
   result.order_mismatch = routine::order_mismatch(schedule);
@@ -363,7 +426,7 @@ std::string invocations_csv_rows(const WorkloadRunResult& result) {
 std::string summary_csv_header() {
   return "model,seed,invocations,ok,unfinished,e2e_p50_ms,e2e_p90_ms,parallelism_level,order_mismatch,"
          "final_incongruence,final_incongruence_exact,temporary_incongruence_share,temporary_incongruence_mean,"
-         "abort_rate,serial_order,global_strict,partitioned_strict\n";
+         "abort_rate,serial_order,global_strict,partitioned_strict,device_failures,rollback_commands_per_abort\n";
 }
 
 std::string summary_csv_row(const WorkloadRunResult& result) {
@@ -380,13 +443,14 @@ std::string summary_csv_row(const WorkloadRunResult& result) {
   }
   std::sort(e2e.begin(), e2e.end());
   const double ran = static_cast<double>(std::max<size_t>(e2e.size(), 1));
-  return fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.4f},{:.4f},{:.4f},{},{:.4f},{:.4f},{:.4f},{},{},{}\n",
+  return fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.4f},{:.4f},{:.4f},{},{:.4f},{:.4f},{:.4f},{},{},{},{},{:.3f}\n",
                      routine::to_string(result.visibility), result.seed, result.invocations.size(), ok,
                      result.unfinished, sorted_percentile(e2e, 0.5), sorted_percentile(e2e, 0.9),
                      result.parallelism_level, result.order_mismatch, result.final_incongruence.fraction(),
                      result.final_incongruence.exact ? "yes" : "no", static_cast<double>(attacked) / ran,
                      incongruence_sum / ran, result.aborts.abort_rate, verdict(result.serial_order),
-                     verdict(result.global_strict), verdict(result.partitioned_strict));
+                     verdict(result.global_strict), verdict(result.partitioned_strict), result.failures,
+                     result.aborts.rollback_commands_per_abort);
 }
 
 }  // namespace mesh::sim

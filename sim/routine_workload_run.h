@@ -36,9 +36,12 @@ namespace mesh::sim {
 //    check_global_strict) or on a device (PSV, check_partitioned_strict).
 //    Every check runs under every model, so WV's failures are visible.
 // A device is written attribute by attribute, so the oracle and final
-// incongruence treat each DEVICE.ATTRIBUTE as one device. The runner
-// injects no device failures, so aborts come from the mesh alone and no
-// invocation rolls anything back.
+// incongruence treat each DEVICE.ATTRIBUTE as one device. The workload's
+// device failures (Workload::failures) are injected at the emulated devices
+// (set_up(false), and back for a restart); they enter the oracle as
+// failure and restart items, a rollback's undo commands as rollbacks, and a
+// completed routine intends only the writes of its commands that succeeded
+// (a best-effort command on a failed device writes nothing).
 struct WorkloadRunOptions {
   int nodes = 7;
   // Mesh formation (OLSR, Medley, k-group genesis) before the first arrival.
@@ -73,6 +76,7 @@ struct WorkloadRunResult {
   double order_mismatch = 0;
   routine::FinalIncongruence final_incongruence;
   routine::AbortStats aborts;
+  size_t failures = 0;  // device failures the run injected (Workload::failures)
   // The oracle's findings; none: the check passed.
   std::optional<std::string> serial_order;
   std::optional<std::string> global_strict;
@@ -93,7 +97,8 @@ std::string invocations_csv_rows(const WorkloadRunResult& result);
 // parallelism_level,order_mismatch,final_incongruence,final_incongruence_exact,
 // temporary_incongruence_share (routines attacked at least once, the paper's
 // Fig. 12 metric),temporary_incongruence_mean,abort_rate,serial_order,
-// global_strict,partitioned_strict (pass or fail).
+// global_strict,partitioned_strict (pass or fail),device_failures,
+// rollback_commands_per_abort (the paper's Fig. 13 "recovery").
 std::string summary_csv_header();
 std::string summary_csv_row(const WorkloadRunResult& result);
 

@@ -196,7 +196,9 @@ recap "$work/run1.log"
 for h in "${hosts[@]}"; do
   check "$h: meshagent installed (its own dpkg database)" on "$h" dpkg-query -W meshagent
   check "$h: mesh key 0600 meshagent" bash -c "[ \"\$(nsenter -t ${host_pid[$h]} -m stat -c %U:%a /etc/meshagent/mesh.key)\" = meshagent:600 ]"
-  check "$h: agent running as meshagent" bash -c "[ \"\$(ps -o user= -p \$(nsenter -t ${host_pid[$h]} -m cat /run/meshagent/meshagent.pid))\" = meshagent ]"
+  # By uid: the meshagent user exists only in the host's own /etc, so ps
+  # out here would print a bare number (or another name for that uid).
+  check "$h: agent running as meshagent" bash -c "[ \"\$(ps -o uid= -p \$(nsenter -t ${host_pid[$h]} -m cat /run/meshagent/meshagent.pid) | tr -d ' ')\" = \"\$(nsenter -t ${host_pid[$h]} -m id -u meshagent)\" ]"
 done
 check "this machine itself has no meshagent installed by the test" bash -c '! dpkg-query -W -f="\${Status}" meshagent 2>/dev/null | grep -q "ok installed"'
 for h in "${hosts[@]}"; do

@@ -95,6 +95,21 @@ TEST(SerialOrderCheck, CatchesALeftoverEffectOfAnAbortedRoutine) {
             "aborted invocation 3 left its write lamp='on' at 1s in place: no rollback and no later write");
 }
 
+TEST(SerialOrderCheck, ADeviceDeadForGoodExcusesItsUndoneWriteAndItsEndState) {
+  // R3 wrote the lamp, the lamp failed and never came back, so R3's
+  // rollback could not reach it; after a restart the write must be undone.
+  ExecutionRecord record;
+  record.initial_state = {{"lamp", "off"}};
+  record.actuations = {command("lamp", 1, 3, "on"), event(ActuationKind::failure, "lamp", 2)};
+  record.aborted = {3};
+  EXPECT_EQ(check_serial_order(record), std::nullopt);
+  record.actuations.push_back(event(ActuationKind::restart, "lamp", 3));
+  EXPECT_EQ(check_serial_order(record),
+            "lamp ends at 'on' (from aborted invocation 3's command at 1s) but the serial order [failure of lamp at "
+            "2s, restart of lamp at 3s] leaves it at 'off' (from its initial state)\n"
+            "aborted invocation 3 left its write lamp='on' at 1s in place: no rollback and no later write");
+}
+
 TEST(SerialOrderCheck, AnOverwriteExcusesARollbackOnlyWhenTheModelSaysSo) {
   // R3 aborts without undoing the lamp, which committed R1 overwrote later.
   ExecutionRecord record;

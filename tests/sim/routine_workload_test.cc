@@ -81,7 +81,11 @@ TEST(RoutineWorkload, RefusesBadInputNamingLineKeyAndFix) {
       {"[generator]\nroutines = 0\n",
        "w.toml:2:12: generator.routines: 0 is out of range; use an integer in [1, 1000]"},
       {"[generator]\nspeed = 1\n", "w.toml:2:1: generator.speed: unknown key; remove it or use one of: routines"},
-      {"[generator]\ndevice_failure_ratio = 0.25\n", "not supported yet"},
+      {"[generator]\ndevice_failure_ratio = 1.5\n", "generator.device_failure_ratio: 1.5 is out of range"},
+      {std::string(kFixed) + "[[failure]]\ndevice = \"attic\"\nat_ms = 5\n",
+       "failure[0].device: no [[device]] has id \"attic\""},
+      {std::string(kFixed) + "[[failure]]\ndevice = \"hall\"\n", "failure[0].at_ms: missing"},
+      {"[generator]\n[[failure]]\ndevice = \"a\"\nat_ms = 1\n", "failure: given together with [generator]"},
       {"[generator]\nload = 2\nshrink = 0.5\n", "generator.shrink: given together with load"},
       {"[generator]\ndevices = 2\ncommands_max = 3\n", "generator.commands_max: 3 exceeds devices = 2"},
       {"[generator]\ncommands_min = 4\ncommands_max = 2\n", "generator.commands_max: 2 is below commands_min"},
@@ -174,6 +178,46 @@ std::map<std::string, int> device_uses(const Workload& w) {
     for (const auto& command : r.commands) ++uses[command.device];
   }
   return uses;
+}
+
+TEST(RoutineWorkload, FailuresKeepTheRoutinesAndHitCommandedDevicesAtOneInstant) {
+  WorkloadGenerator g;
+  g.routines = 40;
+  g.devices = 30;
+  g.commands_max = 2;
+  const Workload healthy = generate_workload(g, 7);
+  EXPECT_TRUE(healthy.failures.empty());
+  g.device_failure_ratio = 0.5;
+  const Workload failing = generate_workload(g, 7);
+  // The same routines and arrivals whatever the ratio, so ratios compare.
+  ASSERT_EQ(failing.arrivals.size(), healthy.arrivals.size());
+  for (size_t i = 0; i < healthy.arrivals.size(); ++i) EXPECT_EQ(failing.arrivals[i].at, healthy.arrivals[i].at);
+  ASSERT_FALSE(failing.failures.empty());
+  std::set<std::string> commanded;
+  for (const auto& r : failing.routines) {
+    for (const auto& c : r.commands) commanded.insert(c.device);
+  }
+  EXPECT_LT(failing.failures.size(), commanded.size());  // about half of them
+  for (const auto& f : failing.failures) {
+    EXPECT_EQ(f.at, failing.failures.front().at);
+    EXPECT_FALSE(f.down_for);  // for good, as the authors' simulator
+    EXPECT_EQ(commanded.count(failing.devices[f.device].id), 1u);
+  }
+  g.device_failure_ratio = 1.0;
+  EXPECT_EQ(generate_workload(g, 7).failures.size(), commanded.size());
+}
+
+TEST(RoutineWorkload, ParsesFixedFailures) {
+  const Workload w = std::get<Workload>(
+      parse_workload(std::string(kFixed) + "[[failure]]\ndevice = \"hall\"\nat_ms = 9000\ndown_ms = 2000\n"
+                                           "[[failure]]\ndevice = \"hall\"\nat_ms = 100\n",
+                     "w.toml")
+          .content);
+  ASSERT_EQ(w.failures.size(), 2u);
+  EXPECT_EQ(w.failures[0].at, std::chrono::milliseconds(100));  // by time
+  EXPECT_FALSE(w.failures[0].down_for);
+  EXPECT_EQ(w.failures[1].down_for, std::optional<core::Duration>(std::chrono::milliseconds(2000)));
+  EXPECT_EQ(w.devices[w.failures[1].device].id, "hall");
 }
 
 TEST(RoutineWorkload, ZipfSkewsDevicePopularity) {

@@ -41,18 +41,20 @@ WorkloadRunOptions small_mesh() {
   return options;
 }
 
-std::vector<std::string> violations_of(const WorkloadRunResult& r) {
+// `failures`: devices fail, so invocations may abort or fail (with
+// feedback) but must still end.
+std::vector<std::string> violations_of(const WorkloadRunResult& r, bool failures = false) {
   std::vector<std::string> out;
   for (const auto& inv : r.invocations) {
-    if (inv.outcome != "ok")
-      out.push_back(fmt::format("invocation {} ({}) ended {}", inv.id, inv.routine, inv.outcome));
+    const bool ended = inv.outcome == "ok" || (failures && (inv.outcome == "aborted" || inv.outcome == "failed"));
+    if (!ended) out.push_back(fmt::format("invocation {} ({}) ended {}", inv.id, inv.routine, inv.outcome));
   }
   if (r.serial_order) out.push_back("check_serial_order: " + *r.serial_order);
   if (r.final_incongruence.incongruent_devices != 0) {
     out.push_back(fmt::format("final incongruence {} of {} devices", r.final_incongruence.incongruent_devices,
                               r.final_incongruence.devices));
   }
-  if (r.visibility == routine::Visibility::gsv && r.global_strict)
+  if (routine::is_global(r.visibility) && r.global_strict)
     out.push_back("check_global_strict: " + *r.global_strict);
   if (r.partitioned_strict) out.push_back("check_partitioned_strict: " + *r.partitioned_strict);
   return out;
@@ -73,6 +75,30 @@ void sweep_strict(routine::Visibility visibility) {
 TEST(SafehomeWorkloadSim, GsvRunsOneRoutineAtATimeAndEndsSerially) { sweep_strict(routine::Visibility::gsv); }
 
 TEST(SafehomeWorkloadSim, PsvRunsOneRoutinePerDeviceAndEndsSerially) { sweep_strict(routine::Visibility::psv); }
+
+// Devices fail for good at one instant (SafeHome's failure model, a third
+// of the commanded devices): routines abort and roll back, and the end
+// state is still a serial order's of the completed routines and the
+// failures, one routine at a time (S-GSV) or per device (PSV).
+TEST(SafehomeWorkloadSim, DeviceFailuresAbortAndRollBackYetEndSerially) {
+  WorkloadFile file = conflicting_workload();
+  std::get<WorkloadGenerator>(file.content).device_failure_ratio = 0.3;
+  for (const auto visibility : {routine::Visibility::sgsv, routine::Visibility::psv}) {
+    const auto range = test_support::seed_range(kPrefix, 1, 4);
+    double abort_rate = 0;
+    size_t failures = 0;
+    for (uint64_t seed = range.first; seed < range.end(); ++seed) {
+      const WorkloadRunResult r = run_workload(instantiate(file, seed), visibility, seed, small_mesh());
+      abort_rate += r.aborts.abort_rate;
+      failures += r.failures;
+      if (test_support::report_violations(kPrefix, seed, violations_of(r, true))) return;
+    }
+    // Failures must have been injected and have aborted something, or
+    // this checked nothing.
+    EXPECT_GT(failures, 0u) << routine::to_string(visibility);
+    EXPECT_GT(abort_rate, 0.0) << routine::to_string(visibility);
+  }
+}
 
 TEST(SafehomeWorkloadSim, WvIsCaughtInterleavingAndEveryInvocationEnds) {
   const WorkloadFile file = conflicting_workload();

@@ -24,7 +24,9 @@ checker that cannot fail fails the test.
 oracle counts every pair of invocations, devices shared or not. Under wv nothing isolates routines, so the
 run passes only if the oracle does catch conflicting invocations overlapping (and nothing actuated twice);
 it takes as long as the others and proves only that the oracle can tell the models apart, so it runs when
-MESH_TESTBED_WV=1 and is skipped, saying so, otherwise.
+MESH_TESTBED_WV=1 and is skipped, saying so, otherwise. The gsv and sgsv runs take 2-3 minutes each on the
+testbeds' one-at-a-time chain, which is CI's critical path; the whole-agent sims sweep GSV and S-GSV over
+many seeds on every CI run, so these run when MESH_TESTBED_GSV=1 and are skipped, saying so, otherwise.
 
 netns mode needs root and working network namespaces; without them it prints why and exits 77, which
 ctest reports as skipped.
@@ -309,6 +311,10 @@ def main():
     if visibility == "wv" and os.environ.get("MESH_TESTBED_WV") != "1":
         print("SKIP: the WV run only shows that the oracle catches routines that are not isolated; "
               "MESH_TESTBED_WV=1 runs it", flush=True)
+        return SKIP
+    if visibility in ("gsv", "sgsv") and os.environ.get("MESH_TESTBED_GSV") != "1":
+        print(f"SKIP: the {visibility} testbed run is a soak (2-3 minutes on CI's critical path; the "
+              "RoutineAgentSim sweeps cover GSV and S-GSV on every run); MESH_TESTBED_GSV=1 runs it", flush=True)
         return SKIP
     meshemu, args, directory = testbed_test.testbed_arguments_with_meshemu("meshrt")
     if args is None:
