@@ -392,9 +392,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
     case proto::PHASE_NOT_TRIGGERED:
     case proto::PHASE_ACQUIRING_LOCKS: {
       if (!definition_holds) {
-        step(
-            key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
-            [this, key, seq](bool committed) { after_step(key, seq, committed); });
+        enter_phase(key, seq, proto::PHASE_RELEASING_LOCKS);
         return;
       }
       if (!reservation) {
@@ -431,9 +429,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         if (invocation.locks.count(device) == 0) missing.push_back(device);
       }
       if (missing.empty()) {
-        step(
-            key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_EXECUTING); },
-            [this, key, seq](bool committed) { after_step(key, seq, committed); });
+        enter_phase(key, seq, proto::PHASE_EXECUTING);
         return;
       }
       if (strategy_of(*spec) == LockStrategy::ola) {
@@ -445,9 +441,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
     }
     case proto::PHASE_EXECUTING: {
       if (!definition_holds) {
-        step(
-            key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
-            [this, key, seq](bool committed) { after_step(key, seq, committed); });
+        enter_phase(key, seq, proto::PHASE_RELEASING_LOCKS);
         return;
       }
       if (const auto reason = lost(routine_id(key), invocation)) {
@@ -504,9 +498,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
           finish(key, invocation, commands, watched_by(devices));
           return;
         }
-        step(
-            key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
-            [this, key, seq](bool committed) { after_step(key, seq, committed); });
+        enter_phase(key, seq, proto::PHASE_RELEASING_LOCKS);
         return;
       }
       execute(key, seq, next, false);
@@ -904,9 +896,7 @@ void RoutineLeaders::finish(const SessionKey& key, const RoutineGroupState::Invo
                  check.touched_now = availability_of(touched, records);
                  const auto reason = failure_abort_reason(check);
                  if (!reason) {
-                   step(
-                       key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
-                       [this, key, seq](bool committed) { after_step(key, seq, committed); });
+                   enter_phase(key, seq, proto::PHASE_RELEASING_LOCKS);
                    return;
                  }
                  core::log("routine").info("routine {} invocation {}: aborting at its finish: {}", routine_id(key),
@@ -1042,13 +1032,17 @@ void RoutineLeaders::commit_plan(const SessionKey& key, uint64_t seq, const Devi
       [this, key, seq](bool committed) { after_step(key, seq, committed); });
 }
 
+void RoutineLeaders::enter_phase(const SessionKey& key, uint64_t seq, proto::RoutinePhase phase) {
+  step(
+      key, seq, [phase](proto::InvocationStep& s) { s.set_phase(phase); },
+      [this, key, seq](bool committed) { after_step(key, seq, committed); });
+}
+
 void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::Invocation& invocation) {
   const uint64_t seq = invocation.seq;
   const auto index = next_to_undo(invocation);
   if (!index) {
-    step(
-        key, seq, [](proto::InvocationStep& s) { s.set_phase(proto::PHASE_RELEASING_LOCKS); },
-        [this, key, seq](bool committed) { after_step(key, seq, committed); });
+    enter_phase(key, seq, proto::PHASE_RELEASING_LOCKS);
     return;
   }
   const RoutineSpec* spec = spec_of(key);

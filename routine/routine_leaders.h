@@ -283,6 +283,8 @@ class RoutineLeaders {
   void submit(const SessionKey& key, const proto::RoutineUpdate& update, Committed done);
   void step(const SessionKey& key, uint64_t seq, const std::function<void(proto::InvocationStep&)>& fill,
             Committed done);
+  // Commits the invocation's move to `phase`, then drives it on.
+  void enter_phase(const SessionKey& key, uint64_t seq, proto::RoutinePhase phase);
   // Idle again after a step: at once if it was committed, after
   // poll_interval if not.
   void after_step(const SessionKey& key, uint64_t seq, bool committed);

@@ -131,6 +131,14 @@ std::vector<std::pair<size_t, kgroup::GroupReplica*>> serving(MeshSim& sim, cons
   return out;
 }
 
+// The state of a routine's group at its leading replica (the newest
+// instance's most advanced serving replica), or nothing.
+const routine::RoutineGroupState* leading_state(MeshSim& sim, const std::string& routine) {
+  const auto replicas = serving(sim, "routine:" + routine);
+  if (replicas.empty()) return nullptr;
+  return dynamic_cast<const routine::RoutineGroupState*>(&replicas.front().second->state_machine());
+}
+
 struct World {
   std::vector<std::unique_ptr<EmulatedDevice>> devices;
   std::vector<std::unique_ptr<routine::EmulatedDriverFactory>> factories;
@@ -202,9 +210,7 @@ void check_failure_serialization(const Plan& plan, MeshSim& sim, World& world, c
   if (plan.visibility == routine::Visibility::wv) return;
   const core::TimePoint origin = sim.node(0) != nullptr ? sim.node(0)->config().kgroup.epoch_origin : core::TimePoint{};
   for (const auto& spec : world.routines) {
-    const auto replicas = serving(sim, "routine:" + spec.id);
-    if (replicas.empty()) continue;
-    const auto* state = dynamic_cast<const routine::RoutineGroupState*>(&replicas.front().second->state_machine());
+    const routine::RoutineGroupState* state = leading_state(sim, spec.id);
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
       if (!invocation.done() || !invocation.abort_reason.empty() || !invocation.stop_reason.empty()) continue;
@@ -452,9 +458,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // settle, up to a bound far above any backlog the stream can build.
   auto all_ended = [&] {
     for (const auto& spec : world.routines) {
-      const auto replicas = serving(sim, "routine:" + spec.id);
-      if (replicas.empty()) continue;
-      const auto* state = dynamic_cast<const routine::RoutineGroupState*>(&replicas.front().second->state_machine());
+      const routine::RoutineGroupState* state = leading_state(sim, spec.id);
       if (state == nullptr) continue;
       for (const auto& [seq, invocation] : state->invocations()) {
         if (!invocation.done()) return false;
@@ -571,9 +575,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // after it, and each undo that actuated set its device back to the values
   // it had just before the undone command (what the device's own log says).
   for (const auto& spec : world.routines) {
-    const auto replicas = serving(sim, "routine:" + spec.id);
-    if (replicas.empty()) continue;
-    const auto* state = dynamic_cast<const routine::RoutineGroupState*>(&replicas.front().second->state_machine());
+    const routine::RoutineGroupState* state = leading_state(sim, spec.id);
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
       if (!invocation.done()) continue;
