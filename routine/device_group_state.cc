@@ -368,7 +368,6 @@ core::Expected<std::string, std::string> DeviceGroupState::read(std::string_view
       for (const auto& [id, device] : devices_) {
         if (!device.frozen()) *reply.add_devices() = to_proto(id, device);
       }
-      for (auto& lock : locks_.to_proto()) *reply.add_locks() = std::move(lock);
       reply.set_found(true);
       break;
     case proto::DeviceQuery::kStates:
