@@ -205,7 +205,7 @@ void OlsrProtocol::receive(core::Ipv4Address from, core::ByteSpan datagram) {
   }
   const core::TimePoint now = env_.now();
   for (const Message& message : decoded->messages) {
-    count_message(message, "received");
+    count_message(message, Direction::received);
     // §3.4 step 2.
     if (message.ttl == 0 || is_own_address(message.originator)) continue;
     // HELLOs travel one hop and are never forwarded nor deduplicated.
@@ -220,12 +220,12 @@ void OlsrProtocol::receive(core::Ipv4Address from, core::ByteSpan datagram) {
       continue;
     }
     const uint64_t key = duplicate_key(message.originator, message.seq);
-    auto dup = duplicates_.find(key);
-    if (dup != duplicates_.end() && !alive(dup->second.time, now)) {
-      duplicates_.erase(dup);
-      dup = duplicates_.end();
+    DuplicateTuple* dup = duplicates_.find(key);
+    if (dup != nullptr && !alive(dup->time, now)) {
+      duplicates_.erase(key);
+      dup = nullptr;
     }
-    if (dup == duplicates_.end()) {
+    if (dup == nullptr) {
       std::visit(
           [&](const auto& body) {
             using Body = std::decay_t<decltype(body)>;
@@ -240,10 +240,10 @@ void OlsrProtocol::receive(core::Ipv4Address from, core::ByteSpan datagram) {
             }
           },
           message.body);
-      dup = duplicates_.emplace(key, DuplicateTuple{now + options_.dup_hold, false}).first;
-      duplicate_expiry_.emplace_back(dup->second.time, key);
+      dup = &duplicates_.insert(key, DuplicateTuple{now + options_.dup_hold, false});
+      duplicate_expiry_.emplace_back(dup->time, key);
     }
-    consider_forwarding(from, message, dup->second);
+    consider_forwarding(from, message, *dup);
   }
   refresh();
 }
@@ -324,38 +324,13 @@ void OlsrProtocol::process_hello(core::Ipv4Address from, const Message& message,
 }
 
 void OlsrProtocol::process_tc(const Message& message, const Tc& tc) {
-  const core::TimePoint now = env_.now();
-  auto [tuples, first] = topology_.try_emplace(message.originator);
-  std::vector<AdvertisedLink>& links = tuples->second.links;
-  if (!first) {
-    // §9.5 step 2: a TC older than what we hold from this originator is stale.
-    if (seq_newer(tuples->second.ansn, tc.ansn)) {
-      count_drop("stale_ansn");
-      return;
-    }
-    // Step 3: older tuples of this originator go.
-    if (tuples->second.ansn != tc.ansn) {
-      for (const AdvertisedLink& link : links) topology_expiry_.remove({message.originator, link.dest}, link.time);
-      links.clear();
-      routes_dirty_ = true;
-    }
+  // §9.5 step 2: a TC older than what we hold from this originator is stale.
+  if (auto held = topology_.ansn_of(message.originator); held && seq_newer(*held, tc.ansn)) {
+    count_drop("stale_ansn");
+    return;
   }
-  tuples->second.ansn = tc.ansn;
-  // Step 4.
-  const core::TimePoint until = now + decode_vtime(message.vtime);
-  for (core::NodeId dest : tc.advertised) {
-    auto link = std::lower_bound(links.begin(), links.end(), dest,
-                                 [](const AdvertisedLink& l, core::NodeId d) { return l.dest < d; });
-    if (link == links.end() || link->dest != dest) {
-      links.insert(link, AdvertisedLink{dest, until});
-      topology_expiry_.add({message.originator, dest}, until);
-      routes_dirty_ = true;
-    } else {
-      topology_expiry_.move({message.originator, dest}, link->time, until);
-      link->time = until;
-    }
-  }
-  if (links.empty()) topology_.erase(tuples);
+  const core::TimePoint until = env_.now() + decode_vtime(message.vtime);
+  if (topology_.apply_tc(message.originator, tc.ansn, tc.advertised, until)) routes_dirty_ = true;
 }
 
 void OlsrProtocol::process_mid(const Message& message, const Mid& mid) {
@@ -404,7 +379,7 @@ void OlsrProtocol::consider_forwarding(core::Ipv4Address from, const Message& me
   Message copy = message;
   --copy.ttl;
   ++copy.hop_count;
-  metrics_.counter("olsr_forwarded_total", {{"type", std::string(type_name(message.type))}}).add();
+  metrics_.counter("olsr_forwarded_total", "type", type_name(message.type)).add();
   // §3.5: a forwarded message waits a jitter, and meanwhile may share any
   // packet this node sends.
   enqueue(std::move(copy), now + jitter());
@@ -569,11 +544,8 @@ void OlsrProtocol::recompute_routes() {
     if (via == neighbours_.end() || !via->second.symmetric || via->second.willingness == kWillNever) continue;
     input.two_hop.push_back({key.first, key.second});
   }
-  for (const auto& [last, tuples] : topology_) {
-    for (const AdvertisedLink& link : tuples.links) {
-      if (alive(link.time, now)) input.topology.push_back({last, link.dest});
-    }
-  }
+  // refresh() expired the set just before: every tuple is alive.
+  input.topology = topology_.edges();
   for (const auto& [iface, tuple] : mid_) {
     if (alive(tuple.time, now)) input.aliases[tuple.main].push_back(iface);
   }
@@ -607,34 +579,32 @@ void OlsrProtocol::schedule_expiry() {
   // The neighbourhood's earliest time ahead, as of its last walk: refresh()
   // walks it again before that time passes.
   if (neighbourhood_next_change_) consider(*neighbourhood_next_change_);
-  if (auto earliest = topology_expiry_.earliest()) consider(*earliest);
+  if (auto earliest = topology_.earliest_expiry()) consider(*earliest);
   if (auto earliest = mid_expiry_.earliest()) consider(*earliest);
   for (const auto& [key, time] : hna_) consider(time);
   if (!next) {
     expiry_timer_.cancel();
     return;
   }
+  // Called after every packet, and the earliest expiry seldom moves: a timer
+  // already set for it stays.
+  if (expiry_timer_.active() && expiry_at_ == *next) return;
+  expiry_at_ = *next;
   expiry_timer_.start(*next - now, [this] { refresh(); });
 }
 
 void OlsrProtocol::purge_duplicates() {
   const core::TimePoint now = env_.now();
   while (!duplicate_expiry_.empty() && !alive(duplicate_expiry_.front().first, now)) {
-    auto dup = duplicates_.find(duplicate_expiry_.front().second);
-    if (dup != duplicates_.end() && !alive(dup->second.time, now)) duplicates_.erase(dup);
+    const uint64_t key = duplicate_expiry_.front().second;
+    const DuplicateTuple* dup = duplicates_.find(key);
+    if (dup != nullptr && !alive(dup->time, now)) duplicates_.erase(key);
     duplicate_expiry_.pop_front();
   }
 }
 
 void OlsrProtocol::expire_topology(core::TimePoint now) {
-  while (auto key = topology_expiry_.pop_expired(now)) {
-    auto tuples = topology_.find(key->first);
-    std::vector<AdvertisedLink>& links = tuples->second.links;
-    links.erase(std::lower_bound(links.begin(), links.end(), key->second,
-                                 [](const AdvertisedLink& l, core::NodeId d) { return l.dest < d; }));
-    if (links.empty()) topology_.erase(tuples);
-    routes_dirty_ = true;
-  }
+  if (topology_.expire(now)) routes_dirty_ = true;
 }
 
 void OlsrProtocol::expire_mid(core::TimePoint now) {
@@ -861,9 +831,9 @@ void OlsrProtocol::send_batch(std::vector<Message> batch) {
     if (packet.messages.empty()) return;
     packet.seq = packet_seq_++;
     const std::vector<uint8_t> bytes = encode_packet(packet);
-    for (const Message& m : packet.messages) count_message(m, "sent");
-    metrics_.counter("olsr_packets_total", {{"direction", "sent"}}).add();
-    metrics_.counter("olsr_packet_bytes_total", {{"direction", "sent"}}).add(bytes.size());
+    for (const Message& m : packet.messages) count_message(m, Direction::sent);
+    metrics_.counter("olsr_packets_total", "direction", "sent").add();
+    metrics_.counter("olsr_packet_bytes_total", "direction", "sent").add(bytes.size());
     link_.broadcast(core::ByteSpan(bytes));
     packet.messages.clear();
     size = kPacketHeaderSize;
@@ -883,12 +853,26 @@ void OlsrProtocol::send_batch(std::vector<Message> batch) {
   send();
 }
 
-void OlsrProtocol::count_message(const Message& message, std::string_view direction) {
-  metrics_.count_traffic("hop", "olsr", type_name(message.type), direction, encoded_size(message));
+void OlsrProtocol::count_message(const Message& message, Direction direction) {
+  // Slot 0 for every type type_name() calls "other", the known types at their number.
+  const size_t type = message.type < kCountedTypes ? message.type : 0;
+  TrafficCounters& counters = traffic_[type][static_cast<size_t>(direction)];
+  if (counters.messages == nullptr) {
+    // Metrics::count_traffic()'s series, made on first use as it makes them.
+    const std::string_view direction_name = direction == Direction::received ? "received" : "sent";
+    const core::Labels labels{{"direction", std::string(direction_name)},
+                              {"layer", "olsr"},
+                              {"scope", "hop"},
+                              {"type", std::string(type_name(message.type))}};
+    counters.messages = &metrics_.counter("messages_total", labels);
+    counters.bytes = &metrics_.counter("bytes_total", labels);
+  }
+  counters.messages->add();
+  counters.bytes->add(encoded_size(message));
 }
 
 void OlsrProtocol::count_drop(std::string_view reason) {
-  metrics_.counter("olsr_dropped_total", {{"reason", std::string(reason)}}).add();
+  metrics_.counter("olsr_dropped_total", "reason", reason).add();
 }
 
 // ---------------------------------------------------------------- views
@@ -932,11 +916,9 @@ std::vector<NeighbourInfo> OlsrProtocol::neighbours() const {
 std::vector<TopologyInfo> OlsrProtocol::topology() const {
   const core::TimePoint now = env_.now();
   std::vector<TopologyInfo> out;
-  for (const auto& [last, tuples] : topology_) {
-    for (const AdvertisedLink& link : tuples.links) {
-      if (!alive(link.time, now)) continue;
-      out.push_back(TopologyInfo{link.dest, last, tuples.ansn, seconds_between(link.time, now)});
-    }
+  for (const TopologySet::Tuple& tuple : topology_.tuples()) {
+    if (!alive(tuple.time, now)) continue;
+    out.push_back(TopologyInfo{tuple.dest, tuple.last, tuple.ansn, seconds_between(tuple.time, now)});
   }
   return out;
 }
