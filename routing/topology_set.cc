@@ -1,6 +1,7 @@
 #include "routing/topology_set.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace mesh::routing::olsr {
 
@@ -20,26 +21,29 @@ bool TopologySet::apply_tc(core::NodeId originator, uint16_t ansn, std::span<con
                            core::TimePoint until) {
   const auto [begin, end] = range_of(originator);
   const bool replaced = begin != end && ansns_[begin] != ansn;
-  if (replaced) {
-    for (size_t i = begin; i < end; ++i) expiry_.remove({originator, edges_[i].dest}, times_[i]);
-  }
   const auto first = edges_.begin() + static_cast<ptrdiff_t>(begin);
   const auto last = edges_.begin() + static_cast<ptrdiff_t>(replaced ? begin : end);
   added_.clear();
+  bool renewed = false;
   for (core::NodeId dest : advertised) {
     auto held = std::lower_bound(first, last, dest, [](const auto& e, core::NodeId d) { return e.dest < d; });
     if (held != last && held->dest == dest) {
-      const size_t i = static_cast<size_t>(held - edges_.begin());
-      expiry_.move({originator, dest}, times_[i], until);
-      times_[i] = until;
+      times_[static_cast<size_t>(held - edges_.begin())] = until;
+      renewed = true;
     } else {
       added_.push_back(dest);
     }
   }
+  // Renewing or replacing the tuples of the earliest entry's originator may
+  // have made it stale.
+  if (!expiry_.empty() && expiry_.front().last == originator) front_checked_ = false;
+  if (renewed || !added_.empty()) {
+    expiry_.push_back(Expiry{until, originator});
+    std::push_heap(expiry_.begin(), expiry_.end(), std::greater<>{});
+  }
   if (!replaced && added_.empty()) return false;
   std::sort(added_.begin(), added_.end());
   added_.erase(std::unique(added_.begin(), added_.end()), added_.end());
-  for (core::NodeId dest : added_) expiry_.add({originator, dest}, until);
   // The originator's new range: the tuples kept, merged with the added ones.
   entries_.clear();
   size_t kept = begin;
@@ -78,18 +82,29 @@ void TopologySet::splice(size_t begin, size_t end, core::NodeId originator, uint
   }
 }
 
+bool TopologySet::holds(core::NodeId last, core::TimePoint time) const {
+  const auto [begin, end] = range_of(last);
+  return std::find(times_.begin() + static_cast<ptrdiff_t>(begin), times_.begin() + static_cast<ptrdiff_t>(end),
+                   time) != times_.begin() + static_cast<ptrdiff_t>(end);
+}
+
 bool TopologySet::expire(core::TimePoint now) {
-  expired_.clear();
-  while (auto key = expiry_.pop_expired(now)) expired_.push_back(*key);
-  if (expired_.empty()) return false;
+  // Every tuple at or before `now` has an entry at or before `now`, so only
+  // the originators of those entries can lose tuples.
+  bool any = false;
+  while (!expiry_.empty() && expiry_.front().time <= now) {
+    const core::NodeId last = expiry_.front().last;
+    std::pop_heap(expiry_.begin(), expiry_.end(), std::greater<>{});
+    expiry_.pop_back();
+    front_checked_ = false;
+    const auto [begin, end] = range_of(last);
+    for (size_t i = begin; i < end && !any; ++i) any = times_[i] <= now;
+  }
+  if (!any) return false;
   // One pass over the set however many went: tuples of one TC expire together.
-  std::sort(expired_.begin(), expired_.end());
   size_t kept = 0;
-  auto gone = expired_.begin();
   for (size_t i = 0; i < edges_.size(); ++i) {
-    const std::pair key{edges_[i].last, edges_[i].dest};
-    while (gone != expired_.end() && *gone < key) ++gone;
-    if (gone != expired_.end() && *gone == key) continue;
+    if (times_[i] <= now) continue;
     edges_[kept] = edges_[i];
     times_[kept] = times_[i];
     ansns_[kept] = ansns_[i];
@@ -99,6 +114,16 @@ bool TopologySet::expire(core::TimePoint now) {
   times_.resize(kept);
   ansns_.resize(kept);
   return true;
+}
+
+std::optional<core::TimePoint> TopologySet::earliest_expiry() {
+  while (!front_checked_ && !expiry_.empty() && !holds(expiry_.front().last, expiry_.front().time)) {
+    std::pop_heap(expiry_.begin(), expiry_.end(), std::greater<>{});
+    expiry_.pop_back();
+  }
+  front_checked_ = true;
+  if (expiry_.empty()) return std::nullopt;
+  return expiry_.front().time;
 }
 
 std::vector<TopologySet::Tuple> TopologySet::tuples() const {

@@ -9,7 +9,6 @@
 
 #include "core/node_id.h"
 #include "core/time.h"
-#include "routing/expiry_index.h"
 #include "routing/route_calculation.h"
 
 namespace mesh::routing::olsr {
@@ -44,7 +43,9 @@ class TopologySet {
                 core::TimePoint until);
   // Drops every tuple whose time is at or before `now`; whether any went.
   bool expire(core::TimePoint now);
-  std::optional<core::TimePoint> earliest_expiry() const { return expiry_.earliest(); }
+  // The earliest time of any tuple, if any (not const: it drops the
+  // schedule's stale entries on the way).
+  std::optional<core::TimePoint> earliest_expiry();
 
   // (T_last, T_dest) of every tuple, sorted: the route calculation's input.
   const std::vector<RoutingInput::TopologyEdge>& edges() const { return edges_; }
@@ -61,16 +62,32 @@ class TopologySet {
   std::pair<size_t, size_t> range_of(core::NodeId originator) const;
   // Replaces the tuples in [begin, end) with `originator`'s `entries`.
   void splice(size_t begin, size_t end, core::NodeId originator, uint16_t ansn, const std::vector<Entry>& entries);
+  // Whether a tuple of `last` has exactly `time`: an expiry entry that no
+  // longer names one is stale.
+  bool holds(core::NodeId last, core::TimePoint time) const;
 
   // Three parallel arrays, one element per tuple, in (T_last, T_dest) order.
   std::vector<RoutingInput::TopologyEdge> edges_;
   std::vector<core::TimePoint> times_;
   std::vector<uint16_t> ansns_;
-  ExpiryIndex<std::pair<core::NodeId, core::NodeId>> expiry_;
+  // When tuples expire, as a min-heap of (time, T_last): one entry per TC
+  // that set a time, not one per tuple, and never moved nor removed. Every
+  // tuple's time has an entry of its originator; entries whose tuples were
+  // renewed or replaced since are stale, skipped when they come up. A tree
+  // of (time, T_last, T_dest) moved two nodes (and an allocation each) per
+  // advertised link per TC, and every TC of the mesh reaches every node.
+  struct Expiry {
+    core::TimePoint time;
+    core::NodeId last;
+    friend auto operator<=>(const Expiry&, const Expiry&) = default;
+  };
+  std::vector<Expiry> expiry_;
+  // Whether expiry_'s front names a tuple, as earliest_expiry() last found:
+  // it is asked after every packet, and most change nothing at the front.
+  bool front_checked_ = true;
   // Scratch, kept to spare allocations per TC.
   std::vector<core::NodeId> added_;
   std::vector<Entry> entries_;
-  std::vector<std::pair<core::NodeId, core::NodeId>> expired_;
 };
 
 }  // namespace mesh::routing::olsr
