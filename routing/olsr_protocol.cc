@@ -29,6 +29,10 @@ std::string_view type_name(uint8_t type) {
   }
 }
 
+// The slot of a message type in OlsrProtocol's counters: 0 for every type
+// type_name() calls "other", the known types at their number.
+size_t counted_type(uint8_t type) { return type <= static_cast<uint8_t>(MessageType::hna) ? type : 0; }
+
 double seconds_between(core::TimePoint later, core::TimePoint now) { return core::to_seconds(later - now); }
 
 uint64_t duplicate_key(core::NodeId originator, uint16_t seq) { return uint64_t{originator.value()} << 16 | seq; }
@@ -196,21 +200,26 @@ core::Duration OlsrProtocol::jitter(core::Duration bound) {
 void OlsrProtocol::receive(core::Ipv4Address from, core::ByteSpan datagram) {
   // Our own broadcasts looped back by the interface.
   if (is_own_address(from)) return;
-  auto decoded = decode_packet(datagram);
-  if (!decoded) {
-    count_drop(to_string(decoded.error()));
-    core::log("routing").debug("olsr drop from={} reason={} bytes={}", from.to_string(),
-                                to_string(decoded.error()), datagram.size());
+  // The scratch list moves out for the call, so a re-entrant receive()
+  // could not overwrite it.
+  std::vector<ScannedMessage> scanned = std::move(scanned_);
+  uint16_t packet_seq = 0;
+  if (auto error = scan_packet(datagram, packet_seq, scanned)) {
+    count_drop(to_string(*error));
+    core::log("routing").debug("olsr drop from={} reason={} bytes={}", from.to_string(), to_string(*error),
+                                datagram.size());
+    scanned_ = std::move(scanned);
     return;
   }
   const core::TimePoint now = env_.now();
-  for (const Message& message : decoded->messages) {
-    count_message(message, Direction::received);
+  for (const ScannedMessage& header : scanned) {
+    count_message(header.type, header.size(), Direction::received);
     // §3.4 step 2.
-    if (message.ttl == 0 || is_own_address(message.originator)) continue;
+    if (header.ttl == 0 || is_own_address(header.originator)) continue;
     // HELLOs travel one hop and are never forwarded nor deduplicated.
-    if (const auto* hello = std::get_if<Hello>(&message.body)) {
-      process_hello(from, message, *hello);
+    if (header.type == static_cast<uint8_t>(MessageType::hello)) {
+      const Message message = decode_message(header);
+      process_hello(from, message, std::get<Hello>(message.body));
       continue;
     }
     // TC, MID, HNA processing (§9.5, §5.4, §12.5) and forwarding (§3.4.1)
@@ -219,32 +228,37 @@ void OlsrProtocol::receive(core::Ipv4Address from, core::ByteSpan datagram) {
       count_drop("not_symmetric");
       continue;
     }
-    const uint64_t key = duplicate_key(message.originator, message.seq);
+    const uint64_t key = duplicate_key(header.originator, header.seq);
     DuplicateTuple* dup = duplicates_.find(key);
     if (dup != nullptr && !alive(dup->time, now)) {
       duplicates_.erase(key);
       dup = nullptr;
     }
+    // Only a message seen for the first time is decoded here; a duplicate
+    // is decoded only if it is to be retransmitted.
+    std::optional<Message> message;
     if (dup == nullptr) {
+      message = decode_message(header);
       std::visit(
           [&](const auto& body) {
             using Body = std::decay_t<decltype(body)>;
             if constexpr (std::is_same_v<Body, Tc>) {
-              process_tc(message, body);
+              process_tc(*message, body);
             } else if constexpr (std::is_same_v<Body, Mid>) {
-              process_mid(message, body);
+              process_mid(*message, body);
             } else if constexpr (std::is_same_v<Body, Hna>) {
-              process_hna(message, body);
+              process_hna(*message, body);
             } else if constexpr (std::is_same_v<Body, OpaqueBody>) {
-              if (extension_listener_) extension_listener_(message, body);
+              if (extension_listener_) extension_listener_(*message, body);
             }
           },
-          message.body);
+          message->body);
       dup = &duplicates_.insert(key, DuplicateTuple{now + options_.dup_hold, false});
       duplicate_expiry_.emplace_back(dup->time, key);
     }
-    consider_forwarding(from, message, *dup);
+    consider_forwarding(from, header, message, *dup);
   }
+  scanned_ = std::move(scanned);
   refresh();
 }
 
@@ -361,25 +375,29 @@ void OlsrProtocol::process_hna(const Message& message, const Hna& hna) {
   }
 }
 
-void OlsrProtocol::consider_forwarding(core::Ipv4Address from, const Message& message, DuplicateTuple& duplicate) {
+void OlsrProtocol::consider_forwarding(core::Ipv4Address from, const ScannedMessage& header,
+                                       std::optional<Message>& message, DuplicateTuple& duplicate) {
   // §3.4.1: each node retransmits a message at most once, and only when it
   // came from a neighbour that chose this node as its MPR.
-  if (duplicate.retransmitted || message.ttl <= 1) return;
+  if (duplicate.retransmitted || header.ttl <= 1) return;
   const core::TimePoint now = env_.now();
   auto selector = mpr_selectors_.find(main_of(from));
   const bool from_selector = selector != mpr_selectors_.end() && alive(selector->second, now);
   if (!from_selector && options_.mpr_flooding) return;
-  if (unsigned{message.ttl} + unsigned{message.hop_count} > kMaxTtlPlusHops) {
+  if (unsigned{header.ttl} + unsigned{header.hop_count} > kMaxTtlPlusHops) {
     count_drop("hop_limit");
     return;
   }
   duplicate.retransmitted = true;
   duplicate.time = now + options_.dup_hold;
-  duplicate_expiry_.emplace_back(duplicate.time, duplicate_key(message.originator, message.seq));
-  Message copy = message;
+  duplicate_expiry_.emplace_back(duplicate.time, duplicate_key(header.originator, header.seq));
+  Message copy = message ? std::move(*message) : decode_message(header);
+  message.reset();
   --copy.ttl;
   ++copy.hop_count;
-  metrics_.counter("olsr_forwarded_total", "type", type_name(message.type)).add();
+  core::Counter*& forwarded = forwarded_[counted_type(header.type)];
+  if (forwarded == nullptr) forwarded = &metrics_.counter("olsr_forwarded_total", "type", type_name(header.type));
+  forwarded->add();
   // §3.5: a forwarded message waits a jitter, and meanwhile may share any
   // packet this node sends.
   enqueue(std::move(copy), now + jitter());
@@ -831,7 +849,7 @@ void OlsrProtocol::send_batch(std::vector<Message> batch) {
     if (packet.messages.empty()) return;
     packet.seq = packet_seq_++;
     const std::vector<uint8_t> bytes = encode_packet(packet);
-    for (const Message& m : packet.messages) count_message(m, Direction::sent);
+    for (const Message& m : packet.messages) count_message(m.type, encoded_size(m), Direction::sent);
     metrics_.counter("olsr_packets_total", "direction", "sent").add();
     metrics_.counter("olsr_packet_bytes_total", "direction", "sent").add(bytes.size());
     link_.broadcast(core::ByteSpan(bytes));
@@ -853,22 +871,20 @@ void OlsrProtocol::send_batch(std::vector<Message> batch) {
   send();
 }
 
-void OlsrProtocol::count_message(const Message& message, Direction direction) {
-  // Slot 0 for every type type_name() calls "other", the known types at their number.
-  const size_t type = message.type < kCountedTypes ? message.type : 0;
-  TrafficCounters& counters = traffic_[type][static_cast<size_t>(direction)];
+void OlsrProtocol::count_message(uint8_t type, size_t bytes, Direction direction) {
+  TrafficCounters& counters = traffic_[counted_type(type)][static_cast<size_t>(direction)];
   if (counters.messages == nullptr) {
     // Metrics::count_traffic()'s series, made on first use as it makes them.
     const std::string_view direction_name = direction == Direction::received ? "received" : "sent";
     const core::Labels labels{{"direction", std::string(direction_name)},
                               {"layer", "olsr"},
                               {"scope", "hop"},
-                              {"type", std::string(type_name(message.type))}};
+                              {"type", std::string(type_name(type))}};
     counters.messages = &metrics_.counter("messages_total", labels);
     counters.bytes = &metrics_.counter("bytes_total", labels);
   }
   counters.messages->add();
-  counters.bytes->add(encoded_size(message));
+  counters.bytes->add(bytes);
 }
 
 void OlsrProtocol::count_drop(std::string_view reason) {

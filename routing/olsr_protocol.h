@@ -258,7 +258,9 @@ class OlsrProtocol {
   void process_tc(const Message& message, const Tc& tc);
   void process_mid(const Message& message, const Mid& mid);
   void process_hna(const Message& message, const Hna& hna);
-  void consider_forwarding(core::Ipv4Address from, const Message& message, DuplicateTuple& duplicate);
+  // `message` is `header` decoded, if it was already; taken if forwarded.
+  void consider_forwarding(core::Ipv4Address from, const ScannedMessage& header, std::optional<Message>& message,
+                           DuplicateTuple& duplicate);
 
   // Drops expired tuples, derives neighbour status, recomputes MPRs, ANSN
   // and routes when their inputs changed, and re-arms the expiry timer.
@@ -314,7 +316,7 @@ class OlsrProtocol {
   core::Duration max_jitter() const;
 
   enum class Direction : uint8_t { received, sent };
-  void count_message(const Message& message, Direction direction);
+  void count_message(uint8_t type, size_t bytes, Direction direction);
   void count_drop(std::string_view reason);
 
   core::Env& env_;
@@ -357,19 +359,21 @@ class OlsrProtocol {
   // Scratch for refresh(), kept to spare an allocation per packet.
   std::vector<std::pair<core::NodeId, bool>> link_symmetry_;
   std::vector<Route> routes_;
-  // The traffic counters of every message, by type (one for every type
-  // type_name() calls "other", then hello, tc, mid, hna) and direction,
-  // looked up once: a series lookup per message counted cost as
-  // much as processing a duplicate.
+  // The counters of every message, by type (one for every type type_name()
+  // calls "other", then hello, tc, mid, hna) and direction, each looked up
+  // on first use: a series lookup per message counted cost as much as
+  // processing a duplicate.
   static constexpr size_t kCountedTypes = 5;
   struct TrafficCounters {
     core::Counter* messages = nullptr;
     core::Counter* bytes = nullptr;
   };
   std::array<std::array<TrafficCounters, 2>, kCountedTypes> traffic_{};
+  std::array<core::Counter*, kCountedTypes> forwarded_{};
   std::function<void()> routes_changed_;
   ExtensionListener extension_listener_;
 
+  std::vector<ScannedMessage> scanned_;  // receive()'s scratch, kept to spare an allocation per packet
   std::vector<Message> outbox_;                        // forwarded and originated, in arrival order
   std::array<core::TimePoint, kPeriodicTypes> due_{};  // next emission, before jitter
   std::array<core::TimePoint, kPeriodicTypes> fire_at_{};  // when its timer fires
