@@ -111,10 +111,13 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
   // Breadth first over the topology set: destinations at h + 1 hops come
   // from last hops already known at h hops, taken in increasing address
   // order (and their destinations too) so the lowest last hop wins a tie.
-  // The edges sorted by (last, dest) serve as each last hop's list.
-  std::vector<std::pair<core::NodeId, core::NodeId>> edges;
+  // The edges sorted by (last, dest) serve as each last hop's list, each
+  // edge one integer (last above dest) so the searches and the order check
+  // compare words, not pairs of addresses.
+  auto edge_key = [](core::NodeId last, core::NodeId dest) { return uint64_t{last.value()} << 32 | dest.value(); };
+  std::vector<uint64_t> edges;
   edges.reserve(input.topology.size());
-  for (const auto& e : input.topology) edges.emplace_back(e.last, e.dest);
+  for (const auto& e : input.topology) edges.push_back(edge_key(e.last, e.dest));
   // OLSR's topology set hands them over in this order already.
   if (!std::is_sorted(edges.begin(), edges.end())) std::sort(edges.begin(), edges.end());
   std::vector<core::NodeId> reached;
@@ -122,9 +125,9 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
     reached.clear();
     for (core::NodeId last : frontier) {
       const core::Ipv4Address next_hop = table.find(last)->next_hop;
-      for (auto e = std::lower_bound(edges.begin(), edges.end(), std::pair{last, core::NodeId()});
-           e != edges.end() && e->first == last; ++e) {
-        const core::NodeId dest = e->second;
+      for (auto e = std::lower_bound(edges.begin(), edges.end(), edge_key(last, core::NodeId()));
+           e != edges.end() && *e >> 32 == last.value(); ++e) {
+        const core::NodeId dest(static_cast<uint32_t>(*e));
         if (dest == input.self) continue;
         if (table.try_add(Route{dest, next_hop, h + 1})) reached.push_back(dest);
       }
