@@ -75,9 +75,8 @@ Counter& Metrics::counter(std::string_view name, Labels labels) {
   labels = sorted(std::move(labels));
   std::string key = series_key(name, labels);
   if (Counter* found = find_counter(key)) return *found;
-  auto it = counters_
-                .emplace(key, CounterEntry{std::string(name), std::move(labels), std::make_unique<Counter>()})
-                .first;
+  auto it =
+      counters_.emplace(key, CounterEntry{std::string(name), std::move(labels), std::make_unique<Counter>()}).first;
   counter_by_key_.emplace(std::move(key), it->second.counter.get());
   return *it->second.counter;
 }
