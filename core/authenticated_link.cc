@@ -60,7 +60,7 @@ void AuthenticatedLink::receive(Ipv4Address from, ByteSpan datagram) {
 }
 
 void AuthenticatedLink::drop(Ipv4Address from, size_t size, std::string_view reason) {
-  metrics_.counter("auth_dropped_total", {{"reason", std::string(reason)}}).add();
+  metrics_.counter("auth_dropped_total", "reason", reason).add();
   log("core").debug("auth drop from={} size={} reason={}", from.to_string(), size, reason);
 }
 

@@ -74,13 +74,23 @@ std::vector<Histogram::Bucket> Histogram::buckets() const {
 Counter& Metrics::counter(std::string_view name, Labels labels) {
   labels = sorted(std::move(labels));
   std::string key = series_key(name, labels);
-  auto it = counters_.find(key);
-  if (it == counters_.end()) {
-    it = counters_
-             .emplace(std::move(key), CounterEntry{std::string(name), std::move(labels), std::make_unique<Counter>()})
-             .first;
-  }
+  if (Counter* found = find_counter(key)) return *found;
+  auto it =
+      counters_.emplace(key, CounterEntry{std::string(name), std::move(labels), std::make_unique<Counter>()}).first;
+  counter_by_key_.emplace(std::move(key), it->second.counter.get());
   return *it->second.counter;
+}
+
+Counter& Metrics::counter(std::string_view name, std::string_view label, std::string_view value) {
+  key_scratch_.clear();
+  key_scratch_.append(name).append("{").append(label).append("=").append(value).append("}");
+  if (Counter* found = find_counter(key_scratch_)) return *found;
+  return counter(name, Labels{{std::string(label), std::string(value)}});
+}
+
+Counter* Metrics::find_counter(std::string_view key) const {
+  auto it = counter_by_key_.find(key);
+  return it == counter_by_key_.end() ? nullptr : it->second;
 }
 
 Histogram& Metrics::histogram(std::string_view name, Labels labels) {
@@ -99,16 +109,14 @@ Histogram& Metrics::histogram(std::string_view name, Labels labels) {
 void Metrics::count_traffic(std::string_view scope, std::string_view layer, std::string_view type,
                             std::string_view direction, uint64_t bytes) {
   // Called for every datagram and message of every layer, and its series
-  // exist after the first few: found by their series key alone, built in
-  // one buffer, the labels are made only for a new series. The key is
+  // exist after the first few: found by their series key alone, built in a
+  // reused buffer, the labels are made only for a new series. The key is
   // series_key()'s, labels in sorted order.
-  std::string series;
   const std::string_view names[] = {"messages_total", "bytes_total"};
   const uint64_t amounts[] = {1, bytes};
   for (size_t i = 0; i < 2; ++i) {
-    series.clear();
-    series.reserve(names[i].size() + direction.size() + layer.size() + scope.size() + type.size() + 32);
-    series.append(names[i])
+    key_scratch_.clear();
+    key_scratch_.append(names[i])
         .append("{direction=")
         .append(direction)
         .append(",layer=")
@@ -118,9 +126,8 @@ void Metrics::count_traffic(std::string_view scope, std::string_view layer, std:
         .append(",type=")
         .append(type)
         .append("}");
-    auto it = counters_.find(std::string_view(series));
-    if (it != counters_.end()) {
-      it->second.counter->add(amounts[i]);
+    if (Counter* found = find_counter(key_scratch_)) {
+      found->add(amounts[i]);
       continue;
     }
     counter(names[i], Labels{{"direction", std::string(direction)},

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -61,6 +62,9 @@ class Histogram {
 class Metrics {
  public:
   Counter& counter(std::string_view name, Labels labels = {});
+  // The series name{label=value}: for hot paths whose one label varies
+  // (a drop reason, a message type), found without building Labels.
+  Counter& counter(std::string_view name, std::string_view label, std::string_view value);
   Histogram& histogram(std::string_view name, Labels labels = {});
 
   // Traffic accounting as CoMesh measures it: per layer and message type,
@@ -102,7 +106,20 @@ class Metrics {
     Labels labels;
     std::unique_ptr<Histogram> histogram;
   };
+  // Finds an existing series by the key in key_scratch_. Called per message
+  // and datagram of every layer: a tree of string keys cost a string compare
+  // per level, and more levels as a node's series grew.
+  Counter* find_counter(std::string_view key) const;
+
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view key) const { return std::hash<std::string_view>{}(key); }
+  };
   std::map<std::string, CounterEntry, std::less<>> counters_;
+  // The same counters by series key, hashed: counters_ keeps the sorted order
+  // that output needs, this the lookups.
+  std::unordered_map<std::string, Counter*, KeyHash, std::equal_to<>> counter_by_key_;
+  std::string key_scratch_;
   std::map<std::string, HistogramEntry, std::less<>> histograms_;
 };
 

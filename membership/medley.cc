@@ -590,17 +590,17 @@ void Medley::fill_updates(core::NodeId to, google::protobuf::RepeatedPtrField<pr
                         : r.state() == proto::MEMBER_SUSPECT ? "suspect"
                         : r.state() == proto::MEMBER_FAILED  ? "failed"
                                                              : "left";
-    metrics_.counter("membership_piggyback_records_total", {{"state", state}}).add();
-    metrics_.counter("membership_piggyback_bytes_total", {{"state", state}}).add(r.ByteSizeLong() + 2);
+    metrics_.counter("membership_piggyback_records_total", "state", state).add();
+    metrics_.counter("membership_piggyback_bytes_total", "state", state).add(r.ByteSizeLong() + 2);
   }
 }
 
 void Medley::count_sent(core::NodeId to, const char* type, size_t bytes) {
-  metrics_.counter("membership_sent_total", {{"type", type}}).add();
-  metrics_.counter("membership_sent_bytes_total", {{"type", type}}).add(bytes);
+  metrics_.counter("membership_sent_total", "type", type).add();
+  metrics_.counter("membership_sent_bytes_total", "type", type).add(bytes);
   // Body bytes times the hops they cross: what the mesh carries, by type.
   const uint32_t hops = distances_.hops_to(to).value_or(1);
-  metrics_.counter("membership_sent_hop_bytes_total", {{"type", type}}).add(bytes * hops);
+  metrics_.counter("membership_sent_hop_bytes_total", "type", type).add(bytes * hops);
   message_bytes_.record(static_cast<double>(bytes));
 }
 

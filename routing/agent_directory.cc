@@ -70,7 +70,7 @@ void AgentDirectory::on_extension(const olsr::Message& message, const olsr::Opaq
 }
 
 void AgentDirectory::drop(std::string_view reason) {
-  metrics_.counter("agent_presence_dropped_total", {{"reason", std::string(reason)}}).add();
+  metrics_.counter("agent_presence_dropped_total", "reason", reason).add();
 }
 
 bool AgentDirectory::is_agent(core::NodeId node) const {

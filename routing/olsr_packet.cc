@@ -57,48 +57,88 @@ void patch_u16(std::vector<uint8_t>& out, size_t at, size_t v) {
   out[at + 1] = static_cast<uint8_t>(v);
 }
 
+// The decoders below check a body and, given somewhere to put it, decode it:
+// scan_packet() checks every body of a packet without allocating, and
+// decode_message() decodes the ones it is asked for.
+
 // A list of addresses filling the whole of `r`.
-bool read_addresses(Reader& r, std::vector<core::Ipv4Address>& out) {
+bool read_addresses(Reader& r, std::vector<core::Ipv4Address>* out) {
   if (r.remaining() % 4 != 0) return false;
+  if (out == nullptr) return true;
+  out->reserve(r.remaining() / 4);
   while (r.remaining() > 0) {
     core::Ipv4Address a;
     r.address(a);
-    out.push_back(a);
+    out->push_back(a);
   }
   return true;
 }
 
-bool decode_hello(Reader r, Hello& hello) {
+bool decode_hello(Reader r, Hello* hello) {
   // Reserved(2) Htime(1) Willingness(1), then link blocks (§6.1).
-  if (!r.skip(2) || !r.u8(hello.htime) || !r.u8(hello.willingness)) return false;
+  uint8_t htime = 0;
+  uint8_t willingness = 0;
+  if (!r.skip(2) || !r.u8(htime) || !r.u8(willingness)) return false;
+  if (hello != nullptr) {
+    hello->htime = htime;
+    hello->willingness = willingness;
+  }
   while (r.remaining() > 0) {
-    LinkGroup group;
+    uint8_t link_code = 0;
     uint16_t size = 0;
-    if (!r.u8(group.link_code) || !r.skip(1) || !r.u16(size)) return false;
+    if (!r.u8(link_code) || !r.skip(1) || !r.u16(size)) return false;
     // Link Message Size counts from the link code to the next link code.
     if (size < 4 || size - 4u > r.remaining()) return false;
     Reader addresses(r.take(size - 4u));
-    if (!read_addresses(addresses, group.neighbours)) return false;
-    hello.links.push_back(std::move(group));
+    if (hello == nullptr) {
+      if (!read_addresses(addresses, nullptr)) return false;
+      continue;
+    }
+    LinkGroup group;
+    group.link_code = link_code;
+    if (!read_addresses(addresses, &group.neighbours)) return false;
+    hello->links.push_back(std::move(group));
   }
   return true;
 }
 
-bool decode_tc(Reader r, Tc& tc) {
+bool decode_tc(Reader r, Tc* tc) {
   // ANSN(2) Reserved(2), then advertised neighbour main addresses (§9.1).
-  if (!r.u16(tc.ansn) || !r.skip(2)) return false;
-  return read_addresses(r, tc.advertised);
+  uint16_t ansn = 0;
+  if (!r.u16(ansn) || !r.skip(2)) return false;
+  if (tc != nullptr) tc->ansn = ansn;
+  return read_addresses(r, tc != nullptr ? &tc->advertised : nullptr);
 }
 
-bool decode_hna(Reader r, Hna& hna) {
+bool decode_hna(Reader r, Hna* hna) {
   if (r.remaining() % 8 != 0) return false;
+  if (hna == nullptr) return true;
   while (r.remaining() > 0) {
     HnaEntry entry;
     r.address(entry.network);
     r.address(entry.netmask);
-    hna.networks.push_back(entry);
+    hna->networks.push_back(entry);
   }
   return true;
+}
+
+// Checks the body of a message of `type`, and decodes it into `message`
+// unless that is null.
+bool decode_body(uint8_t type, core::ByteSpan bytes, Message* message) {
+  Reader body(bytes);
+  switch (type) {
+    case static_cast<uint8_t>(MessageType::hello):
+      return decode_hello(body, message != nullptr ? &message->body.emplace<Hello>() : nullptr);
+    case static_cast<uint8_t>(MessageType::tc):
+      return decode_tc(body, message != nullptr ? &message->body.emplace<Tc>() : nullptr);
+    case static_cast<uint8_t>(MessageType::mid):
+      return read_addresses(body, message != nullptr ? &message->body.emplace<Mid>().interfaces : nullptr);
+    case static_cast<uint8_t>(MessageType::hna):
+      return decode_hna(body, message != nullptr ? &message->body.emplace<Hna>() : nullptr);
+    default:
+      if (message != nullptr) message->body.emplace<OpaqueBody>().bytes.assign(bytes.begin(), bytes.end());
+      return true;
+  }
 }
 
 size_t body_size(const Message& message) {
@@ -134,16 +174,16 @@ std::string_view to_string(DecodeError error) {
   return "unknown";
 }
 
-core::Expected<Packet, DecodeError> decode_packet(core::ByteSpan datagram) {
+std::optional<DecodeError> scan_packet(core::ByteSpan datagram, uint16_t& seq, std::vector<ScannedMessage>& messages) {
+  messages.clear();
   Reader r(datagram);
-  Packet packet;
   uint16_t length = 0;
-  if (!r.u16(length) || !r.u16(packet.seq)) return core::Unexpected{DecodeError::truncated};
-  if (length != datagram.size()) return core::Unexpected{DecodeError::length_mismatch};
-  if (r.remaining() == 0) return core::Unexpected{DecodeError::no_messages};
+  if (!r.u16(length) || !r.u16(seq)) return DecodeError::truncated;
+  if (length != datagram.size()) return DecodeError::length_mismatch;
+  if (r.remaining() == 0) return DecodeError::no_messages;
   while (r.remaining() > 0) {
-    if (r.remaining() < kMessageHeaderSize) return core::Unexpected{DecodeError::truncated};
-    Message m;
+    if (r.remaining() < kMessageHeaderSize) return DecodeError::truncated;
+    ScannedMessage m;
     uint16_t size = 0;
     r.u8(m.type);
     r.u8(m.vtime);
@@ -152,32 +192,32 @@ core::Expected<Packet, DecodeError> decode_packet(core::ByteSpan datagram) {
     r.u8(m.ttl);
     r.u8(m.hop_count);
     r.u16(m.seq);
-    if (size < kMessageHeaderSize || size - kMessageHeaderSize > r.remaining()) {
-      return core::Unexpected{DecodeError::bad_message_size};
-    }
-    Reader body(r.take(size - kMessageHeaderSize));
-    bool ok = true;
-    switch (m.type) {
-      case static_cast<uint8_t>(MessageType::hello):
-        ok = decode_hello(body, m.body.emplace<Hello>());
-        break;
-      case static_cast<uint8_t>(MessageType::tc):
-        ok = decode_tc(body, m.body.emplace<Tc>());
-        break;
-      case static_cast<uint8_t>(MessageType::mid):
-        ok = read_addresses(body, m.body.emplace<Mid>().interfaces);
-        break;
-      case static_cast<uint8_t>(MessageType::hna):
-        ok = decode_hna(body, m.body.emplace<Hna>());
-        break;
-      default: {
-        auto bytes = body.take(body.remaining());
-        m.body.emplace<OpaqueBody>().bytes.assign(bytes.begin(), bytes.end());
-      }
-    }
-    if (!ok) return core::Unexpected{DecodeError::bad_block};
-    packet.messages.push_back(std::move(m));
+    if (size < kMessageHeaderSize || size - kMessageHeaderSize > r.remaining()) return DecodeError::bad_message_size;
+    m.body = r.take(size - kMessageHeaderSize);
+    if (!decode_body(m.type, m.body, nullptr)) return DecodeError::bad_block;
+    messages.push_back(m);
   }
+  return std::nullopt;
+}
+
+Message decode_message(const ScannedMessage& scanned) {
+  Message m;
+  m.type = scanned.type;
+  m.vtime = scanned.vtime;
+  m.originator = scanned.originator;
+  m.ttl = scanned.ttl;
+  m.hop_count = scanned.hop_count;
+  m.seq = scanned.seq;
+  decode_body(scanned.type, scanned.body, &m);
+  return m;
+}
+
+core::Expected<Packet, DecodeError> decode_packet(core::ByteSpan datagram) {
+  Packet packet;
+  std::vector<ScannedMessage> scanned;
+  if (auto error = scan_packet(datagram, packet.seq, scanned)) return core::Unexpected{*error};
+  packet.messages.reserve(scanned.size());
+  for (const ScannedMessage& m : scanned) packet.messages.push_back(decode_message(m));
   return packet;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -107,6 +108,28 @@ enum class DecodeError {
 std::string_view to_string(DecodeError error);
 
 core::Expected<Packet, DecodeError> decode_packet(core::ByteSpan datagram);
+
+// A message checked but not decoded: its header, and its body as received.
+// A receiver tells a duplicate by the header alone, and on a large mesh most
+// messages received are duplicates (every neighbour relays every TC), so
+// their bodies are never decoded.
+struct ScannedMessage {
+  uint8_t type = 0;
+  uint8_t vtime = 0;
+  core::Ipv4Address originator;
+  uint8_t ttl = 0;
+  uint8_t hop_count = 0;
+  uint16_t seq = 0;
+  core::ByteSpan body;
+  // Message Size: what encoded_size() gives for the decoded message.
+  size_t size() const { return kMessageHeaderSize + body.size(); }
+};
+// Checks the whole packet exactly as decode_packet() does (the same errors
+// for the same input) and lists its messages, in order, into `messages`
+// (cleared first); sets `seq` to the packet's sequence number.
+std::optional<DecodeError> scan_packet(core::ByteSpan datagram, uint16_t& seq, std::vector<ScannedMessage>& messages);
+// One message of a packet scan_packet() accepted.
+Message decode_message(const ScannedMessage& scanned);
 // Message Size and Packet Length are computed here; known bodies are padded
 // to nothing because every field is 4-byte aligned already.
 std::vector<uint8_t> encode_packet(const Packet& packet);

@@ -29,6 +29,10 @@ std::string_view type_name(uint8_t type) {
   }
 }
 
+// The slot of a message type in OlsrProtocol's counters: 0 for every type
+// type_name() calls "other", the known types at their number.
+size_t counted_type(uint8_t type) { return type <= static_cast<uint8_t>(MessageType::hna) ? type : 0; }
+
 double seconds_between(core::TimePoint later, core::TimePoint now) { return core::to_seconds(later - now); }
 
 uint64_t duplicate_key(core::NodeId originator, uint16_t seq) { return uint64_t{originator.value()} << 16 | seq; }
@@ -196,21 +200,26 @@ core::Duration OlsrProtocol::jitter(core::Duration bound) {
 void OlsrProtocol::receive(core::Ipv4Address from, core::ByteSpan datagram) {
   // Our own broadcasts looped back by the interface.
   if (is_own_address(from)) return;
-  auto decoded = decode_packet(datagram);
-  if (!decoded) {
-    count_drop(to_string(decoded.error()));
-    core::log("routing").debug("olsr drop from={} reason={} bytes={}", from.to_string(),
-                                to_string(decoded.error()), datagram.size());
+  // The scratch list moves out for the call, so a re-entrant receive()
+  // could not overwrite it.
+  std::vector<ScannedMessage> scanned = std::move(scanned_);
+  uint16_t packet_seq = 0;
+  if (auto error = scan_packet(datagram, packet_seq, scanned)) {
+    count_drop(to_string(*error));
+    core::log("routing").debug("olsr drop from={} reason={} bytes={}", from.to_string(), to_string(*error),
+                                datagram.size());
+    scanned_ = std::move(scanned);
     return;
   }
   const core::TimePoint now = env_.now();
-  for (const Message& message : decoded->messages) {
-    count_message(message, "received");
+  for (const ScannedMessage& header : scanned) {
+    count_message(header.type, header.size(), Direction::received);
     // §3.4 step 2.
-    if (message.ttl == 0 || is_own_address(message.originator)) continue;
+    if (header.ttl == 0 || is_own_address(header.originator)) continue;
     // HELLOs travel one hop and are never forwarded nor deduplicated.
-    if (const auto* hello = std::get_if<Hello>(&message.body)) {
-      process_hello(from, message, *hello);
+    if (header.type == static_cast<uint8_t>(MessageType::hello)) {
+      const Message message = decode_message(header);
+      process_hello(from, message, std::get<Hello>(message.body));
       continue;
     }
     // TC, MID, HNA processing (§9.5, §5.4, §12.5) and forwarding (§3.4.1)
@@ -219,32 +228,37 @@ void OlsrProtocol::receive(core::Ipv4Address from, core::ByteSpan datagram) {
       count_drop("not_symmetric");
       continue;
     }
-    const uint64_t key = duplicate_key(message.originator, message.seq);
-    auto dup = duplicates_.find(key);
-    if (dup != duplicates_.end() && !alive(dup->second.time, now)) {
-      duplicates_.erase(dup);
-      dup = duplicates_.end();
+    const uint64_t key = duplicate_key(header.originator, header.seq);
+    DuplicateTuple* dup = duplicates_.find(key);
+    if (dup != nullptr && !alive(dup->time, now)) {
+      duplicates_.erase(key);
+      dup = nullptr;
     }
-    if (dup == duplicates_.end()) {
+    // Only a message seen for the first time is decoded here; a duplicate
+    // is decoded only if it is to be retransmitted.
+    std::optional<Message> message;
+    if (dup == nullptr) {
+      message = decode_message(header);
       std::visit(
           [&](const auto& body) {
             using Body = std::decay_t<decltype(body)>;
             if constexpr (std::is_same_v<Body, Tc>) {
-              process_tc(message, body);
+              process_tc(*message, body);
             } else if constexpr (std::is_same_v<Body, Mid>) {
-              process_mid(message, body);
+              process_mid(*message, body);
             } else if constexpr (std::is_same_v<Body, Hna>) {
-              process_hna(message, body);
+              process_hna(*message, body);
             } else if constexpr (std::is_same_v<Body, OpaqueBody>) {
-              if (extension_listener_) extension_listener_(message, body);
+              if (extension_listener_) extension_listener_(*message, body);
             }
           },
-          message.body);
-      dup = duplicates_.emplace(key, DuplicateTuple{now + options_.dup_hold, false}).first;
-      duplicate_expiry_.emplace_back(dup->second.time, key);
+          message->body);
+      dup = &duplicates_.insert(key, DuplicateTuple{now + options_.dup_hold, false});
+      duplicate_expiry_.emplace_back(dup->time, key);
     }
-    consider_forwarding(from, message, dup->second);
+    consider_forwarding(from, header, message, *dup);
   }
+  scanned_ = std::move(scanned);
   refresh();
 }
 
@@ -324,38 +338,13 @@ void OlsrProtocol::process_hello(core::Ipv4Address from, const Message& message,
 }
 
 void OlsrProtocol::process_tc(const Message& message, const Tc& tc) {
-  const core::TimePoint now = env_.now();
-  auto [tuples, first] = topology_.try_emplace(message.originator);
-  std::vector<AdvertisedLink>& links = tuples->second.links;
-  if (!first) {
-    // §9.5 step 2: a TC older than what we hold from this originator is stale.
-    if (seq_newer(tuples->second.ansn, tc.ansn)) {
-      count_drop("stale_ansn");
-      return;
-    }
-    // Step 3: older tuples of this originator go.
-    if (tuples->second.ansn != tc.ansn) {
-      for (const AdvertisedLink& link : links) topology_expiry_.remove({message.originator, link.dest}, link.time);
-      links.clear();
-      routes_dirty_ = true;
-    }
+  // §9.5 step 2: a TC older than what we hold from this originator is stale.
+  if (auto held = topology_.ansn_of(message.originator); held && seq_newer(*held, tc.ansn)) {
+    count_drop("stale_ansn");
+    return;
   }
-  tuples->second.ansn = tc.ansn;
-  // Step 4.
-  const core::TimePoint until = now + decode_vtime(message.vtime);
-  for (core::NodeId dest : tc.advertised) {
-    auto link = std::lower_bound(links.begin(), links.end(), dest,
-                                 [](const AdvertisedLink& l, core::NodeId d) { return l.dest < d; });
-    if (link == links.end() || link->dest != dest) {
-      links.insert(link, AdvertisedLink{dest, until});
-      topology_expiry_.add({message.originator, dest}, until);
-      routes_dirty_ = true;
-    } else {
-      topology_expiry_.move({message.originator, dest}, link->time, until);
-      link->time = until;
-    }
-  }
-  if (links.empty()) topology_.erase(tuples);
+  const core::TimePoint until = env_.now() + decode_vtime(message.vtime);
+  if (topology_.apply_tc(message.originator, tc.ansn, tc.advertised, until)) routes_dirty_ = true;
 }
 
 void OlsrProtocol::process_mid(const Message& message, const Mid& mid) {
@@ -386,25 +375,29 @@ void OlsrProtocol::process_hna(const Message& message, const Hna& hna) {
   }
 }
 
-void OlsrProtocol::consider_forwarding(core::Ipv4Address from, const Message& message, DuplicateTuple& duplicate) {
+void OlsrProtocol::consider_forwarding(core::Ipv4Address from, const ScannedMessage& header,
+                                       std::optional<Message>& message, DuplicateTuple& duplicate) {
   // §3.4.1: each node retransmits a message at most once, and only when it
   // came from a neighbour that chose this node as its MPR.
-  if (duplicate.retransmitted || message.ttl <= 1) return;
+  if (duplicate.retransmitted || header.ttl <= 1) return;
   const core::TimePoint now = env_.now();
   auto selector = mpr_selectors_.find(main_of(from));
   const bool from_selector = selector != mpr_selectors_.end() && alive(selector->second, now);
   if (!from_selector && options_.mpr_flooding) return;
-  if (unsigned{message.ttl} + unsigned{message.hop_count} > kMaxTtlPlusHops) {
+  if (unsigned{header.ttl} + unsigned{header.hop_count} > kMaxTtlPlusHops) {
     count_drop("hop_limit");
     return;
   }
   duplicate.retransmitted = true;
   duplicate.time = now + options_.dup_hold;
-  duplicate_expiry_.emplace_back(duplicate.time, duplicate_key(message.originator, message.seq));
-  Message copy = message;
+  duplicate_expiry_.emplace_back(duplicate.time, duplicate_key(header.originator, header.seq));
+  Message copy = message ? std::move(*message) : decode_message(header);
+  message.reset();
   --copy.ttl;
   ++copy.hop_count;
-  metrics_.counter("olsr_forwarded_total", {{"type", std::string(type_name(message.type))}}).add();
+  core::Counter*& forwarded = forwarded_[counted_type(header.type)];
+  if (forwarded == nullptr) forwarded = &metrics_.counter("olsr_forwarded_total", "type", type_name(header.type));
+  forwarded->add();
   // §3.5: a forwarded message waits a jitter, and meanwhile may share any
   // packet this node sends.
   enqueue(std::move(copy), now + jitter());
@@ -569,11 +562,8 @@ void OlsrProtocol::recompute_routes() {
     if (via == neighbours_.end() || !via->second.symmetric || via->second.willingness == kWillNever) continue;
     input.two_hop.push_back({key.first, key.second});
   }
-  for (const auto& [last, tuples] : topology_) {
-    for (const AdvertisedLink& link : tuples.links) {
-      if (alive(link.time, now)) input.topology.push_back({last, link.dest});
-    }
-  }
+  // refresh() expired the set just before: every tuple is alive.
+  input.topology = topology_.edges();
   for (const auto& [iface, tuple] : mid_) {
     if (alive(tuple.time, now)) input.aliases[tuple.main].push_back(iface);
   }
@@ -607,34 +597,32 @@ void OlsrProtocol::schedule_expiry() {
   // The neighbourhood's earliest time ahead, as of its last walk: refresh()
   // walks it again before that time passes.
   if (neighbourhood_next_change_) consider(*neighbourhood_next_change_);
-  if (auto earliest = topology_expiry_.earliest()) consider(*earliest);
+  if (auto earliest = topology_.earliest_expiry()) consider(*earliest);
   if (auto earliest = mid_expiry_.earliest()) consider(*earliest);
   for (const auto& [key, time] : hna_) consider(time);
   if (!next) {
     expiry_timer_.cancel();
     return;
   }
+  // Called after every packet, and the earliest expiry seldom moves: a timer
+  // already set for it stays.
+  if (expiry_timer_.active() && expiry_at_ == *next) return;
+  expiry_at_ = *next;
   expiry_timer_.start(*next - now, [this] { refresh(); });
 }
 
 void OlsrProtocol::purge_duplicates() {
   const core::TimePoint now = env_.now();
   while (!duplicate_expiry_.empty() && !alive(duplicate_expiry_.front().first, now)) {
-    auto dup = duplicates_.find(duplicate_expiry_.front().second);
-    if (dup != duplicates_.end() && !alive(dup->second.time, now)) duplicates_.erase(dup);
+    const uint64_t key = duplicate_expiry_.front().second;
+    const DuplicateTuple* dup = duplicates_.find(key);
+    if (dup != nullptr && !alive(dup->time, now)) duplicates_.erase(key);
     duplicate_expiry_.pop_front();
   }
 }
 
 void OlsrProtocol::expire_topology(core::TimePoint now) {
-  while (auto key = topology_expiry_.pop_expired(now)) {
-    auto tuples = topology_.find(key->first);
-    std::vector<AdvertisedLink>& links = tuples->second.links;
-    links.erase(std::lower_bound(links.begin(), links.end(), key->second,
-                                 [](const AdvertisedLink& l, core::NodeId d) { return l.dest < d; }));
-    if (links.empty()) topology_.erase(tuples);
-    routes_dirty_ = true;
-  }
+  if (topology_.expire(now)) routes_dirty_ = true;
 }
 
 void OlsrProtocol::expire_mid(core::TimePoint now) {
@@ -861,9 +849,9 @@ void OlsrProtocol::send_batch(std::vector<Message> batch) {
     if (packet.messages.empty()) return;
     packet.seq = packet_seq_++;
     const std::vector<uint8_t> bytes = encode_packet(packet);
-    for (const Message& m : packet.messages) count_message(m, "sent");
-    metrics_.counter("olsr_packets_total", {{"direction", "sent"}}).add();
-    metrics_.counter("olsr_packet_bytes_total", {{"direction", "sent"}}).add(bytes.size());
+    for (const Message& m : packet.messages) count_message(m.type, encoded_size(m), Direction::sent);
+    metrics_.counter("olsr_packets_total", "direction", "sent").add();
+    metrics_.counter("olsr_packet_bytes_total", "direction", "sent").add(bytes.size());
     link_.broadcast(core::ByteSpan(bytes));
     packet.messages.clear();
     size = kPacketHeaderSize;
@@ -883,12 +871,24 @@ void OlsrProtocol::send_batch(std::vector<Message> batch) {
   send();
 }
 
-void OlsrProtocol::count_message(const Message& message, std::string_view direction) {
-  metrics_.count_traffic("hop", "olsr", type_name(message.type), direction, encoded_size(message));
+void OlsrProtocol::count_message(uint8_t type, size_t bytes, Direction direction) {
+  TrafficCounters& counters = traffic_[counted_type(type)][static_cast<size_t>(direction)];
+  if (counters.messages == nullptr) {
+    // Metrics::count_traffic()'s series, made on first use as it makes them.
+    const std::string_view direction_name = direction == Direction::received ? "received" : "sent";
+    const core::Labels labels{{"direction", std::string(direction_name)},
+                              {"layer", "olsr"},
+                              {"scope", "hop"},
+                              {"type", std::string(type_name(type))}};
+    counters.messages = &metrics_.counter("messages_total", labels);
+    counters.bytes = &metrics_.counter("bytes_total", labels);
+  }
+  counters.messages->add();
+  counters.bytes->add(bytes);
 }
 
 void OlsrProtocol::count_drop(std::string_view reason) {
-  metrics_.counter("olsr_dropped_total", {{"reason", std::string(reason)}}).add();
+  metrics_.counter("olsr_dropped_total", "reason", reason).add();
 }
 
 // ---------------------------------------------------------------- views
@@ -932,11 +932,9 @@ std::vector<NeighbourInfo> OlsrProtocol::neighbours() const {
 std::vector<TopologyInfo> OlsrProtocol::topology() const {
   const core::TimePoint now = env_.now();
   std::vector<TopologyInfo> out;
-  for (const auto& [last, tuples] : topology_) {
-    for (const AdvertisedLink& link : tuples.links) {
-      if (!alive(link.time, now)) continue;
-      out.push_back(TopologyInfo{link.dest, last, tuples.ansn, seconds_between(link.time, now)});
-    }
+  for (const TopologySet::Tuple& tuple : topology_.tuples()) {
+    if (!alive(tuple.time, now)) continue;
+    out.push_back(TopologyInfo{tuple.dest, tuple.last, tuple.ansn, seconds_between(tuple.time, now)});
   }
   return out;
 }

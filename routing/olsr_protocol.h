@@ -8,7 +8,6 @@
 #include <optional>
 #include <set>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -19,6 +18,8 @@
 #include "routing/expiry_index.h"
 #include "routing/olsr_packet.h"
 #include "routing/route_calculation.h"
+#include "routing/topology_set.h"
+#include "routing/u64_hash_map.h"
 
 namespace mesh::routing::olsr {
 
@@ -237,20 +238,6 @@ class OlsrProtocol {
     uint8_t willingness = kWillDefault;
     bool symmetric = false;
   };
-  // The topology tuples (§4.4) of one T_last. §9.5 drops a TC's older
-  // tuples of its originator as it adds its own, so all of them carry one
-  // ANSN. Kept per originator, the destinations side by side, because every
-  // route calculation reads the whole set: a tuple per tree node made that
-  // walk (and each TC's lookups) chase a pointer per advertised link of the
-  // mesh.
-  struct AdvertisedLink {
-    core::NodeId dest;  // T_dest
-    core::TimePoint time;
-  };
-  struct TopologyTuples {
-    uint16_t ansn = 0;
-    std::vector<AdvertisedLink> links;  // sorted by dest, never empty
-  };
   struct DuplicateTuple {
     core::TimePoint time;
     bool retransmitted = false;
@@ -271,7 +258,9 @@ class OlsrProtocol {
   void process_tc(const Message& message, const Tc& tc);
   void process_mid(const Message& message, const Mid& mid);
   void process_hna(const Message& message, const Hna& hna);
-  void consider_forwarding(core::Ipv4Address from, const Message& message, DuplicateTuple& duplicate);
+  // `message` is `header` decoded, if it was already; taken if forwarded.
+  void consider_forwarding(core::Ipv4Address from, const ScannedMessage& header, std::optional<Message>& message,
+                           DuplicateTuple& duplicate);
 
   // Drops expired tuples, derives neighbour status, recomputes MPRs, ANSN
   // and routes when their inputs changed, and re-arms the expiry timer.
@@ -326,7 +315,8 @@ class OlsrProtocol {
   core::Duration jitter(core::Duration bound);
   core::Duration max_jitter() const;
 
-  void count_message(const Message& message, std::string_view direction);
+  enum class Direction : uint8_t { received, sent };
+  void count_message(uint8_t type, size_t bytes, Direction direction);
   void count_drop(std::string_view reason);
 
   core::Env& env_;
@@ -345,13 +335,12 @@ class OlsrProtocol {
   std::set<core::NodeId> mprs_;
   std::map<core::NodeId, core::TimePoint> mpr_selectors_;
   std::optional<core::TimePoint> selectors_emptied_at_;  // for §9.3's empty TCs
-  std::map<core::NodeId, TopologyTuples> topology_;      // by T_last
-  ExpiryIndex<std::pair<core::NodeId, core::NodeId>> topology_expiry_;
+  TopologySet topology_;
   // Keyed by duplicate_key(originator, seq). Looked up for every message
   // received and never iterated, so hashed; duplicate_expiry_ purges it in
   // time order (every tuple lives DUP_HOLD from its last update, so appending
   // keeps it sorted; an entry whose tuple was renewed since is skipped).
-  std::unordered_map<uint64_t, DuplicateTuple> duplicates_;
+  U64HashMap<DuplicateTuple> duplicates_;
   std::deque<std::pair<core::TimePoint, uint64_t>> duplicate_expiry_;
   std::map<core::Ipv4Address, MidTuple> mid_;  // interface -> main address
   ExpiryIndex<core::Ipv4Address> mid_expiry_;
@@ -370,9 +359,21 @@ class OlsrProtocol {
   // Scratch for refresh(), kept to spare an allocation per packet.
   std::vector<std::pair<core::NodeId, bool>> link_symmetry_;
   std::vector<Route> routes_;
+  // The counters of every message, by type (one for every type type_name()
+  // calls "other", then hello, tc, mid, hna) and direction, each looked up
+  // on first use: a series lookup per message counted cost as much as
+  // processing a duplicate.
+  static constexpr size_t kCountedTypes = 5;
+  struct TrafficCounters {
+    core::Counter* messages = nullptr;
+    core::Counter* bytes = nullptr;
+  };
+  std::array<std::array<TrafficCounters, 2>, kCountedTypes> traffic_{};
+  std::array<core::Counter*, kCountedTypes> forwarded_{};
   std::function<void()> routes_changed_;
   ExtensionListener extension_listener_;
 
+  std::vector<ScannedMessage> scanned_;  // receive()'s scratch, kept to spare an allocation per packet
   std::vector<Message> outbox_;                        // forwarded and originated, in arrival order
   std::array<core::TimePoint, kPeriodicTypes> due_{};  // next emission, before jitter
   std::array<core::TimePoint, kPeriodicTypes> fire_at_{};  // when its timer fires
@@ -383,6 +384,7 @@ class OlsrProtocol {
   core::ScopedTimer hna_timer_;
   core::ScopedTimer flush_timer_;
   core::ScopedTimer expiry_timer_;
+  core::TimePoint expiry_at_{};  // when expiry_timer_ fires, while it is active
   core::ScopedTimer route_timer_;
 };
 

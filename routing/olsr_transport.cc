@@ -262,7 +262,7 @@ void OlsrTransport::deliver_local() {
 }
 
 void OlsrTransport::drop(std::string_view reason, const core::Message* message) {
-  metrics_.counter("transport_dropped_total", {{"reason", std::string(reason)}}).add();
+  metrics_.counter("transport_dropped_total", "reason", reason).add();
   if (message != nullptr) {
     core::log("routing").debug("envelope dropped reason={} src={} dst={} msg_id={} ttl={} hops={}", reason,
                                message->src.to_string(), message->dst.to_string(), message->msg_id, message->ttl,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <utility>
 
 namespace mesh::routing::olsr {
 namespace {
@@ -10,16 +11,12 @@ namespace {
 // The table under construction, keyed by destination, in one array with
 // open addressing: a calculation visits every node of the mesh, up to ten
 // times a second on every node, and a hashed map allocated (and freed) a node
-// per destination each time. Sized for `capacity` routes, which it must not
-// exceed.
+// per destination each time. Sized for an expected number of routes and
+// grown when that was short: sized for every topology edge, its slots (each
+// cleared, then scanned) outnumbered the routes several times over.
 class RouteTable {
  public:
-  explicit RouteTable(size_t capacity) {
-    // At most half full, so probes stay short and always end.
-    const size_t slots = std::bit_ceil(std::max<size_t>(16, 2 * capacity));
-    slots_.resize(slots);
-    shift_ = 64 - std::countr_zero(slots);
-  }
+  explicit RouteTable(size_t expected) { resize(std::bit_ceil(std::max<size_t>(16, 2 * expected))); }
 
   const Route* find(core::Ipv4Address destination) const {
     const Route& slot = slots_[slot_of(destination)];
@@ -30,6 +27,8 @@ class RouteTable {
     Route& slot = slots_[slot_of(route.destination)];
     if (!is_empty(slot)) return false;
     slot = route;
+    // At most half full, so probes stay short and always end.
+    if (2 * ++size_ > slots_.size()) resize(2 * slots_.size());
     return true;
   }
   std::vector<Route> sorted_by_destination() const {
@@ -53,8 +52,17 @@ class RouteTable {
     return i;
   }
 
+  void resize(size_t slots) {
+    std::vector<Route> old = std::exchange(slots_, std::vector<Route>(slots));
+    shift_ = 64 - std::countr_zero(slots);
+    for (const Route& route : old) {
+      if (!is_empty(route)) slots_[slot_of(route.destination)] = route;
+    }
+  }
+
   std::vector<Route> slots_;
   int shift_ = 0;
+  size_t size_ = 0;
 };
 
 }  // namespace
@@ -66,7 +74,13 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
   // neighbour, a topology destination or an alias.
   size_t alias_count = 0;
   for (const auto& [main, list] : input.aliases) alias_count += list.size();
-  RouteTable table(2 * input.symmetric_neighbours.size() + input.two_hop.size() + input.topology.size() + alias_count);
+  // About one route per TC originator besides the neighbourhood's: every
+  // node with an MPR selector sends TCs.
+  size_t originators = 0;
+  for (size_t i = 0; i < input.topology.size(); ++i) {
+    originators += i == 0 || input.topology[i].last != input.topology[i - 1].last;
+  }
+  RouteTable table(2 * input.symmetric_neighbours.size() + input.two_hop.size() + originators + alias_count);
 
   auto neighbours = input.symmetric_neighbours;
   std::sort(neighbours.begin(), neighbours.end(), [](const auto& a, const auto& b) {
@@ -97,10 +111,13 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
   // Breadth first over the topology set: destinations at h + 1 hops come
   // from last hops already known at h hops, taken in increasing address
   // order (and their destinations too) so the lowest last hop wins a tie.
-  // The edges sorted by (last, dest) serve as each last hop's list.
-  std::vector<std::pair<core::NodeId, core::NodeId>> edges;
+  // The edges sorted by (last, dest) serve as each last hop's list, each
+  // edge one integer (last above dest) so the searches and the order check
+  // compare words, not pairs of addresses.
+  auto edge_key = [](core::NodeId last, core::NodeId dest) { return uint64_t{last.value()} << 32 | dest.value(); };
+  std::vector<uint64_t> edges;
   edges.reserve(input.topology.size());
-  for (const auto& e : input.topology) edges.emplace_back(e.last, e.dest);
+  for (const auto& e : input.topology) edges.push_back(edge_key(e.last, e.dest));
   // OLSR's topology set hands them over in this order already.
   if (!std::is_sorted(edges.begin(), edges.end())) std::sort(edges.begin(), edges.end());
   std::vector<core::NodeId> reached;
@@ -108,9 +125,9 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
     reached.clear();
     for (core::NodeId last : frontier) {
       const core::Ipv4Address next_hop = table.find(last)->next_hop;
-      for (auto e = std::lower_bound(edges.begin(), edges.end(), std::pair{last, core::NodeId()});
-           e != edges.end() && e->first == last; ++e) {
-        const core::NodeId dest = e->second;
+      for (auto e = std::lower_bound(edges.begin(), edges.end(), edge_key(last, core::NodeId()));
+           e != edges.end() && *e >> 32 == last.value(); ++e) {
+        const core::NodeId dest(static_cast<uint32_t>(*e));
         if (dest == input.self) continue;
         if (table.try_add(Route{dest, next_hop, h + 1})) reached.push_back(dest);
       }
