@@ -303,6 +303,30 @@ std::optional<uint64_t> RoutineGroupState::position_of(uint64_t group_seq) const
   return it->second;
 }
 
+namespace {
+
+// What a reader can do without, largest first: the values each command
+// found before it (a leader's, for undoing), and the tails of long texts.
+void compact_for_answer(proto::InvocationMsg& msg) {
+  constexpr size_t kKeptText = 96;
+  auto shorten = [](std::string* text) {
+    if (text->size() > kKeptText) {
+      text->resize(kKeptText);
+      text->append("...");
+    }
+  };
+  for (auto& command : *msg.mutable_commands()) {
+    command.clear_state_before();
+    shorten(command.mutable_detail());
+  }
+  for (auto& undo : *msg.mutable_undone()) shorten(undo.mutable_detail());
+  shorten(msg.mutable_detail());
+  shorten(msg.mutable_abort_reason());
+  shorten(msg.mutable_stop_reason());
+}
+
+}  // namespace
+
 core::Expected<std::string, std::string> RoutineGroupState::read(std::string_view query) const {
   const auto decoded = parse_message<proto::RoutineQuery>(query);
   if (!decoded) return core::Unexpected(std::string("malformed routine query"));
@@ -330,6 +354,11 @@ core::Expected<std::string, std::string> RoutineGroupState::read(std::string_vie
           continue;
         }
         proto::InvocationMsg msg = to_proto(*invocation);
+        // An invocation too big for the answer on its own (many commands,
+        // a rollback, long reasons) is shown compacted rather than left
+        // out: leaving out the newest finished one would hide every older
+        // one too.
+        if (msg.ByteSizeLong() + 3 > kMaxAnswerBytes) compact_for_answer(msg);
         // Field tag and length prefix of the repeated entry.
         const size_t size = msg.ByteSizeLong() + 3;
         if (bytes + size > kMaxAnswerBytes) {

@@ -195,27 +195,37 @@ TEST_F(RoutineGroup, ReadAnswerFitsOneDatagramKeepingRunningAndNewestInvocations
 
 // Seen on the routine testbed: a failed invocation with a long reason did
 // not fit, older small ones did, and the reader took the gap for a lost
-// invocation. Only the oldest finished ones are ever left out.
-TEST_F(RoutineGroup, ReadAnswerLeavesOutOnlyTheOldestFinishedInvocations) {
+// invocation; later the newest, a rollback of many commands, did not fit
+// and hid every older one. An invocation too big on its own is shown
+// compacted (texts cut, no values before), and only the oldest finished
+// ones are ever left out.
+TEST_F(RoutineGroup, ReadAnswerCompactsAnInvocationTooBigOnItsOwn) {
   for (uint64_t seq = 1; seq <= 6; ++seq) {
     trigger(static_cast<int64_t>(seq), "", 0, "run-" + std::to_string(seq));
     lock_held(seq, "lamp", 100 + seq);
     phase(seq, proto::PHASE_EXECUTING);
-    if (seq == 3) stop(seq, std::string(RoutineGroupState::kMaxAnswerBytes, 'x'));
-    command(seq, 0, proto::COMMAND_OK);
+    command_before(seq, 0, proto::COMMAND_OK, {{"power", false}});
+    if (seq == 3 || seq == 6) stop(seq, std::string(RoutineGroupState::kMaxAnswerBytes, 'x'));
     phase(seq, proto::PHASE_RELEASING_LOCKS);
-    end(seq, seq == 3 ? proto::INVOCATION_FAILED : proto::INVOCATION_OK);
+    end(seq, seq == 3 || seq == 6 ? proto::INVOCATION_FAILED : proto::INVOCATION_OK);
   }
   proto::RoutineQuery query;
   query.set_all(true);
   const auto answer = state_.read(query.SerializeAsString());
   ASSERT_TRUE(answer);
+  EXPECT_LE(answer->size(), RoutineGroupState::kMaxAnswerBytes + 8);
   proto::RoutineQueryReply reply;
   ASSERT_TRUE(reply.ParseFromString(*answer));
-  ASSERT_EQ(reply.invocations_size(), 3);
-  EXPECT_EQ(reply.invocations(0).seq(), 4u);
-  EXPECT_EQ(reply.invocations(2).seq(), 6u);
-  EXPECT_EQ(reply.omitted(), 3u);
+  ASSERT_EQ(reply.invocations_size(), 6);
+  EXPECT_EQ(reply.omitted(), 0u);
+  for (int i = 0; i < reply.invocations_size(); ++i) EXPECT_EQ(reply.invocations(i).seq(), static_cast<uint64_t>(i + 1));
+  const auto& compacted = reply.invocations(5);
+  ASSERT_EQ(compacted.commands_size(), 1);
+  ASSERT_EQ(reply.invocations(4).commands_size(), 1);
+  EXPECT_LT(compacted.stop_reason().size(), 128u);
+  EXPECT_EQ(compacted.stop_reason().substr(compacted.stop_reason().size() - 3), "...");
+  EXPECT_EQ(compacted.commands(0).state_before_size(), 0);
+  EXPECT_EQ(reply.invocations(4).commands(0).state_before_size(), 1);  // small ones stay whole
 }
 
 TEST_F(RoutineGroup, ResourceGrantsAreRecordedWhileAcquiringAndTravelInSnapshots) {
