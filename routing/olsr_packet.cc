@@ -202,12 +202,7 @@ std::optional<DecodeError> scan_packet(core::ByteSpan datagram, uint16_t& seq, s
 
 Message decode_message(const ScannedMessage& scanned) {
   Message m;
-  m.type = scanned.type;
-  m.vtime = scanned.vtime;
-  m.originator = scanned.originator;
-  m.ttl = scanned.ttl;
-  m.hop_count = scanned.hop_count;
-  m.seq = scanned.seq;
+  static_cast<MessageHeader&>(m) = scanned;
   decode_body(scanned.type, scanned.body, &m);
   return m;
 }

@@ -81,13 +81,18 @@ struct OpaqueBody {
   friend bool operator==(const OpaqueBody&, const OpaqueBody&) = default;
 };
 
-struct Message {
+// The header every message carries (RFC 3626 §3.3), decoded or not.
+struct MessageHeader {
   uint8_t type = 0;
   uint8_t vtime = 0;
   core::Ipv4Address originator;
   uint8_t ttl = 0;
   uint8_t hop_count = 0;
   uint16_t seq = 0;
+  friend bool operator==(const MessageHeader&, const MessageHeader&) = default;
+};
+
+struct Message : MessageHeader {
   std::variant<Hello, Tc, Mid, Hna, OpaqueBody> body;
   friend bool operator==(const Message&, const Message&) = default;
 };
@@ -113,13 +118,7 @@ core::Expected<Packet, DecodeError> decode_packet(core::ByteSpan datagram);
 // A receiver tells a duplicate by the header alone, and on a large mesh most
 // messages received are duplicates (every neighbour relays every TC), so
 // their bodies are never decoded.
-struct ScannedMessage {
-  uint8_t type = 0;
-  uint8_t vtime = 0;
-  core::Ipv4Address originator;
-  uint8_t ttl = 0;
-  uint8_t hop_count = 0;
-  uint16_t seq = 0;
+struct ScannedMessage : MessageHeader {
   core::ByteSpan body;
   // Message Size: what encoded_size() gives for the decoded message.
   size_t size() const { return kMessageHeaderSize + body.size(); }
