@@ -1396,9 +1396,10 @@ const std::vector<SectionSpec>& Parser::sections() {
        }},
       {"routines",
        {
-           choice_key("visibility", {"wv", "gsv", "psv", "sgsv"},
-                      "set visibility to \"psv\" (routines sharing a device never overlap: the default), \"gsv\" "
-                      "(one routine at a time in the whole mesh), \"sgsv\" (gsv that also aborts a running routine "
+           choice_key("visibility", {"wv", "gsv", "psv", "sgsv", "ev"},
+                      "set visibility to \"psv\" (routines sharing a device never overlap: the default), \"ev\" "
+                      "(psv whose routines give a device up after their last command on it), \"gsv\" (one "
+                      "routine at a time in the whole mesh), \"sgsv\" (gsv that also aborts a running routine "
                       "when any device fails or restarts) or \"wv\" (no isolation), the same on every node",
                       [](C& c, const std::string& v) {
                         c.node.routines.leaders.visibility = *routine::parse_visibility(v);

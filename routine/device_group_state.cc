@@ -1,5 +1,7 @@
 #include "routine/device_group_state.h"
 
+#include <set>
+
 #include <fmt/format.h>
 
 #include "routine/device_codec.h"
@@ -35,6 +37,7 @@ proto::DeviceStateMsg to_proto(const std::string& id, const DeviceGroupState::De
   msg.set_moved_to(device.moved_to);
   msg.set_frozen_for_version(device.frozen_for_version);
   msg.set_availability_events(device.availability_events);
+  for (const auto& [attribute, writer] : device.attribute_writers) (*msg.mutable_attribute_writers())[attribute] = writer;
   return msg;
 }
 
@@ -51,6 +54,7 @@ DeviceGroupState::Device from_proto(const proto::DeviceStateMsg& msg) {
   device.moved_to = msg.moved_to();
   device.frozen_for_version = msg.frozen_for_version();
   device.availability_events = msg.availability_events();
+  device.attribute_writers.insert(msg.attribute_writers().begin(), msg.attribute_writers().end());
   return device;
 }
 
@@ -62,6 +66,7 @@ proto::CommandRecordMsg to_proto(const DeviceGroupState::Command& command) {
   msg.set_origin(command.origin.value());
   msg.set_lock_holder(command.lock_holder);
   msg.set_lock_token(command.lock_token);
+  msg.set_after_lease(command.after_lease);
   msg.set_accepted_position(command.accepted_position);
   msg.set_actuating(command.actuating);
   *msg.mutable_outcome() = command.outcome;
@@ -109,6 +114,7 @@ void DeviceGroupState::apply_update(std::string_view update) {
       command.origin = core::NodeId(accept.origin());
       command.lock_holder = accept.lock_holder();
       command.lock_token = accept.lock_token();
+      command.after_lease = accept.after_lease() && !accept.lock_holder().empty();
       command.accepted_position = position_;
       command.outcome.set_command_id(command.id);
       if (const Device* moved = device(command.device); moved != nullptr && moved->frozen()) {
@@ -120,7 +126,13 @@ void DeviceGroupState::apply_update(std::string_view update) {
     case proto::DeviceUpdate::kActuating: {
       const auto it = commands_.find(decoded->actuating().command_id());
       if (it == commands_.end() || it->second.done() || it->second.actuating) return;
-      if (auto refusal = lock_refusal(it->second)) {
+      if (it->second.after_lease) {
+        if (auto refusal = restore_after_lease(it->second)) {
+          finish(it->second, proto::COMMAND_REFUSED, std::move(*refusal));
+          forget_old_commands();
+          return;
+        }
+      } else if (auto refusal = lock_refusal(it->second)) {
         // A routine's command whose lock is gone is fenced (its invocation
         // stops); any other command only met a lock.
         finish(it->second, it->second.lock_holder.empty() ? proto::COMMAND_REFUSED : proto::COMMAND_FENCED,
@@ -188,14 +200,83 @@ void DeviceGroupState::apply_update(std::string_view update) {
 }
 
 void DeviceGroupState::record_state_before(Command& command) {
-  const Device* known = device(command.device);
-  if (known == nullptr || !known->known) return;
+  const auto record = devices_.find(command.device);
+  if (record == devices_.end()) return;  // never observed nor commanded: no record to keep
+  for (const auto& [name, value] : command.values) record->second.attribute_writers[name] = command.lock_holder;
+  const Device* known = &record->second;
+  if (!known->known) return;
   Attributes before;
   for (const auto& [name, value] : command.values) {
     if (const auto it = known->attributes.find(name); it != known->attributes.end()) before.emplace(name, it->second);
   }
   to_proto(before, *command.outcome.mutable_state_before());
   command.outcome.set_availability_events(known->availability_events);
+}
+
+std::optional<std::string> DeviceGroupState::restore_after_lease(Command& undo) {
+  const auto known = devices_.find(undo.device);
+  Attributes kept;
+  std::vector<std::string> overwritten;
+  for (auto& [name, value] : undo.values) {
+    const bool still_ours = known != devices_.end() && [&] {
+      const auto writer = known->second.attribute_writers.find(name);
+      return writer != known->second.attribute_writers.end() && writer->second == undo.lock_holder;
+    }();
+    if (still_ours) {
+      kept.emplace(name, value);
+      continue;
+    }
+    overwritten.push_back(name);
+    hand_over_undo_value(undo, name, value);
+  }
+  if (kept.empty()) {
+    return fmt::format("not restored: device {} was written since by {} (EV serializes that write after this "
+                       "routine, so it stands)",
+                       undo.device, last_writers(undo.device, overwritten));
+  }
+  undo.values = std::move(kept);
+  return std::nullopt;
+}
+
+void DeviceGroupState::hand_over_undo_value(const Command& undo, const std::string& attribute, const Value& value) {
+  // The routine's own last write of the attribute, then the first command
+  // of another holder that wrote it after that.
+  uint64_t own_position = 0;
+  for (const auto& [id, command] : commands_) {
+    if (command.device == undo.device && command.lock_holder == undo.lock_holder && !command.after_lease &&
+        (command.actuating || command.done()) && command.values.count(attribute) != 0) {
+      own_position = std::max(own_position, command.accepted_position);
+    }
+  }
+  if (own_position == 0) return;  // forgotten: nothing to hand over to
+  Command* overwriter = nullptr;
+  for (auto& [id, command] : commands_) {
+    if (command.device != undo.device || command.lock_holder == undo.lock_holder ||
+        command.accepted_position <= own_position || !(command.actuating || command.done()) ||
+        command.values.count(attribute) == 0) {
+      continue;
+    }
+    if (overwriter == nullptr || command.accepted_position < overwriter->accepted_position) overwriter = &command;
+  }
+  if (overwriter == nullptr) return;
+  Attributes before = from_proto(overwriter->outcome.state_before());
+  before[attribute] = value;
+  overwriter->outcome.clear_state_before();
+  to_proto(before, *overwriter->outcome.mutable_state_before());
+}
+
+std::string DeviceGroupState::last_writers(const std::string& device, const std::vector<std::string>& attributes) const {
+  std::set<std::string> writers;
+  const auto known = devices_.find(device);
+  for (const auto& name : attributes) {
+    std::string writer = "a command without a lock";
+    if (known != devices_.end()) {
+      const auto it = known->second.attribute_writers.find(name);
+      if (it != known->second.attribute_writers.end() && !it->second.empty()) writer = "routine invocation " + it->second;
+    }
+    writers.insert(std::move(writer));
+  }
+  return fmt::format("{}", fmt::join(writers, ", "));
 }
 
 std::optional<std::string> DeviceGroupState::lock_refusal(const Command& command) const {
@@ -294,6 +375,7 @@ void DeviceGroupState::apply_import(const proto::DeviceImport& imported) {
     // (or from here): an equal count must mean no event in between.
     device.availability_events = device.held ? std::max(incoming.availability_events, device.availability_events + 1)
                                              : incoming.availability_events;
+    device.attribute_writers = std::move(incoming.attribute_writers);
   }
   device.held = true;
   device.placed_version = imported.placed_version();
@@ -424,6 +506,7 @@ bool DeviceGroupState::restore(std::string_view snapshot) {
     command.origin = core::NodeId(msg.origin());
     command.lock_holder = msg.lock_holder();
     command.lock_token = msg.lock_token();
+    command.after_lease = msg.after_lease();
     command.accepted_position = msg.accepted_position();
     command.actuating = msg.actuating();
     command.outcome = msg.outcome();

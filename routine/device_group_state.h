@@ -87,6 +87,10 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
     // handoffs and never going back: routines place these events among
     // their commands by it (routine/failure_serialization.h).
     uint64_t availability_events = 0;
+    // Attribute -> the lock holder of the last command that began actuating
+    // it (empty: one without a lock); what an EV undo after a post-lease
+    // may still restore (restore_after_lease).
+    std::map<std::string, std::string> attribute_writers;
     // Handoff: this group holds the device's record (observed, commanded or
     // imported here), live from catalog version placed_version; frozen (no
     // longer this group's) when moved_to is set, by a claim of
@@ -105,6 +109,9 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
     // A routine's command: the lock it was sent under (DeviceLocks).
     std::string lock_holder;
     uint64_t lock_token = 0;
+    // EV: an undo sent after its routine gave the device's lock up
+    // (CommandAccept.after_lease).
+    bool after_lease = false;
     uint64_t accepted_position = 0;
     bool actuating = false;
     proto::CommandOutcome outcome;  // status COMMAND_PENDING until done
@@ -147,12 +154,24 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
 
  private:
   void apply_update(std::string_view update);
+  // Copies what this group knows of the command's attributes into its
+  // outcome's state_before, and makes its lock holder their last writer, as
+  // the command begins actuating.
+  void record_state_before(Command& command);
   // The fencing check of a command about to be actuated: why it must not
   // be, given the device's lock now, or nothing.
-  // Copies what this group knows of the command's attributes into its
-  // outcome's state_before, as the command begins actuating.
-  void record_state_before(Command& command);
   std::optional<std::string> lock_refusal(const Command& command) const;
+  // An EV undo after a post-lease, as it is about to be actuated: keeps
+  // only the attributes its routine still wrote last and, for each of the
+  // others, hands its value to the first later command that overwrote it
+  // (as that command's state before: if that routine aborts too, its
+  // rollback restores what this routine's rollback would have). Why it
+  // must not be actuated at all (nothing is left to restore), or nothing.
+  std::optional<std::string> restore_after_lease(Command& undo);
+  void hand_over_undo_value(const Command& undo, const std::string& attribute, const Value& value);
+  // "routine invocation X" (or "a command without a lock") for the last
+  // writers of these attributes of the device.
+  std::string last_writers(const std::string& device, const std::vector<std::string>& attributes) const;
   void finish(Command& command, proto::CommandStatus status, std::string detail);
   void forget_old_commands();
   void apply_handoff(const proto::DeviceHandoff& handoff);

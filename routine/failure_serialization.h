@@ -43,16 +43,16 @@ namespace mesh::routine {
 //    instead); after R when they follow R's last command on D and D is up
 //    again at R's finish (rule 3*); otherwise (between two of R's commands
 //    on D, or D still down at the finish) R aborts.
+//  - EV: as PSV, but an event after R's last command on D is serialized
+//    after R whether or not D is back at R's finish (rule 3): R aborts only
+//    for an event between two of its commands on D.
 // The six cases of Fig. 3, for R = {A; B} and device A: (1) A fails and
 // restarts before R starts; (2) A fails and restarts after R started, before
 // R's command on A; (3) A fails between R's commands on A; (4) A fails after
 // R's last command on A and restarts before R's finish; (5) A fails after
 // R's last command on A and is still down at R's finish; (6) a device R does
 // not touch fails and restarts while R runs. GSV aborts 2-5, S-GSV 2-6, PSV
-// 3 and 5, WV none (tests/routine/failure_serialization_test.cc).
-//
-// EV (events after R's last command on D serialized after R, up or not) is
-// not built, nor is it offered as a visibility model.
+// 3 and 5, EV 3, WV none (tests/routine/failure_serialization_test.cc).
 
 // A device as the finish-point read found it.
 struct DeviceAvailability {
@@ -78,7 +78,7 @@ AvailabilityBaseline make_baseline(const std::map<std::string, DeviceAvailabilit
 proto::AvailabilityBaselineMsg to_proto(const AvailabilityBaseline& baseline);
 AvailabilityBaseline from_proto(const proto::AvailabilityBaselineMsg& msg);
 
-// Which devices a model watches from R's start: none (WV, PSV), the
+// Which devices a model watches from R's start: none (WV, PSV, EV), the
 // devices R locks (GSV), or every device of the catalog (S-GSV).
 enum class WatchedDevices { none, locked, all };
 WatchedDevices watched_devices(Visibility visibility);

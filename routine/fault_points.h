@@ -41,6 +41,10 @@ struct FaultPoints {
   // completes whatever device failed or restarted while it ran (SafeHome §3
   // under GSV, S-GSV and PSV).
   bool ignore_device_events = false;
+  // EV: routine leaders give a device's lock up after their first command
+  // on it instead of their last, so another routine can write the device
+  // between two of theirs (serializability).
+  bool lease_after_first_use = false;
 };
 
 FaultPoints& fault_points();

@@ -45,6 +45,11 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     lock.set_device(device);
     lock.set_token(token);
   }
+  for (const auto& [device, token] : invocation.leased) {
+    auto& lock = *msg.add_leased();
+    lock.set_device(device);
+    lock.set_token(token);
+  }
   for (const auto& [resource, grant] : invocation.resources) {
     auto& held = *msg.add_resources();
     held.set_resource(resource);
@@ -88,6 +93,7 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
   invocation.outcome = msg.outcome();
   invocation.detail = msg.detail();
   for (const auto& lock : msg.locks()) invocation.locks[lock.device()] = lock.token();
+  for (const auto& lock : msg.leased()) invocation.leased[lock.device()] = lock.token();
   for (const auto& held : msg.resources()) invocation.resources[held.resource()] = {held.token(), held.holder()};
   invocation.stop_reason = msg.stop_reason();
   for (int i = 0; i < msg.commands_size(); ++i) {
@@ -181,6 +187,14 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
     case proto::InvocationStep::kLockHeld:
       if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS && !step.lock_held().device().empty()) {
         invocation.locks[step.lock_held().device()] = step.lock_held().token();
+      }
+      return;
+    case proto::InvocationStep::kLockLeased:
+      if (invocation.phase == proto::PHASE_EXECUTING) {
+        const auto held = invocation.locks.find(step.lock_leased().device());
+        if (held == invocation.locks.end()) return;
+        invocation.leased[held->first] = held->second;
+        invocation.locks.erase(held);
       }
       return;
     case proto::InvocationStep::kLockDropped:

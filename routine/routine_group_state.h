@@ -80,6 +80,9 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     proto::InvocationOutcome outcome = proto::INVOCATION_RUNNING;
     std::string detail;
     std::map<std::string, uint64_t> locks;  // device -> fencing token
+    // EV: locks given up after their device's last command (post-lease),
+    // device -> the token it held; moved here from `locks`.
+    std::map<std::string, uint64_t> leased;
     std::map<std::string, ResourceGrant> resources;  // resource (RoutineSpec::uses) -> its Camera grant
     std::string stop_reason;  // non-empty: stopped because a lock or resource was lost
     std::map<uint32_t, CommandResult> commands;

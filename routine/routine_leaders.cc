@@ -384,8 +384,10 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
   if (reservation && (options_.visibility != Visibility::wv || reservation->has_preconditions)) {
     devices.assign(reservation->devices.begin(), reservation->devices.end());
   }
-  for (const auto& [device, token] : invocation.locks) {
-    if (std::find(devices.begin(), devices.end(), device) == devices.end()) devices.push_back(device);
+  for (const auto* recorded : {&invocation.locks, &invocation.leased}) {
+    for (const auto& [device, token] : *recorded) {
+      if (std::find(devices.begin(), devices.end(), device) == devices.end()) devices.push_back(device);
+    }
   }
 
   switch (invocation.phase) {
@@ -491,6 +493,12 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
             idle(key, seq, std::chrono::microseconds(until - now_us()));
             return;
           }
+        }
+      }
+      if (options_.visibility == Visibility::ev && next < commands.size()) {
+        if (const auto device = lease_candidate(invocation, commands, next)) {
+          post_lease(key, seq, *device, invocation.locks.at(*device));
+          return;
         }
       }
       if (next >= commands.size()) {
@@ -770,7 +778,62 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
   (*next)();
 }
 
-void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo) {
+std::optional<std::string> RoutineLeaders::lease_candidate(const RoutineGroupState::Invocation& invocation,
+                                                           const std::vector<ComboCommand>& commands,
+                                                           size_t next) const {
+  const auto from_next = commands.begin() + static_cast<std::ptrdiff_t>(next);
+  for (const auto& [device, token] : invocation.locks) {
+    auto uses = [&device](auto begin, auto end) {
+      return std::any_of(begin, end, [&device](const ComboCommand& c) { return c.command.device == device; });
+    };
+    // FaultPoints::lease_after_first_use breaks this on purpose.
+    const bool done_with =
+        fault_points().lease_after_first_use ? uses(commands.begin(), from_next) : !uses(from_next, commands.end());
+    if (!done_with || names_rule_device(device)) continue;
+    return device;
+  }
+  return std::nullopt;
+}
+
+bool RoutineLeaders::names_rule_device(const std::string& device) const {
+  for (const PreconditionRule& rule : catalog_.precondition_rules()) {
+    if (rule.when.variable.device == device) return true;
+    for (const auto& condition : rule.preconditions) {
+      if (condition.variable.device == device) return true;
+    }
+  }
+  return false;
+}
+
+void RoutineLeaders::post_lease(const SessionKey& key, uint64_t seq, const std::string& device, uint64_t token) {
+  const std::string holder = holder_of(key, seq);
+  core::log("routine").debug("routine {} invocation {}: done with device {}: giving its lock up (EV post-lease)",
+                             routine_id(key), seq, device);
+  step(
+      key, seq,
+      [&device, token](proto::InvocationStep& s) {
+        s.mutable_lock_leased()->set_device(device);
+        s.mutable_lock_leased()->set_token(token);
+      },
+      [this, key, seq, device, holder](bool committed) {
+        if (committed) {
+          // Not renewed any more from here on; a release that is lost is
+          // sent again with every other one when the invocation ends.
+          proto::DeviceUpdate release;
+          release.mutable_unlock()->set_device(device);
+          release.mutable_unlock()->set_holder(holder);
+          write_device(device, release.SerializeAsString(), [device, holder, alive = alive_](const auto& written) {
+            if (*alive && !written) {
+              core::log("routine").debug("post-lease of {} on {}: {}", holder, device, written.error());
+            }
+          });
+        }
+        after_step(key, seq, committed);
+      });
+}
+
+void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
+                             const Attributes* restore_to) {
   const RoutineSpec* spec = spec_of(key);
   const RoutineGroupState* st = state(key);
   const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
@@ -784,7 +847,9 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
   a.set_command_id(undo ? undo_command_id(routine, *invocation, index) : command_id(routine, *invocation, index));
   a.set_device(command.device);
   const bool restore = undo && !fault_points().undo_repeats_command;
-  to_proto(restore ? rollback_values(command, invocation->commands.at(index).state_before) : command.values,
+  to_proto(restore ? rollback_values(command, restore_to != nullptr ? *restore_to
+                                                                    : invocation->commands.at(index).state_before)
+                   : command.values,
            *a.mutable_values());
   a.set_origin(messages_.self().value());
   // Under WV nothing is locked, and a command without a holder is what the
@@ -792,6 +857,11 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
   if (const auto lock = invocation->locks.find(command.device); lock != invocation->locks.end()) {
     a.set_lock_holder(holder_name(routine, *invocation));
     a.set_lock_token(lock->second);
+  } else if (const auto leased = invocation->leased.find(command.device);
+             undo && leased != invocation->leased.end()) {
+    a.set_lock_holder(holder_name(routine, *invocation));
+    a.set_lock_token(leased->second);
+    a.set_after_lease(true);
   }
   const core::TimePoint deadline = env_.now() + options_.request_timeout * 4;
   core::log("routine").debug("routine {} invocation {}: sending command {} to {} (token {})", routine, seq,
@@ -1063,7 +1133,28 @@ void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::I
     return;
   }
   core::log("routine").info("routine {} invocation {}: undoing command {}", routine_id(key), seq, *index + 1);
-  execute(key, seq, *index, true);
+  if (options_.visibility != Visibility::ev) {
+    execute(key, seq, *index, true);
+    return;
+  }
+  // Under EV an aborted routine that wrote the device in between may have
+  // handed its own undo value to this command (DeviceGroupState::
+  // restore_after_lease): restore what the device group's record says now.
+  proto::DeviceQuery query;
+  query.set_command_id(command_id(routine_id(key), invocation, *index));
+  const uint32_t undone = *index;
+  read_device(commands[undone].command.device, query.SerializeAsString(),
+              [this, key, seq, undone, alive = alive_](const auto& read) {
+                if (!*alive) return;
+                const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                if (!reply || !reply->found()) {
+                  // Forgotten there (or unreachable): what was committed here.
+                  execute(key, seq, undone, true);
+                  return;
+                }
+                const Attributes recorded = from_proto(reply->command().outcome().state_before());
+                execute(key, seq, undone, true, &recorded);
+              });
 }
 
 void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,

@@ -129,6 +129,44 @@ struct RoutineLeaderOptions {
 //    done) the leader reads the counts again and, under GSV, S-GSV and PSV,
 //    aborts the invocation (rolled back as above) if an event fell where the
 //    model cannot serialize it before or after the routine. WV skips this.
+//  - Post-leasing (EV only, SafeHome §4.1): before each command, the
+//    invocation gives up the lock of every device no later command of its
+//    combo uses, once the command before (and its duration) is done: it
+//    commits the lease (`lock_leased`; the lock is then neither renewed nor
+//    checked as held) and then sends the release, so the device's next
+//    waiter goes on while this invocation runs its other commands. Devices
+//    a precondition rule names are never leased: another routine's planner
+//    reads them, and must not read a write this invocation may still undo
+//    (SafeHome forbids a post-lease to a routine that reads the device).
+//    Why it stays serializable: every lock is taken before the first
+//    command (SLA or OLA, as under PSV) and a device is given up only after
+//    its last command there, so no lock is taken after one was given up:
+//    two-phase locking, serializable in the order of the lock points, and a
+//    device group actuates a command only under its lock (fencing), so the
+//    devices' logs follow that order. What SafeHome's EV adds and this does
+//    not: pre-leases (lending a held lock to a routine serialized before the
+//    holder) and timeline placement into per-device lineages. Spread over
+//    device groups those need a placement protocol that reserves slots in
+//    several lineages at once. The design intended for it: a leader picks
+//    one serial key per invocation (any point of a dense total order: below
+//    an existing key is a pre-lease), commits it, then places an entry in
+//    each of its devices' lineages; a device group orders its lineage by
+//    key, lets only the lowest-key entry not yet done with the device
+//    actuate it, and refuses an entry below a key that already actuated
+//    there. Every precedence edge then runs from a lower key to a higher
+//    one, so no cycle forms however placements race; a new leader re-places
+//    with the committed key, or withdraws and re-keys if refused. TL's gap
+//    fitting (routine/timeline_scheduler.h) would only choose the key.
+//  - Rollback after a post-lease (EV): the undo of a command on a device the
+//    invocation gave up goes without a lock (`after_lease`); the device
+//    group sets only the attributes this invocation still wrote last and,
+//    for each attribute a later command overwrote, hands the undo value to
+//    that command as its state before (DeviceGroupState::
+//    restore_after_lease): the later write stands (EV serializes it after
+//    this routine), and if its routine aborts too, its own rollback (which
+//    under EV reads the command's state before from the device group)
+//    restores what was there before this one. The history says which
+//    undos were not needed and why.
 //  - RELEASING_LOCKS: every lock given back (each release committed by its
 //    device group), the Camera grants given back, then the invocation's end
 //    committed here.
@@ -216,7 +254,17 @@ class RoutineLeaders {
   // Sends command `index` of the invocation, or with `undo` the command
   // that restores what it changed (its recorded state_before), and then
   // polls its outcome, which is committed as a command or undo step.
-  void execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo);
+  // `restore_to` replaces the committed state_before of an undo.
+  void execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
+               const Attributes* restore_to = nullptr);
+  // EV: a device whose lock the invocation may give up before command
+  // `next` (no command from `next` on uses it), or nothing.
+  std::optional<std::string> lease_candidate(const RoutineGroupState::Invocation& invocation,
+                                             const std::vector<ComboCommand>& commands, size_t next) const;
+  // Whether a precondition rule names the device.
+  bool names_rule_device(const std::string& device) const;
+  // Commits the post-lease of `device`, then releases its lock.
+  void post_lease(const SessionKey& key, uint64_t seq, const std::string& device, uint64_t token);
   // Reads the states of `devices` (every lock held), deduces the
   // invocation's precondition commands and commits them as its plan, or
   // aborts it with the reason no plan can be made.

@@ -201,7 +201,10 @@ class SerialOrderCheck {
         for (size_t p = position + 1; p < order.size(); ++p) {
           const Actuation& later = record_.actuations[order[p]];
           if (later.kind == ActuationKind::rollback && later.invocation == invocation) rolled_back = true;
-          if (later.value && item_of(later)) overwritten = true;
+          // By a committed invocation, an event, or another aborted
+          // invocation's command or rollback (then the end state check
+          // says whether what stands is right).
+          if (later.value && (item_of(later) || later.invocation != invocation)) overwritten = true;
           if (later.kind == ActuationKind::failure) down_for_good = true;
           if (later.kind == ActuationKind::restart) down_for_good = false;
         }

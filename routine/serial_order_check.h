@@ -43,7 +43,8 @@ struct ExecutionRecord {
 
 struct SerialCheckOptions {
   // EV's rollback rule (§4.3): an aborted invocation's write need not be
-  // undone when a later committed command or a device event overwrote it.
+  // undone when a later write overwrote it (a command or rollback of
+  // another invocation, or a device event).
   // Off: every write of an aborted invocation must be rolled back.
   bool overwrite_excuses_rollback = false;
 };
@@ -72,7 +73,8 @@ struct SerialCheckOptions {
 //    rollback on that device (or, with overwrite_excuses_rollback, by any
 //    later valued actuation of a committed invocation or event), unless the
 //    device failed after it and never restarted (a dead device cannot be
-//    rolled back; its state no longer shows).
+//    rolled back; its state no longer shows). The end state check above
+//    still judges what the overwriting left.
 // Returns nothing when all hold, else the problems in that order.
 std::optional<std::string> check_serial_order(const ExecutionRecord& record, SerialCheckOptions options = {});
 

@@ -12,6 +12,8 @@ std::string_view to_string(Visibility visibility) {
       return "sgsv";
     case Visibility::psv:
       return "psv";
+    case Visibility::ev:
+      return "ev";
   }
   return "psv";
 }
@@ -23,6 +25,7 @@ std::optional<Visibility> parse_visibility(std::string_view text) {
   if (text == "gsv") return Visibility::gsv;
   if (text == "sgsv") return Visibility::sgsv;
   if (text == "psv") return Visibility::psv;
+  if (text == "ev") return Visibility::ev;
   return std::nullopt;
 }
 

@@ -37,12 +37,23 @@ namespace mesh::routine {
 //    routine on a failure or restart of any device of the mesh, not only of
 //    the devices it touches (SafeHome §3, routine/failure_serialization.h).
 //
+//  - ev (eventual visibility): PSV's locks, with post-leasing (SafeHome
+//    §4.1): an invocation gives up a device's lock as soon as its last
+//    command on the device (and that command's duration) is done, so the
+//    next routine waiting for the device runs while this one goes on with
+//    its other devices. The lock points still precede every release (all
+//    locks are taken before the first command), so this is two-phase
+//    locking, serializable in the order of the contended grants; the end
+//    state is that of a serial order, though another routine may see a
+//    device mid-routine (temporary incongruence). What it leaves out of
+//    SafeHome's EV, and why it is still EV, is in routine/routine_leaders.h
+//    ("Post-leasing").
+//
 // Each model also places device failure and restart events in its serial
 // order as SafeHome §3 says (routine/failure_serialization.h): WV ignores
-// them; GSV, S-GSV and PSV abort a routine an event cannot be serialized
-// before or after. EV (lock leasing with per-device lineages) builds on
-// these and is not offered yet.
-enum class Visibility { wv, gsv, psv, sgsv };
+// them; GSV, S-GSV, PSV and EV abort a routine an event cannot be
+// serialized before or after.
+enum class Visibility { wv, gsv, psv, sgsv, ev };
 
 std::string_view to_string(Visibility visibility);
 // GSV and S-GSV: one routine executing at a time in the whole mesh.

@@ -47,7 +47,7 @@ constexpr std::string_view kHelp = R"(NAME
 SYNOPSIS
     meshsim SCENARIO.toml [--seed N] [--out DIR] [--quiet] [--hop-arq] [--log LEVEL]
     meshsim topology KIND [--nodes N] [--seed S] [--clusters C]
-    meshsim routines WORKLOAD.toml [--models wv,gsv,psv] [--seeds N | --seed S]
+    meshsim routines WORKLOAD.toml [--models wv,gsv,psv,ev] [--seeds N | --seed S]
             [--nodes N] [--out DIR] [--quiet] [--log LEVEL]
     meshsim --help | --version
 
@@ -120,8 +120,8 @@ OPTIONS
     --seed S       topology: layout seed for random and clustered (default 1)
     --clusters C   topology: clusters for kind clustered (default 3)
     --models LIST  routines: comma-separated visibility models among wv, gsv,
-                   psv, sgsv (default: wv, gsv, psv; sgsv differs from gsv
-                   only when devices fail)
+                   psv, sgsv, ev (default: wv, gsv, psv, ev; sgsv differs
+                   from gsv only when devices fail)
     --seeds N      routines: run seeds 1..N (default 1)
     --seed S       routines: run seed S only; it drives the mesh, the
                    arrival nodes and, unless the workload's generator fixes
@@ -360,7 +360,7 @@ std::vector<mesh::routine::Visibility> parse_models(std::string_view text) {
     const size_t comma = std::min(text.find(',', begin), text.size());
     const std::string_view name = text.substr(begin, comma - begin);
     const auto model = mesh::routine::parse_visibility(name);
-    if (!model) throw UsageError{fmt::format("--models: unknown model '{}'; use wv, gsv, psv or sgsv", name)};
+    if (!model) throw UsageError{fmt::format("--models: unknown model '{}'; use wv, gsv, psv, sgsv or ev", name)};
     if (std::find(models.begin(), models.end(), *model) != models.end()) {
       throw UsageError{fmt::format("--models: '{}' is listed twice", name)};
     }
@@ -374,7 +374,7 @@ int routines_command(Args& args) {
   if (args.done()) throw UsageError{"routines needs a WORKLOAD.toml"};
   const std::string workload_path(args.take());
   std::vector<mesh::routine::Visibility> models = {mesh::routine::Visibility::wv, mesh::routine::Visibility::gsv,
-                                                   mesh::routine::Visibility::psv};
+                                                   mesh::routine::Visibility::psv, mesh::routine::Visibility::ev};
   uint64_t first_seed = 1;
   uint64_t seeds = 1;
   bool seeds_given = false;
@@ -473,7 +473,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr,
                "meshsim: {}\nusage: meshsim SCENARIO.toml [--seed N] [--out DIR] [--quiet] [--hop-arq] [--log LEVEL]\n"
                "       meshsim topology KIND [--nodes N] [--seed S] [--clusters C]\n"
-               "       meshsim routines WORKLOAD.toml [--models wv,gsv,psv] [--seeds N | --seed S] [--nodes N] "
+               "       meshsim routines WORKLOAD.toml [--models wv,gsv,psv,ev] [--seeds N | --seed S] [--nodes N] "
                "[--out DIR]\n"
                "       meshsim --help\n",
                e.message);

@@ -392,7 +392,9 @@ WorkloadRunResult run_workload(const Workload& workload, routine::Visibility vis
   result.order_mismatch = routine::order_mismatch(schedule);
   result.final_incongruence = routine::final_incongruence(final_state);
   result.aborts = routine::abort_stats(outcomes);
-  result.serial_order = routine::check_serial_order(record);
+  routine::SerialCheckOptions serial_options;
+  serial_options.overwrite_excuses_rollback = visibility == routine::Visibility::ev;
+  result.serial_order = routine::check_serial_order(record, serial_options);
   result.global_strict = routine::check_global_strict(spans);
   result.partitioned_strict = routine::check_partitioned_strict(spans);
   return result;

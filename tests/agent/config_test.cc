@@ -1091,6 +1091,8 @@ TEST_F(ConfigTest, RoutinesSection) {
             routine::Visibility::gsv);
   EXPECT_EQ(parse(kMinimal + "[routines]\nvisibility = \"wv\"\n").node.routines.leaders.visibility,
             routine::Visibility::wv);
+  EXPECT_EQ(parse(kMinimal + "[routines]\nvisibility = \"ev\"\n").node.routines.leaders.visibility,
+            routine::Visibility::ev);
   EXPECT_EQ(parse(kMinimal + "[routines]\nvisibility = \"sgsv\"\n").node.routines.leaders.visibility,
             routine::Visibility::sgsv);
   EXPECT_THAT(error_of(kMinimal + "[routines]\nvisibility = \"strict\"\n"),

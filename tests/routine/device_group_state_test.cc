@@ -426,3 +426,106 @@ TEST(DeviceGroupStateHandoff, HandoffHistoryFitsOneUpdate) {
 
 }  // namespace
 }  // namespace mesh::routine
+
+namespace mesh::routine {
+namespace {
+
+// EV post-leasing (CommandAccept.after_lease): an undo sent after the
+// routine gave the device up restores only what it still wrote last, and
+// hands the rest to the command that overwrote it.
+class DeviceGroupStateAfterLease : public ::testing::Test {
+ protected:
+  void apply(const proto::DeviceUpdate& update) {
+    ++seq_;
+    state_.apply(seq_, write(update, seq_));
+  }
+  void lock(const std::string& holder) {
+    proto::DeviceUpdate update;
+    update.mutable_lock()->set_device("lamp");
+    update.mutable_lock()->set_holder(holder);
+    update.mutable_lock()->set_wait(true);
+    apply(update);
+  }
+  void unlock(const std::string& holder) {
+    proto::DeviceUpdate update;
+    update.mutable_unlock()->set_device("lamp");
+    update.mutable_unlock()->set_holder(holder);
+    apply(update);
+  }
+  // Accepts and begins actuating; with `ok`, also finishes it.
+  void run(const std::string& id, const std::string& holder, const Attributes& values, bool after_lease, bool ok) {
+    proto::DeviceUpdate a = accept(id, "lamp", values);
+    a.mutable_accept()->set_lock_holder(holder);
+    const DeviceLocks::Lock* held = state_.locks().find("lamp");
+    a.mutable_accept()->set_lock_token(held != nullptr && held->holder == holder ? held->token : 7);
+    a.mutable_accept()->set_after_lease(after_lease);
+    apply(a);
+    proto::DeviceUpdate actuating;
+    actuating.mutable_actuating()->set_command_id(id);
+    apply(actuating);
+    if (!ok || state_.command(id)->done()) return;
+    proto::DeviceUpdate outcome;
+    outcome.mutable_outcome()->set_command_id(id);
+    outcome.mutable_outcome()->set_status(proto::COMMAND_OK);
+    to_proto(values, *outcome.mutable_outcome()->mutable_state_after());
+    apply(outcome);
+  }
+
+  DeviceGroupState state_;
+  uint64_t seq_ = 0;
+};
+
+TEST_F(DeviceGroupStateAfterLease, RestoresWhatItStillWroteLastAndHandsTheRestToTheOverwriter) {
+  apply(observed("lamp", true, {{"power", false}, {"brightness", 30.0}}));
+  lock("r1#1");
+  run("r1#1#0", "r1#1", {{"power", true}, {"brightness", 80.0}}, false, true);
+  unlock("r1#1");  // the post-lease: r2 takes the lamp while r1 runs on
+  lock("r2#1");
+  run("r2#1#0", "r2#1", {{"power", false}}, false, true);
+  EXPECT_EQ(state_.device("lamp")->attribute_writers,
+            (std::map<std::string, std::string>{{"brightness", "r1#1"}, {"power", "r2#1"}}));
+
+  // r1 aborts: its undo runs without the lock, for brightness only.
+  run("r1#1#0.undo", "r1#1", {{"power", false}, {"brightness", 30.0}}, true, false);
+  const auto* undo = state_.command("r1#1#0.undo");
+  ASSERT_NE(undo, nullptr);
+  EXPECT_FALSE(undo->done());
+  EXPECT_TRUE(undo->actuating);
+  EXPECT_EQ(undo->values, (Attributes{{"brightness", 30.0}}));
+  // r2's write stands; were r2 to abort, it would restore power=false, as
+  // if r1 had never run.
+  EXPECT_EQ(from_proto(state_.command("r2#1#0")->outcome.state_before()), (Attributes{{"power", false}}));
+
+  DeviceGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.device("lamp")->attribute_writers, state_.device("lamp")->attribute_writers);
+  EXPECT_TRUE(copy.command("r1#1#0.undo")->after_lease);
+}
+
+TEST_F(DeviceGroupStateAfterLease, IsRefusedWhenEveryAttributeWasOverwrittenAndNeverNeedsTheLock) {
+  apply(observed("lamp", true, {{"power", false}}));
+  lock("r1#1");
+  run("r1#1#0", "r1#1", {{"power", true}}, false, true);
+  unlock("r1#1");
+  lock("r2#1");
+  run("r2#1#0", "r2#1", {{"power", true}}, false, true);
+  run("r1#1#0.undo", "r1#1", {{"power", false}}, true, false);
+  const auto* undo = state_.command("r1#1#0.undo");
+  ASSERT_TRUE(undo->done());
+  EXPECT_EQ(undo->outcome.status(), proto::COMMAND_REFUSED);
+  EXPECT_NE(undo->outcome.detail().find("routine invocation r2#1"), std::string::npos) << undo->outcome.detail();
+  EXPECT_EQ(from_proto(state_.command("r2#1#0")->outcome.state_before()), (Attributes{{"power", false}}));
+
+  // r2 gave the lamp up to r3, and nobody wrote it since: r2's undo runs
+  // though r3 holds the lock (r3 is serialized after r2 and has not used
+  // the lamp yet).
+  lock("r3#1");
+  unlock("r2#1");  // granted to r3
+  run("r4#1#0", "r4#1", {{"power", true}}, false, false);  // no lock of its own: fenced
+  EXPECT_EQ(state_.command("r4#1#0")->outcome.status(), proto::COMMAND_FENCED);
+  run("r2#1#0.undo", "r2#1", {{"power", false}}, true, false);
+  EXPECT_TRUE(state_.command("r2#1#0.undo")->actuating);
+}
+
+}  // namespace
+}  // namespace mesh::routine

@@ -65,6 +65,9 @@ TEST(FailureSerialization, StrongGsvAbortsOnEventsOfAnyDeviceWhileItRuns) {
 TEST(FailureSerialization, PsvAbortsWhenAnEventFallsInsideItsUseOrTheDeviceIsStillDown) {
   expect_aborts(Visibility::psv, {3, 5});
 }
+TEST(FailureSerialization, EvAbortsOnlyWhenAnEventFallsBetweenItsCommandsOnTheDevice) {
+  expect_aborts(Visibility::ev, {3});
+}
 
 TEST(FailureSerialization, ReasonsNameTheDeviceAndTheRule) {
   const auto gsv = failure_abort_reason(finish_check(Visibility::gsv, kCases[4]));

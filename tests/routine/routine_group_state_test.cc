@@ -44,6 +44,13 @@ class RoutineGroup : public ::testing::Test {
     held.set_token(token);
     apply(update);
   }
+  void lock_leased(uint64_t seq, const std::string& device, uint64_t token) {
+    proto::RoutineUpdate update;
+    auto& leased = *step(seq, update).mutable_lock_leased();
+    leased.set_device(device);
+    leased.set_token(token);
+    apply(update);
+  }
   void resource_held(uint64_t seq, const std::string& resource, uint64_t token, uint32_t holder) {
     proto::RoutineUpdate update;
     auto& held = *step(seq, update).mutable_resource_held();
@@ -116,6 +123,23 @@ TEST_F(RoutineGroup, ManualRunsBypassTheIntervalButRunOncePerRequest) {
   trigger(101, "", 0, "req-1");
   trigger(102, "", 0, "req-2");
   EXPECT_EQ(state_.invocations().size(), 3u);
+}
+
+TEST_F(RoutineGroup, APostLeaseMovesAHeldLockAsideOnlyWhileExecuting) {
+  trigger(100, "", 0, "r");
+  lock_held(1, "lamp", 7);
+  lock_held(1, "fan", 3);
+  lock_leased(1, "lamp", 7);  // still acquiring: ignored
+  EXPECT_TRUE(state_.invocation(1)->leased.empty());
+  phase(1, proto::PHASE_EXECUTING);
+  lock_leased(1, "lamp", 7);
+  lock_leased(1, "heater", 9);  // not held: ignored
+  EXPECT_EQ(state_.invocation(1)->locks, (std::map<std::string, uint64_t>{{"fan", 3}}));
+  EXPECT_EQ(state_.invocation(1)->leased, (std::map<std::string, uint64_t>{{"lamp", 7}}));
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.invocation(1)->leased, state_.invocation(1)->leased);
+  EXPECT_EQ(copy.invocation(1)->locks, state_.invocation(1)->locks);
 }
 
 TEST_F(RoutineGroup, StepsOnlyMoveForward) {

@@ -110,6 +110,19 @@ TEST(SerialOrderCheck, ADeviceDeadForGoodExcusesItsUndoneWriteAndItsEndState) {
             "aborted invocation 3 left its write lamp='on' at 1s in place: no rollback and no later write");
 }
 
+TEST(SerialOrderCheck, UnderEvAnAbortedOverwriterRestoresWhatWasBeforeTheFirstAbortedWrite) {
+  // R3 aborts after R4 overwrote the lamp (R3's undo is handed to R4); R4
+  // aborts too and its rollback sets what was there before R3.
+  ExecutionRecord record;
+  record.initial_state = {{"lamp", "off"}};
+  record.actuations = {command("lamp", 1, 3, "on"), command("lamp", 2, 4, "dim"), rollback("lamp", 3, 4, "off")};
+  record.aborted = {3, 4};
+  EXPECT_EQ(check_serial_order(record, {.overwrite_excuses_rollback = true}), std::nullopt);
+  // Had R4's rollback restored R3's write, R3's effect would stand.
+  record.actuations.back().value = "on";
+  EXPECT_NE(check_serial_order(record, {.overwrite_excuses_rollback = true}), std::nullopt);
+}
+
 TEST(SerialOrderCheck, AnOverwriteExcusesARollbackOnlyWhenTheModelSaysSo) {
   // R3 aborts without undoing the lamp, which committed R1 overwrote later.
   ExecutionRecord record;

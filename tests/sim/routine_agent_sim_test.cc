@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -94,6 +95,10 @@ struct Plan {
   // Every command carries a random undo value (SafeHome's user-given undo),
   // which its rollback must set instead of the state before it.
   bool user_undo = false;
+  // Routines of two or more commands end with a command on their first
+  // device again ("coffee on ... coffee off"), so an EV routine must keep
+  // that device until its last command there.
+  bool revisits = false;
 };
 
 struct Outcome {
@@ -276,6 +281,64 @@ void check_failure_serialization(const Plan& plan, MeshSim& sim, World& world, c
   }
 }
 
+// Serializability from the devices' own logs: on each device, an
+// invocation whose actuation (command or undo) comes before another's is
+// serialized before it; the resulting precedence graph must be acyclic (an
+// invocation that wrote a device before and after another did is a cycle of
+// two). Under PSV and GSV the overlap check implies it; under EV, whose
+// post-leases let routines sharing a device overlap, it is the check.
+void check_precedence(World& world, Outcome& out) {
+  struct Edge {
+    std::string device;
+    core::TimePoint before;
+    core::TimePoint after;
+  };
+  std::map<std::string, std::map<std::string, Edge>> after;  // invocation -> later invocation -> why
+  for (auto& device : world.devices) {
+    std::string previous;
+    core::TimePoint previous_at{};
+    for (const auto& a : device->actuations()) {
+      const auto hash = a.command_id.rfind('#');
+      if (hash == std::string::npos) continue;
+      const std::string invocation = a.command_id.substr(0, hash);
+      if (!previous.empty() && previous != invocation) {
+        after[previous].try_emplace(invocation, Edge{device->spec().id, previous_at, a.at});
+      }
+      previous = invocation;
+      previous_at = a.at;
+    }
+  }
+  // Depth-first search for a cycle; reports the first one found.
+  std::map<std::string, int> state;  // 1: on the path, 2: done
+  std::vector<std::string> path;
+  std::function<bool(const std::string&)> visit = [&](const std::string& node) {
+    state[node] = 1;
+    path.push_back(node);
+    for (const auto& [next, edge] : after[node]) {
+      if (state[next] == 1) {
+        std::vector<std::string> steps;
+        auto from = std::find(path.begin(), path.end(), next);
+        for (auto it = from; it != path.end(); ++it) {
+          const std::string& to = std::next(it) == path.end() ? next : *std::next(it);
+          const Edge& e = after[*it].at(to);
+          steps.push_back(fmt::format("{} before {} on {} ({} then {})", *it, to, e.device, at_s(e.before), at_s(e.after)));
+        }
+        out.violations.push_back(fmt::format("precedence cycle: {}", fmt::join(steps, ", ")));
+        return true;
+      }
+      if (state[next] == 0 && visit(next)) return true;
+    }
+    path.pop_back();
+    state[node] = 2;
+    return false;
+  };
+  std::vector<std::string> nodes;
+  for (const auto& [node, edges] : after) nodes.push_back(node);
+  for (const auto& node : nodes) {
+    if (state[node] == 0 && visit(node)) return;
+  }
+}
+
 Outcome run(const Plan& plan, uint64_t seed) {
   core::Rng rng(seed * 104729 + 17);
   const auto n = static_cast<size_t>(rng.between(5, 9));
@@ -344,6 +407,12 @@ Outcome run(const Plan& plan, uint64_t seed) {
       for (auto& command : world.routines.back().commands) {
         if (!command.duration && rng.below(2) == 0) command.duration = milliseconds(rng.between(500, 2000));
       }
+    }
+    if (plan.revisits && world.routines.back().commands.size() >= 2) {
+      routine::RoutineCommand again = world.routines.back().commands.front();
+      again.values = {{"power", rng.below(2) == 0}};
+      again.duration.reset();
+      world.routines.back().commands.push_back(again);
     }
     if (plan.user_undo) {
       for (auto& command : world.routines.back().commands) command.undo = {{"power", rng.below(2) == 0}};
@@ -510,7 +579,10 @@ Outcome run(const Plan& plan, uint64_t seed) {
       const bool device_conflict = std::any_of(da.begin(), da.end(), [&db](const auto& d) { return db.count(d) != 0; });
       const auto shared = std::find_if(ua.begin(), ua.end(), [&ub](const auto& u) { return ub.count(u) != 0; });
       const bool global = routine::is_global(plan.visibility);
-      if (!device_conflict && shared == ua.end() && !global) continue;
+      // EV's post-leases let routines sharing a device overlap (the
+      // precedence check below judges them); resources still exclude.
+      const bool excludes_on_devices = device_conflict && plan.visibility != routine::Visibility::ev;
+      if (!excludes_on_devices && shared == ua.end() && !global) continue;
       const bool disjoint = a->second.last < b->second.first || b->second.last < a->second.first;
       if (!disjoint) {
         out.violations.push_back(fmt::format(
@@ -518,12 +590,14 @@ Outcome run(const Plan& plan, uint64_t seed) {
             core::to_seconds(a->second.first.time_since_epoch()), core::to_seconds(a->second.last.time_since_epoch()),
             b->first, core::to_seconds(b->second.first.time_since_epoch()),
             core::to_seconds(b->second.last.time_since_epoch()),
-            device_conflict      ? std::string("share a device")
+            excludes_on_devices  ? std::string("share a device")
             : shared != ua.end() ? "share only resource " + *shared
                                  : std::string("share nothing, but GSV runs one routine at a time")));
       }
     }
   }
+
+  if (plan.visibility != routine::Visibility::wv) check_precedence(world, out);
 
   // Liveness and inheritance, at each routine group's leader.
   for (const auto& spec : world.routines) {
@@ -620,15 +694,53 @@ Outcome run(const Plan& plan, uint64_t seed) {
     }
     return Attributes{};
   };
+  // EV: an aborted invocation whose undo of a device was refused because a
+  // later invocation had written it since hands its undo value to that
+  // writer (DeviceGroupState::restore_after_lease), so the writer's own
+  // undo must restore what was there before the aborted one.
+  std::set<std::string> aborted_invocations;
+  for (const auto& spec : world.routines) {
+    const routine::RoutineGroupState* state = leading_state(sim, spec.id);
+    if (state == nullptr) continue;
+    for (const auto& [seq, invocation] : state->invocations()) {
+      if (!invocation.abort_reason.empty()) aborted_invocations.insert(routine::holder_name(spec.id, invocation));
+    }
+  }
+  const auto invocation_of = [](const std::string& id) { return id.substr(0, id.rfind('#')); };
+  const std::string suffix = ".undo";
+  const auto is_undo = [&suffix](const std::string& id) {
+    return id.size() > suffix.size() && id.compare(id.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
   for (auto& device : world.devices) {
     if (device->spec().kind == DeviceKind::motion_sensor) continue;
     Attributes now{{"power", false}};
     std::map<std::string, Attributes> before;  // command id -> the device's values just before it
+    std::map<std::string, std::string> previous_writer;  // command id -> the actuation just before it
+    std::set<std::string> undone_here;                   // commands whose undo actuated on this device
+    for (const auto& a : device->actuations()) {
+      if (is_undo(a.command_id)) undone_here.insert(a.command_id.substr(0, a.command_id.size() - suffix.size()));
+    }
+    const auto restored_before = [&](std::string id) {
+      Attributes value = before.at(id);
+      if (plan.visibility != routine::Visibility::ev) return value;
+      for (auto writer = previous_writer.find(id); writer != previous_writer.end() && !writer->second.empty();
+           writer = previous_writer.find(id)) {
+        const std::string& w = writer->second;
+        if (is_undo(w) || undone_here.count(w) != 0 || invocation_of(w) == invocation_of(id) ||
+            aborted_invocations.count(invocation_of(w)) == 0) {
+          break;
+        }
+        value = before.at(w);
+        id = w;
+      }
+      return value;
+    };
+    std::string last_actuation;
     for (const auto& a : device->actuations()) {
       before.emplace(a.command_id, now);
-      const std::string suffix = ".undo";
-      if (a.command_id.size() > suffix.size() &&
-          a.command_id.compare(a.command_id.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      previous_writer.emplace(a.command_id, last_actuation);
+      last_actuation = a.command_id;
+      if (is_undo(a.command_id)) {
         ++out.undone;
         const std::string undone = a.command_id.substr(0, a.command_id.size() - suffix.size());
         const auto original = before.find(undone);
@@ -651,10 +763,10 @@ Outcome run(const Plan& plan, uint64_t seed) {
             out.violations.push_back(
                 fmt::format("{} changed {} though {} never actuated", a.command_id, device->spec().id, undone));
           }
-        } else if (a.values != original->second) {
+        } else if (const Attributes expected = restored_before(undone); a.values != expected) {
           out.violations.push_back(fmt::format("{} set {} to power={} but it was power={} before {}", a.command_id,
                                                device->spec().id, std::get<bool>(a.values.at("power")),
-                                               std::get<bool>(original->second.at("power")), undone));
+                                               std::get<bool>(expected.at("power")), undone));
         }
       }
       for (const auto& [attribute, value] : a.values) now[attribute] = value;
@@ -802,6 +914,19 @@ TEST(RoutineAgentSim, GsvRunsOneRoutineAtATimeAcrossACrash) {
   EXPECT_GT(t.ok, 0u);
 }
 
+// EV: routines give each device up after their last command on it, so
+// routines sharing a device overlap; the devices' logs must still show an
+// acyclic precedence among invocations (routines also revisit their first
+// device, which they must keep until then).
+TEST(RoutineAgentSim, EvPostLeasesYetStaysSerializableAcrossACrash) {
+  Plan plan;
+  plan.visibility = routine::Visibility::ev;
+  plan.revisits = true;
+  Totals t;
+  sweep(plan, 1, 10, t);
+  EXPECT_GT(t.ok, 0u);
+}
+
 TEST(RoutineAgentSim, WvRunsAndIsSeenInterleaving) {
   // WV isolates nothing: the PSV checker must catch conflicting routines
   // interleaving on some seed (else it could not tell the models apart),
@@ -835,12 +960,16 @@ TEST(RoutineAgentSim, WvRunsAndIsSeenInterleaving) {
 // serialize around a failure (SafeHome §3), checked from the device groups'
 // events and the devices' logs. Under PSV the routines also give undo
 // values, which rollbacks must set instead of the state before.
-TEST(RoutineAgentSim, DeviceFailuresRollBackAndSerializeUnderPsvGsvAndSgsv) {
-  for (const auto visibility : {routine::Visibility::psv, routine::Visibility::gsv, routine::Visibility::sgsv}) {
+TEST(RoutineAgentSim, DeviceFailuresRollBackAndSerializeUnderPsvGsvSgsvAndEv) {
+  for (const auto visibility :
+       {routine::Visibility::psv, routine::Visibility::gsv, routine::Visibility::sgsv, routine::Visibility::ev}) {
     Plan plan;
     plan.visibility = visibility;
     plan.device_failures = true;
     plan.user_undo = visibility == routine::Visibility::psv;
+    // EV aborts at the finish point only for an event between two of a
+    // routine's commands on one device (Fig. 3 case 3): routines revisit one.
+    plan.revisits = visibility == routine::Visibility::ev;
     Totals t;
     sweep(plan, 1, 6, t);
     // Undos whose value differs from the state before, or restoring that
@@ -897,6 +1026,7 @@ struct DeliberateBug {
   bool device_failures = false;
   bool preconditions = false;
   bool user_undo = false;
+  bool revisits = false;
 };
 
 TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
@@ -921,6 +1051,9 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
        "(PSV)", routine::Visibility::psv, true},
       {"a rollback ignores the routine's undo values", &routine::FaultPoints::ignore_undo_values,
        "but the routine's undo value is", routine::Visibility::psv, true, false, true},
+      {"EV gives a device up after its first command on it, not its last",
+       &routine::FaultPoints::lease_after_first_use, "precedence cycle", routine::Visibility::ev, false, false, false,
+       true},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;
@@ -932,6 +1065,7 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       plan.device_failures = bug.device_failures;
       plan.preconditions = bug.preconditions;
       plan.user_undo = bug.user_undo;
+      plan.revisits = bug.revisits;
       for (const auto& violation : run(plan, seed).violations) {
         if (violation.find(bug.expected) != std::string::npos) {
           caught = seed;
