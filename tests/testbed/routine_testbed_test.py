@@ -2,7 +2,7 @@
 """Nine real agents running routines over thirteen emulated Kasa devices, started by scripts/testbed.
 
   routine_testbed_test.py loopback|netns --testbed PATH --meshagent PATH --meshctl PATH
-                          --meshsim PATH --meshemu PATH --dir DIR [--visibility psv|gsv|sgsv|wv]
+                          --meshsim PATH --meshemu PATH --dir DIR [--visibility psv|gsv|sgsv|ev|wv]
 
 meshemu serves plugs, bulbs, a dimmer, a switch and four sensors whose readings follow looping timelines
 (on 127.0.0.1 in loopback mode; in netns mode on a device LAN, a bridge every node's namespace joins, see
@@ -21,7 +21,8 @@ invocation the log shows. The oracle first runs on hand-made logs (building.self
 checker that cannot fail fails the test.
 
 --visibility sets the agents' `[routines] visibility` (routine/visibility.h; default psv). Under gsv and sgsv the
-oracle counts every pair of invocations, devices shared or not. Under wv nothing isolates routines, so the
+oracle counts every pair of invocations, devices shared or not. Under ev routines sharing a device may overlap
+(post-leases), and the oracle asks instead that the devices' actuation order admit a serial order. Under wv nothing isolates routines, so the
 run passes only if the oracle does catch conflicting invocations overlapping (and nothing actuated twice);
 it takes as long as the others and proves only that the oracle can tell the models apart, so it runs when
 MESH_TESTBED_WV=1 and is skipped, saying so, otherwise. The gsv and sgsv runs take 2-3 minutes each on the
@@ -304,7 +305,7 @@ def keep_evidence(directory, emu_log, kept):
 
 def main():
     model = argparse.ArgumentParser(add_help=False)
-    model.add_argument("--visibility", choices=["psv", "gsv", "sgsv", "wv"], default="psv")
+    model.add_argument("--visibility", choices=["psv", "gsv", "sgsv", "ev", "wv"], default="psv")
     ours, rest = model.parse_known_args()
     sys.argv = [sys.argv[0]] + rest
     visibility = ours.visibility
