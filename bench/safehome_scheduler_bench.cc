@@ -201,7 +201,7 @@ void run_point(benchmark::State& state, const std::string& figure, const std::st
     for (int seed = 1; seed <= n; ++seed) {
       const auto workload = mesh::sim::generate_workload(generator, static_cast<uint64_t>(seed));
       const SeedMetrics m = measure(schedule(arrivals(workload)));
-      const double count = static_cast<double>(m.latency.size());
+      const auto count = static_cast<double>(m.latency.size());
       if (rows.is_open()) {
         rows << fmt::format("{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{}\n", point, seed,
                             m.latency.size(), quantile(m.latency, 0.5), quantile(m.latency, 0.9), mean(m.latency),
@@ -217,7 +217,7 @@ void run_point(benchmark::State& state, const std::string& figure, const std::st
       appended += m.appended;
     }
   }
-  const double count = static_cast<double>(routines);
+  const auto count = static_cast<double>(routines);
   state.counters["latency_p50"] = quantile(latency, 0.5);
   state.counters["latency_p90"] = quantile(latency, 0.9);
   state.counters["latency_mean"] = mean(latency);
