@@ -61,9 +61,13 @@ class TimelineSearch {
     core::TimePoint from = earliest;
     while (probes_ < options_.max_probes) {
       ++probes_;
+      if (index == 0) first_start_clearing_pre_hold_.reset();
       core::TimePoint start = first_fit(command.device, from, command.duration);
       core::TimePoint end = start + command.duration;
-      if (!pre_hold_is_clear(index, command.device, start)) return false;
+      if (!pre_hold_is_clear(index, command.device, start)) {
+        note_pre_hold_conflict(command.device, start);
+        return false;
+      }
       const LockAccess* previous = lineage == nullptr ? nullptr : lineage->last_ending_by(start, routine_.id);
       const LockAccess* next = lineage == nullptr ? nullptr : lineage->first_starting_from(end, routine_.id);
       std::set<uint64_t> now_before = before;
@@ -77,6 +81,14 @@ class TimelineSearch {
       }
       // Later in this gap the neighbours are the same, and every later
       // command could only start later: the next candidate is the next gap.
+      // But a later start of the whole routine shortens its pre-holds, so
+      // the first command also tries, within this gap, the earliest start
+      // that clears a conflict that stopped this try.
+      if (index == 0 && first_start_clearing_pre_hold_ &&
+          (next == nullptr || *first_start_clearing_pre_hold_ < next->end)) {
+        from = *first_start_clearing_pre_hold_;
+        continue;
+      }
       if (next == nullptr) return false;
       from = next->end;
     }
@@ -159,14 +171,30 @@ class TimelineSearch {
 
   // Without pre-leasing no other routine may use `device` while the new
   // routine holds it before its first use there: between the routine's
-  // start and `start`. Starting later only widens that, so a failure here
-  // ends the search at this command.
+  // start and `start`. Starting this command later only widens that, so a
+  // failure here ends the search at this command; starting the routine
+  // later narrows it (note_pre_hold_conflict).
   bool pre_hold_is_clear(size_t index, const std::string& device, core::TimePoint start) const {
     if (options_.pre_lease || index == 0) return true;
     for (size_t i = 0; i < index; ++i) {
       if (chosen_[i].device == device) return true;
     }
     return !used_by_others(device, chosen_.front().start, start);
+  }
+
+  // The earliest start of the routine that would clear the pre-hold of
+  // `device` up to `start`: the end of the last other access in it. The
+  // smallest such start over a try's conflicts is where the first command
+  // tries next.
+  void note_pre_hold_conflict(const std::string& device, core::TimePoint start) {
+    const core::TimePoint routine_start = chosen_.front().start;
+    core::TimePoint clear = routine_start;
+    for (const auto& access : table_.find(device)->accesses()) {
+      if (access.live() && access.start < start && routine_start < access.end) clear = std::max(clear, access.end);
+    }
+    if (!first_start_clearing_pre_hold_ || clear < *first_start_clearing_pre_hold_) {
+      first_start_clearing_pre_hold_ = clear;
+    }
   }
 
   // Without post-leasing no other routine may use a device after the new
@@ -215,6 +243,7 @@ class TimelineSearch {
   const std::map<InvocationId, LineageTable::Span> spans_;
   std::map<std::string, std::vector<Interval>> forbidden_;
   std::vector<PlacedCommand> chosen_;
+  std::optional<core::TimePoint> first_start_clearing_pre_hold_;
   size_t probes_ = 0;
 };
 

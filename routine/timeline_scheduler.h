@@ -43,7 +43,11 @@ struct TimelinePlacement {
 // is a gap of the device's lineage at or after the earliest start, clear of
 // other routines' accesses and, with a lease kind off, of the parts of other
 // routines' holds that kind would lend (and no other routine's access may
-// fall into the same parts of the new routine's own hold).
+// fall into the same parts of the new routine's own hold). Without
+// pre-leasing, when another routine's access falls into the new routine's
+// hold before a later command, the first command also tries starting once
+// that access has ended, which shortens the hold (rather than only its next
+// gap: in its device's last gap there is none).
 //
 // Serializability. Each placement puts the routine after the access right
 // before it and before the access right after it, on each of its devices.

@@ -143,6 +143,21 @@ TEST(TimelineScheduler, PreLeaseLetsARoutineUseADeviceBeforeItsHoldersFirstUse) 
   EXPECT_EQ(none->routine.commands, slots({{"d", 5, 6}}));  // waits for R1's use
 }
 
+TEST(TimelineScheduler, WithoutPreLeaseTheRoutineStartsLaterInsteadOfBeingAppended) {
+  // b: R1 [1,3), R3 [10,12). R2 = a 1 s (a unused), then b 1 s. a at [0,1)
+  // puts R1's use of b inside R2's hold of b before R2 uses it, which needs a
+  // pre-lease; a is in its last gap, but starting it once R1 is done clears
+  // that, and R2 still fits before R3.
+  LineageTable table;
+  put(table, "b", 1, 1, 3);
+  put(table, "b", 3, 10, 12);
+  auto placed = TimelineScheduler(table, {.pre_lease = false}).place(arrival(2, 0, {{"a", 1}, {"b", 1}}));
+  ASSERT_TRUE(placed);
+  EXPECT_FALSE(placed->appended);
+  EXPECT_EQ(placed->routine.commands, slots({{"a", 3, 4}, {"b", 4, 5}}));
+  EXPECT_FALSE(table.precedence().find_cycle());
+}
+
 TEST(TimelineScheduler, PostLeaseLetsARoutineUseADeviceBeforeItsHolderFinishes) {
   // R1 used d at [0,1) and runs on x until 5.
   LineageTable leasing;
