@@ -19,7 +19,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from svg_chart import COLOURS, read_tables, write_svg  # noqa: E402
 
-MODELS = ["gsv", "psv", "wv"]
+MODELS = ["gsv", "psv", "ev", "wv"]
 
 
 def percentile(values, p):

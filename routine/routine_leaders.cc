@@ -446,9 +446,18 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         enter_phase(key, seq, proto::PHASE_RELEASING_LOCKS);
         return;
       }
-      if (const auto reason = lost(routine_id(key), invocation)) {
+      if (const auto reason = lost_lock(routine_id(key), invocation)) {
         stop(key, seq, *reason);
         return;
+      }
+      if (invocation.abort_reason.empty()) {
+        if (const auto reason = lost_resource(invocation)) {
+          // Its device locks still fence everyone else off its devices, so
+          // undoing what ran restores exactly what was there: abort (roll
+          // back) rather than stop and leave a partial routine behind.
+          abort_for_lost_resource(key, invocation, combo_of(*spec, invocation), *reason);
+          return;
+        }
       }
       if (!invocation.abort_reason.empty()) {
         roll_back(key, invocation);
@@ -1201,24 +1210,65 @@ void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t 
                   });
                   return;
                 }
-                step(
-                    key, seq,
-                    [index, undo, &outcome](proto::InvocationStep& s) {
-                      proto::CommandStep& recorded = undo ? *s.mutable_undo() : *s.mutable_command();
-                      recorded.set_index(index);
-                      recorded.set_status(outcome.status());
-                      recorded.set_detail(outcome.detail());
-                      if (!undo) {
-                        *recorded.mutable_state_before() = outcome.state_before();
-                        if (outcome.has_availability_events()) {
-                          recorded.set_availability_events(outcome.availability_events());
-                        }
-                      }
-                    },
-                    [this, key, seq, undo](bool committed) {
-                      if (committed && undo) rollback_commands_.add();
-                      after_step(key, seq, committed);
-                    });
+                record_outcome(key, seq, index, undo, outcome);
+              });
+}
+
+void RoutineLeaders::record_outcome(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
+                                    const proto::CommandOutcome& outcome) {
+  step(
+      key, seq,
+      [index, undo, &outcome](proto::InvocationStep& s) {
+        proto::CommandStep& recorded = undo ? *s.mutable_undo() : *s.mutable_command();
+        recorded.set_index(index);
+        recorded.set_status(outcome.status());
+        recorded.set_detail(outcome.detail());
+        if (!undo) {
+          *recorded.mutable_state_before() = outcome.state_before();
+          if (outcome.has_availability_events()) recorded.set_availability_events(outcome.availability_events());
+        }
+      },
+      [this, key, seq, undo](bool committed) {
+        if (committed && undo) rollback_commands_.add();
+        after_step(key, seq, committed);
+      });
+}
+
+void RoutineLeaders::abort_for_lost_resource(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                                             const std::vector<ComboCommand>& commands, const std::string& reason) {
+  const uint64_t seq = invocation.seq;
+  auto abort = [this, key, seq, reason] {
+    core::log("routine").warn("routine {} invocation {} aborts: {}", routine_id(key), seq, reason);
+    step(
+        key, seq, [&reason](proto::InvocationStep& s) { s.set_abort(reason); },
+        [this, key, seq](bool committed) { after_step(key, seq, committed); });
+  };
+  const auto next = static_cast<uint32_t>(invocation.commands.size());
+  if (next >= commands.size()) {
+    abort();
+    return;
+  }
+  // A previous leader may have sent the next command: its outcome must be
+  // recorded first, or the rollback would not undo it.
+  proto::DeviceQuery query;
+  query.set_command_id(command_id(routine_id(key), invocation, next));
+  read_device(commands[next].command.device, query.SerializeAsString(),
+              [this, key, seq, next, abort, alive = alive_](const auto& read) {
+                if (!*alive) return;
+                const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                if (!reply) {
+                  idle(key, seq, options_.poll_interval);  // cannot tell yet
+                  return;
+                }
+                if (!reply->found()) {
+                  abort();  // never accepted there: it did not run
+                  return;
+                }
+                if (reply->command().outcome().status() == proto::COMMAND_PENDING) {
+                  idle(key, seq, options_.poll_interval);
+                  return;
+                }
+                record_outcome(key, seq, next, false, reply->command().outcome());
               });
 }
 
@@ -1395,19 +1445,23 @@ void RoutineLeaders::stop(const SessionKey& key, uint64_t seq, const std::string
       [this, key, seq](bool committed) { after_step(key, seq, committed); });
 }
 
-std::optional<std::string> RoutineLeaders::lost(const std::string& routine,
-                                                const RoutineGroupState::Invocation& invocation) const {
-  for (const auto& [index, result] : invocation.commands) {
-    if (result.status == proto::COMMAND_FENCED) {
-      return fmt::format("command {} was fenced: {}", index + 1, result.detail);
-    }
-  }
+std::optional<std::string> RoutineLeaders::lost_resource(const RoutineGroupState::Invocation& invocation) const {
   for (const auto& [resource, grant] : invocation.resources) {
     if (!holds_here(resource, grant)) {
       return fmt::format(
           "resource {} (token {}) is no longer held: its Camera grant was node {}'s, and another holder may have "
           "used it since",
           resource, grant.token, core::NodeId(grant.holder).to_string());
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> RoutineLeaders::lost_lock(const std::string& routine,
+                                                     const RoutineGroupState::Invocation& invocation) const {
+  for (const auto& [index, result] : invocation.commands) {
+    if (result.status == proto::COMMAND_FENCED) {
+      return fmt::format("command {} was fenced: {}", index + 1, result.detail);
     }
   }
   if (const auto known = lost_locks_.find(holder_name(routine, invocation)); known != lost_locks_.end()) {

@@ -99,11 +99,15 @@ struct RoutineLeaderOptions {
 //    back and committed here. A command's duration keeps the locks that long
 //    before the next command (or the release). Before each command the
 //    leader checks that it still holds everything: a command fenced by its
-//    device group (COMMAND_FENCED: the lock was reclaimed), a lock a device
-//    leader answered a renewal about as lost (LocksLost), or a resource
-//    whose Camera grant this node does not hold, stops the invocation (a
-//    committed `stop` with the reason): its remaining commands are skipped,
-//    it releases everything and ends failed (aborted if nothing ran).
+//    device group (COMMAND_FENCED: the lock was reclaimed) or a lock a
+//    device leader answered a renewal about as lost (LocksLost) stops the
+//    invocation (a committed `stop` with the reason): its remaining
+//    commands are skipped, it releases everything and ends failed (aborted
+//    if nothing ran). A resource whose Camera grant this node does not hold
+//    (the routine's group changed leader while it ran) aborts it instead
+//    (below): its device locks still keep every other routine off its
+//    devices, so its rollback restores exactly what it changed, and the
+//    routine is all or nothing as SafeHome promises.
 //  - Atomicity (SafeHome §2.2): a command that is `must` (the default) and
 //    does not succeed aborts the invocation (a committed `abort` with the
 //    reason): no later command is sent, and the commands that may have
@@ -196,7 +200,7 @@ struct RoutineLeaderOptions {
 //    cycle with the resource's holder. In EXECUTING
 //    a gap in holding may have let another invocation use the resource
 //    between two of this invocation's commands: continuing would break its
-//    isolation, so the invocation is stopped (above).
+//    isolation, so the invocation is aborted and rolled back (above).
 //  - what the token guards: Camera tokens grow from holder to holder, and
 //    the committed token names the one grant under which this invocation's
 //    commands ran; a leader sends a command only while its Camera still
@@ -291,6 +295,13 @@ class RoutineLeaders {
   void finish(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
               const std::vector<ComboCommand>& commands, const std::set<std::string>& watched);
   void poll_command(const SessionKey& key, uint64_t seq, uint32_t index, bool undo, core::TimePoint deadline);
+  // Commits a command's (or with `undo`, its undo's) outcome.
+  void record_outcome(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
+                      const proto::CommandOutcome& outcome);
+  // Records the outcome of a next command a previous leader may have sent,
+  // then commits the abort for the lost resource (the rollback follows).
+  void abort_for_lost_resource(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                               const std::vector<ComboCommand>& commands, const std::string& reason);
   // An aborted invocation's next rollback step: undo the newest command
   // that may have acted, or, when none is left, go on to release.
   void roll_back(const SessionKey& key, const RoutineGroupState::Invocation& invocation);
@@ -310,8 +321,14 @@ class RoutineLeaders {
   void leave_devices(const std::string& holder, const std::vector<std::string>& devices);
   // Commits `stop` with the reason: the invocation releases and ends.
   void stop(const SessionKey& key, uint64_t seq, const std::string& reason);
-  // Why an executing invocation may not send another command, if it may not.
-  std::optional<std::string> lost(const std::string& routine, const RoutineGroupState::Invocation& invocation) const;
+  // Why an executing invocation may not send another command, if it may
+  // not: a device lock gone (it stops: another routine may have written the
+  // device since, so it is not rolled back) ...
+  std::optional<std::string> lost_lock(const std::string& routine,
+                                       const RoutineGroupState::Invocation& invocation) const;
+  // ... or a resource's Camera grant gone (it aborts and rolls back under
+  // the device locks it still holds).
+  std::optional<std::string> lost_resource(const RoutineGroupState::Invocation& invocation) const;
   // Whether this node's Camera holds `resource` under the committed grant.
   bool holds_here(const std::string& resource, const RoutineGroupState::ResourceGrant& grant) const;
   // The resources a routine takes, in the order it takes them.

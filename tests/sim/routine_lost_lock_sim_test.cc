@@ -252,8 +252,9 @@ std::optional<core::TimePoint> last_actuation(EmulatedDevice& device) {
 }
 
 // r (uses pump) keeps d0 for 6 s, then d1; its leader crashes in between.
-// The new leader cannot hold the crashed node's Camera grant: it stops r
-// (d1 never actuated), and s (uses pump, d2) still gets the pump.
+// The new leader cannot hold the crashed node's Camera grant: it aborts r
+// and undoes d0 under r's device lock (d1 never actuated), and s (uses
+// pump, d2) still gets the pump.
 std::vector<std::string> resource_lost_with_its_leader(uint64_t seed) {
   std::vector<std::string> violations;
   Bench bench(seed, {make_routine("r", {0, 1}, seconds(6), {"pump"}), make_routine("s", {2}, seconds(0), {"pump"})},
@@ -277,11 +278,19 @@ std::vector<std::string> resource_lost_with_its_leader(uint64_t seed) {
   if (r == nullptr || !r->done()) violations.push_back("r did not end");
   if (s == nullptr || !s->done()) violations.push_back("s did not end");
   if (!violations.empty()) return violations;
-  if (r->outcome != proto::INVOCATION_FAILED || r->stop_reason.find("resource pump") == std::string::npos) {
-    violations.push_back(fmt::format("r ended {} ('{}'), not failed for the pump",
+  if (r->outcome != proto::INVOCATION_ABORTED || r->abort_reason.find("resource pump") == std::string::npos) {
+    violations.push_back(fmt::format("r ended {} ('{}'), not aborted for the pump",
                                      proto::InvocationOutcome_Name(r->outcome), r->detail));
   }
   if (!bench.device(1).actuations().empty()) violations.push_back("r went on to d1 without the pump");
+  // Rolled back under the device lock it still held: d0's last actuation is
+  // r's undo.
+  const auto& d0 = bench.device(0).actuations();
+  if (d0.empty() || d0.back().command_id.find("r#1") != 0 ||
+      d0.back().command_id.find(".undo") == std::string::npos) {
+    violations.push_back(fmt::format("d0's last actuation is {}, not r's undo ({})",
+                                     d0.empty() ? std::string("none") : d0.back().command_id, r->detail));
+  }
   if (s->outcome != proto::INVOCATION_OK) {
     violations.push_back(fmt::format("s ended {} ('{}')", proto::InvocationOutcome_Name(s->outcome), s->detail));
   }
@@ -333,9 +342,10 @@ std::vector<std::string> resources_taken_again_while_acquiring(uint64_t seed) {
   const auto r_first = bench.device(0).actuations().empty() ? std::nullopt
                                                             : std::optional(bench.device(0).actuations().front().at);
   if (!r_first || !s_last || *r_first < *s_last) violations.push_back("r actuated before s was done with the pump");
-  // s ends ok, or is stopped for the pump if the crash moved its group's
-  // leadership (the crashed node may have been its leader or a member).
-  if (s->outcome != proto::INVOCATION_OK && s->stop_reason.find("resource pump") == std::string::npos) {
+  // s ends ok, or is aborted (and rolled back) for the pump if the crash
+  // moved its group's leadership (the crashed node may have been its leader
+  // or a member).
+  if (s->outcome != proto::INVOCATION_OK && s->abort_reason.find("resource pump") == std::string::npos) {
     violations.push_back(fmt::format("s ended {} ('{}')", proto::InvocationOutcome_Name(s->outcome), s->detail));
   }
   for (const auto& still : bench.locked()) violations.push_back("still locked: " + still);
@@ -370,7 +380,7 @@ void sweep_crash(const char* name, std::vector<std::string> (*scenario)(uint64_t
   std::printf("%s: %llu seeds\n", name, static_cast<unsigned long long>(range.count));
 }
 
-TEST(RoutineLostLockSim, AResourceLostWithItsLeaderStopsTheInvocation) {
+TEST(RoutineLostLockSim, AResourceLostWithItsLeaderAbortsAndRollsBackTheInvocation) {
   sweep_crash("resource lost with its leader", resource_lost_with_its_leader);
 }
 
