@@ -217,11 +217,12 @@ std::optional<std::string> DeviceGroupState::restore_after_lease(Command& undo) 
   const auto known = devices_.find(undo.device);
   Attributes kept;
   std::vector<std::string> overwritten;
-  for (auto& [name, value] : undo.values) {
-    const bool still_ours = known != devices_.end() && [&] {
+  for (const auto& [name, value] : undo.values) {
+    bool still_ours = false;
+    if (known != devices_.end()) {
       const auto writer = known->second.attribute_writers.find(name);
-      return writer != known->second.attribute_writers.end() && writer->second == undo.lock_holder;
-    }();
+      still_ours = writer != known->second.attribute_writers.end() && writer->second == undo.lock_holder;
+    }
     if (still_ours) {
       kept.emplace(name, value);
       continue;

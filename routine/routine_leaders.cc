@@ -791,7 +791,8 @@ std::optional<std::string> RoutineLeaders::lease_candidate(const RoutineGroupSta
                                                            const std::vector<ComboCommand>& commands,
                                                            size_t next) const {
   const auto from_next = commands.begin() + static_cast<std::ptrdiff_t>(next);
-  for (const auto& [device, token] : invocation.locks) {
+  for (const auto& held : invocation.locks) {
+    const std::string& device = held.first;
     auto uses = [&device](auto begin, auto end) {
       return std::any_of(begin, end, [&device](const ComboCommand& c) { return c.command.device == device; });
     };
