@@ -872,19 +872,12 @@ void OlsrProtocol::send_batch(std::vector<Message> batch) {
 }
 
 void OlsrProtocol::count_message(uint8_t type, size_t bytes, Direction direction) {
-  TrafficCounters& counters = traffic_[counted_type(type)][static_cast<size_t>(direction)];
-  if (counters.messages == nullptr) {
-    // Metrics::count_traffic()'s series, made on first use as it makes them.
-    const std::string_view direction_name = direction == Direction::received ? "received" : "sent";
-    const core::Labels labels{{"direction", std::string(direction_name)},
-                              {"layer", "olsr"},
-                              {"scope", "hop"},
-                              {"type", std::string(type_name(type))}};
-    counters.messages = &metrics_.counter("messages_total", labels);
-    counters.bytes = &metrics_.counter("bytes_total", labels);
+  std::optional<core::TrafficCounter>& counter = traffic_[counted_type(type)][static_cast<size_t>(direction)];
+  if (!counter) {
+    counter = metrics_.traffic_counter("hop", "olsr", type_name(type),
+                                       direction == Direction::received ? "received" : "sent");
   }
-  counters.messages->add();
-  counters.bytes->add(bytes);
+  counter->add(bytes);
 }
 
 void OlsrProtocol::count_drop(std::string_view reason) {

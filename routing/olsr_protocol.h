@@ -364,11 +364,7 @@ class OlsrProtocol {
   // on first use: a series lookup per message counted cost as much as
   // processing a duplicate.
   static constexpr size_t kCountedTypes = 5;
-  struct TrafficCounters {
-    core::Counter* messages = nullptr;
-    core::Counter* bytes = nullptr;
-  };
-  std::array<std::array<TrafficCounters, 2>, kCountedTypes> traffic_{};
+  std::array<std::array<std::optional<core::TrafficCounter>, 2>, kCountedTypes> traffic_{};
   std::array<core::Counter*, kCountedTypes> forwarded_{};
   std::function<void()> routes_changed_;
   ExtensionListener extension_listener_;
