@@ -559,13 +559,11 @@ void OlsrProtocol::recompute_routes() {
   local_route_inputs_changed_ = false;
   if (!may_alter) return;
   const core::TimePoint now = env_.now();
-  RoutingInput& input = route_input_;
+  RoutingInput input;
   input.self = options_.main_address;
-  input.symmetric_neighbours.clear();
   for (const auto& [iface, link] : links_) {
     if (link.was_symmetric) input.symmetric_neighbours.push_back({link.neighbour_main, iface});
   }
-  input.two_hop.clear();
   for (const auto& [key, time] : two_hop_) {
     if (!alive(time, now)) continue;
     auto via = neighbours_.find(key.first);
@@ -574,11 +572,10 @@ void OlsrProtocol::recompute_routes() {
   }
   // refresh() expired the set just before: every tuple is alive.
   input.topology = topology_.edges();
-  input.aliases.clear();
   for (const auto& [iface, tuple] : mid_) {
     if (alive(tuple.time, now)) input.aliases[tuple.main].push_back(iface);
   }
-  const std::vector<Route>& routes = route_calculator_.compute(input);
+  std::vector<Route> routes = route_calculator_.compute(input);
   if (routes == routes_) return;
   auto& log = core::log("routing");
   if (log.should_log(spdlog::level::debug)) {
@@ -595,7 +592,7 @@ void OlsrProtocol::recompute_routes() {
       }
     }
   }
-  routes_ = routes;
+  routes_ = std::move(routes);
   if (routes_changed_) routes_changed_();
 }
 

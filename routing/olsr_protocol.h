@@ -355,7 +355,6 @@ class OlsrProtocol {
   // alter is skipped: most topology changes of a large mesh alter no route.
   bool local_route_inputs_changed_ = true;
   RouteCalculator route_calculator_;
-  RoutingInput route_input_;  // recompute_routes()'s, kept to spare allocations
   std::optional<core::TimePoint> last_route_calculation_;
   uint64_t topology_version_ = 0;
   // Set by every HELLO; while it is clear and the earliest link, two-hop or

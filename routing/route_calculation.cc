@@ -7,15 +7,7 @@
 
 namespace mesh::routing::olsr {
 
-void RouteCalculator::Table::reset(size_t expected) {
-  const size_t wanted = std::bit_ceil(std::max<size_t>(16, 2 * expected));
-  // Kept at its size unless short, or so large that clearing and scanning
-  // it would cost more than the routes: the mesh changes slowly.
-  const size_t slots = slots_.size() < wanted || slots_.size() > 4 * wanted ? wanted : slots_.size();
-  slots_.assign(slots, Slot{});
-  shift_ = 64 - std::countr_zero(slots);
-  size_ = 0;
-}
+RouteCalculator::Table::Table(size_t expected) { resize(std::bit_ceil(std::max<size_t>(16, 2 * expected))); }
 
 const RouteCalculator::Slot* RouteCalculator::Table::find(core::Ipv4Address destination) const {
   const Slot& slot = slots_[slot_of(destination)];
@@ -31,12 +23,14 @@ bool RouteCalculator::Table::try_add(const Slot& slot) {
   return true;
 }
 
-void RouteCalculator::Table::sorted_by_destination(std::vector<Route>& out) const {
+void RouteCalculator::Table::sorted_by_destination(std::vector<Slot>& out) const {
   out.clear();
+  out.reserve(size_);
   for (const Slot& slot : slots_) {
-    if (!is_empty(slot)) out.push_back(slot.route);
+    if (!is_empty(slot)) out.push_back(slot);
   }
-  std::sort(out.begin(), out.end(), [](const Route& a, const Route& b) { return a.destination < b.destination; });
+  std::sort(out.begin(), out.end(),
+            [](const Slot& a, const Slot& b) { return a.route.destination < b.route.destination; });
 }
 
 size_t RouteCalculator::Table::slot_of(core::Ipv4Address destination) const {
@@ -55,7 +49,7 @@ void RouteCalculator::Table::resize(size_t slots) {
   }
 }
 
-const std::vector<Route>& RouteCalculator::compute(const RoutingInput& input) {
+std::vector<Route> RouteCalculator::compute(const RoutingInput& input) {
   self_ = input.self;
   // Looked up once per topology edge: hashed (a tree walk of the whole
   // table per lookup grew with the mesh), sorted once at the end. Every
@@ -69,34 +63,34 @@ const std::vector<Route>& RouteCalculator::compute(const RoutingInput& input) {
   for (size_t i = 0; i < input.topology.size(); ++i) {
     originators += i == 0 || input.topology[i].last != input.topology[i - 1].last;
   }
-  table_.reset(2 * input.symmetric_neighbours.size() + input.two_hop.size() + originators + alias_count);
+  Table table(2 * input.symmetric_neighbours.size() + input.two_hop.size() + originators + alias_count);
 
-  neighbours_.assign(input.symmetric_neighbours.begin(), input.symmetric_neighbours.end());
-  std::sort(neighbours_.begin(), neighbours_.end(), [](const auto& a, const auto& b) {
+  auto neighbours = input.symmetric_neighbours;
+  std::sort(neighbours.begin(), neighbours.end(), [](const auto& a, const auto& b) {
     return a.main != b.main ? a.main < b.main : a.link_address < b.link_address;
   });
-  for (const auto& n : neighbours_) {
+  for (const auto& n : neighbours) {
     if (n.main == input.self) continue;
-    table_.try_add(Slot{Route{n.main, n.link_address, 1}, {}, Origin::neighbour});
+    table.try_add(Slot{Route{n.main, n.link_address, 1}, {}, Origin::neighbour});
     // A neighbour heard on another of its interfaces is reached directly there.
     if (n.link_address != n.main) {
-      table_.try_add(Slot{Route{n.link_address, n.link_address, 1}, {}, Origin::neighbour});
+      table.try_add(Slot{Route{n.link_address, n.link_address, 1}, {}, Origin::neighbour});
     }
   }
 
-  two_hop_.assign(input.two_hop.begin(), input.two_hop.end());
-  std::sort(two_hop_.begin(), two_hop_.end(), [](const auto& a, const auto& b) {
+  auto two_hop = input.two_hop;
+  std::sort(two_hop.begin(), two_hop.end(), [](const auto& a, const auto& b) {
     return a.two_hop != b.two_hop ? a.two_hop < b.two_hop : a.via < b.via;
   });
   // Two-hop destinations start the breadth-first pass below, added here in
   // increasing address order.
-  frontier_.clear();
-  for (const auto& t : two_hop_) {
-    if (t.two_hop == input.self || table_.find(t.two_hop) != nullptr) continue;
-    const Slot* via = table_.find(t.via);
+  std::vector<core::NodeId> frontier;
+  for (const auto& t : two_hop) {
+    if (t.two_hop == input.self || table.find(t.two_hop) != nullptr) continue;
+    const Slot* via = table.find(t.via);
     if (via == nullptr || via->route.hops != 1) continue;
-    table_.try_add(Slot{Route{t.two_hop, via->route.next_hop, 2}, {}, Origin::two_hop});
-    frontier_.push_back(t.two_hop);
+    table.try_add(Slot{Route{t.two_hop, via->route.next_hop, 2}, {}, Origin::two_hop});
+    frontier.push_back(t.two_hop);
   }
 
   // Breadth first over the topology set: destinations at h + 1 hops come
@@ -106,46 +100,56 @@ const std::vector<Route>& RouteCalculator::compute(const RoutingInput& input) {
   // edge one integer (last above dest) so the searches and the order check
   // compare words, not pairs of addresses.
   auto edge_key = [](core::NodeId last, core::NodeId dest) { return uint64_t{last.value()} << 32 | dest.value(); };
-  edges_.clear();
-  edges_.reserve(input.topology.size());
-  for (const auto& e : input.topology) edges_.push_back(edge_key(e.last, e.dest));
+  std::vector<uint64_t> edges;
+  edges.reserve(input.topology.size());
+  for (const auto& e : input.topology) edges.push_back(edge_key(e.last, e.dest));
   // OLSR's topology set hands them over in this order already.
-  if (!std::is_sorted(edges_.begin(), edges_.end())) std::sort(edges_.begin(), edges_.end());
-  for (uint32_t h = 2; !frontier_.empty(); ++h) {
-    reached_.clear();
-    for (core::NodeId last : frontier_) {
-      const core::Ipv4Address next_hop = table_.find(last)->route.next_hop;
-      for (auto e = std::lower_bound(edges_.begin(), edges_.end(), edge_key(last, core::NodeId()));
-           e != edges_.end() && *e >> 32 == last.value(); ++e) {
+  if (!std::is_sorted(edges.begin(), edges.end())) std::sort(edges.begin(), edges.end());
+  std::vector<core::NodeId> reached;
+  for (uint32_t h = 2; !frontier.empty(); ++h) {
+    reached.clear();
+    for (core::NodeId last : frontier) {
+      const core::Ipv4Address next_hop = table.find(last)->route.next_hop;
+      for (auto e = std::lower_bound(edges.begin(), edges.end(), edge_key(last, core::NodeId()));
+           e != edges.end() && *e >> 32 == last.value(); ++e) {
         const core::NodeId dest(static_cast<uint32_t>(*e));
         if (dest == input.self) continue;
-        if (table_.try_add(Slot{Route{dest, next_hop, h + 1}, last, Origin::topology})) reached_.push_back(dest);
+        if (table.try_add(Slot{Route{dest, next_hop, h + 1}, last, Origin::topology})) reached.push_back(dest);
       }
     }
-    std::sort(reached_.begin(), reached_.end());
-    frontier_.swap(reached_);
+    std::sort(reached.begin(), reached.end());
+    frontier.swap(reached);
   }
 
   for (const auto& [main, aliases] : input.aliases) {
-    const Slot* slot = table_.find(main);
+    const Slot* slot = table.find(main);
     if (slot == nullptr) continue;
     const Route via_main = slot->route;
     for (auto alias : aliases) {
       if (alias == input.self) continue;
-      table_.try_add(Slot{Route{alias, via_main.next_hop, via_main.hops}, {}, Origin::alias});
+      table.try_add(Slot{Route{alias, via_main.next_hop, via_main.hops}, {}, Origin::alias});
     }
   }
-  table_.sorted_by_destination(routes_);
-  return routes_;
+  table.sorted_by_destination(last_table_);
+  std::vector<Route> routes;
+  routes.reserve(last_table_.size());
+  for (const Slot& slot : last_table_) routes.push_back(slot.route);
+  return routes;
+}
+
+const RouteCalculator::Slot* RouteCalculator::last_slot(core::Ipv4Address destination) const {
+  auto it = std::lower_bound(last_table_.begin(), last_table_.end(), destination,
+                             [](const Slot& slot, core::Ipv4Address d) { return slot.route.destination < d; });
+  return it != last_table_.end() && it->route.destination == destination ? &*it : nullptr;
 }
 
 bool RouteCalculator::edge_change_may_alter(const RoutingInput::TopologyEdge& edge, bool added) const {
   // The pass skips edges to this node, and reads only the edges of the
   // nodes it expands.
   if (edge.dest == self_) return false;
-  const Slot* last = table_.find(edge.last);
+  const Slot* last = last_slot(edge.last);
   if (last == nullptr || (last->origin != Origin::two_hop && last->origin != Origin::topology)) return false;
-  const Slot* dest = table_.find(edge.dest);
+  const Slot* dest = last_slot(edge.dest);
   if (!added) return dest != nullptr && dest->origin == Origin::topology && dest->last == edge.last;
   // An alias's route comes after the pass, which would now claim it.
   if (dest == nullptr || dest->origin == Origin::alias) return true;

@@ -51,9 +51,8 @@ std::vector<Route> compute_routes(const RoutingInput& input);
 // pass never takes) change no route.
 class RouteCalculator {
  public:
-  // The table for `input`, from scratch (as compute_routes()); valid until
-  // the next call.
-  const std::vector<Route>& compute(const RoutingInput& input);
+  // The table for `input`, from scratch (as compute_routes()).
+  std::vector<Route> compute(const RoutingInput& input);
 
   // Whether adding (or removing) the topology edge `edge` to the input of
   // the last compute(), all else equal, may give another table. False only
@@ -78,16 +77,17 @@ class RouteCalculator {
   // The table under construction, keyed by destination, in one array with
   // open addressing: a calculation visits every node of the mesh, up to ten
   // times a second on every node, and a hashed map allocated (and freed) a
-  // node per destination each time. Kept between calculations (cleared, not
-  // freed) and grown when short: sized for every topology edge, its slots
-  // (each cleared, then scanned) would outnumber the routes several times.
+  // node per destination each time. Sized for an expected number of routes
+  // and grown when that was short: sized for every topology edge, its slots
+  // (each cleared, then scanned) outnumbered the routes several times over.
   class Table {
    public:
-    void reset(size_t expected);
+    explicit Table(size_t expected);
     const Slot* find(core::Ipv4Address destination) const;
     // Adds the slot unless its destination has one already; whether it did.
     bool try_add(const Slot& slot);
-    void sorted_by_destination(std::vector<Route>& out) const;
+    // Every slot held, sorted by destination, into `out`.
+    void sorted_by_destination(std::vector<Slot>& out) const;
 
    private:
     // Every route is at least one hop long.
@@ -100,15 +100,15 @@ class RouteCalculator {
     size_t size_ = 0;
   };
 
+  // The last calculation's slot of `destination`, if any.
+  const Slot* last_slot(core::Ipv4Address destination) const;
+
   core::NodeId self_;
-  Table table_;
-  // Scratch, kept to spare allocations per calculation.
-  std::vector<RoutingInput::Neighbour> neighbours_;
-  std::vector<RoutingInput::TwoHop> two_hop_;
-  std::vector<uint64_t> edges_;
-  std::vector<core::NodeId> frontier_;
-  std::vector<core::NodeId> reached_;
-  std::vector<Route> routes_;
+  // How the last calculation found each route, sorted by destination: what
+  // edge_change_may_alter() reads. Kept instead of the hashed table, whose
+  // mostly empty slots would stay allocated on every node between
+  // calculations (100 KB per node in a mesh of 1000).
+  std::vector<Slot> last_table_;
 };
 
 }  // namespace mesh::routing::olsr
