@@ -138,6 +138,17 @@ void Metrics::count_traffic(std::string_view scope, std::string_view layer, std:
   }
 }
 
+TrafficCounter Metrics::traffic_counter(std::string_view scope, std::string_view layer, std::string_view type,
+                                        std::string_view direction) {
+  auto series = [&](std::string_view name) -> Counter& {
+    return counter(name, Labels{{"direction", std::string(direction)},
+                                {"layer", std::string(layer)},
+                                {"scope", std::string(scope)},
+                                {"type", std::string(type)}});
+  };
+  return TrafficCounter(series("messages_total"), series("bytes_total"));
+}
+
 std::vector<Metrics::CounterRow> Metrics::counters() const {
   std::vector<CounterRow> rows;
   rows.reserve(counters_.size());

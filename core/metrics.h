@@ -24,6 +24,25 @@ class Counter {
   uint64_t value_ = 0;
 };
 
+// The two series Metrics::count_traffic() adds to for one (scope, layer,
+// type, direction), found once: layers that count every message and
+// datagram keep one per kind they send, instead of building and hashing a
+// series key per message.
+class TrafficCounter {
+ public:
+  void add(uint64_t bytes) {
+    messages_->add();
+    bytes_->add(bytes);
+  }
+
+ private:
+  friend class Metrics;
+  TrafficCounter(Counter& messages, Counter& bytes) : messages_(&messages), bytes_(&bytes) {}
+
+  Counter* messages_;
+  Counter* bytes_;
+};
+
 // Log-bucketed histogram (about 4 % relative error on quantiles), constant
 // memory, for latencies and sizes.
 class Histogram {
@@ -73,6 +92,9 @@ class Metrics {
   // "received". Adds to messages_total and bytes_total.
   void count_traffic(std::string_view scope, std::string_view layer, std::string_view type,
                      std::string_view direction, uint64_t bytes);
+  // count_traffic()'s series, for counting many messages through it.
+  TrafficCounter traffic_counter(std::string_view scope, std::string_view layer, std::string_view type,
+                                 std::string_view direction);
 
   struct CounterRow {
     std::string series;  // name{k=v,...}

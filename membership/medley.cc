@@ -173,7 +173,7 @@ void Medley::leave() {
   for (core::NodeId to : others) {
     proto::MembershipBody body;
     fill_updates(to, body.mutable_gossip()->mutable_updates());
-    send(to, body, "gossip");
+    send(to, body, Sent::gossip);
   }
   core::log("membership").info("left self={} incarnation={}", self().to_string(), me.incarnation);
 }
@@ -259,7 +259,7 @@ void Medley::start_probe() {
   ping->set_seq(probe_->seq);
   ping->set_target(target->value());
   fill_updates(*target, ping->mutable_updates());
-  send(*target, body, "ping");
+  send(*target, body, Sent::ping);
   const uint64_t seq = probe_->seq;
   indirect_timer_.start(health_.scale(options_.probe_timeout), [this, seq] { probe_indirect(seq); });
 }
@@ -282,7 +282,7 @@ void Medley::probe_indirect(uint64_t seq) {
     ping->set_seq(seq);
     ping->set_target(probe_->target.value());
     fill_updates(probe_->target, ping->mutable_updates());
-    send(probe_->target, body, "ping");
+    send(probe_->target, body, Sent::ping);
   }
   for (core::NodeId helper : helpers) {
     indirect_probes_.add();
@@ -291,7 +291,7 @@ void Medley::probe_indirect(uint64_t seq) {
     req->set_seq(seq);
     req->set_target(probe_->target.value());
     fill_updates(helper, req->mutable_updates());
-    send(helper, body, "ping_req");
+    send(helper, body, Sent::ping_req);
   }
 }
 
@@ -374,7 +374,7 @@ void Medley::send_reconnect_ping(core::NodeId target) {
   ping->set_seq(next_seq_++);
   ping->set_target(target.value());
   fill_updates(target, ping->mutable_updates());
-  send(target, body, "ping");
+  send(target, body, Sent::ping);
 }
 
 core::Duration Medley::push_pull_interval() const {
@@ -550,7 +550,7 @@ void Medley::about_self(const MemberRecord& record) {
   for (core::NodeId to : tell) {
     proto::MembershipBody body;
     to_wire(table_.record_of(self()), body.mutable_gossip()->add_updates());
-    send(to, body, "gossip");
+    send(to, body, Sent::gossip);
   }
 }
 
@@ -586,25 +586,58 @@ void Medley::fill_updates(core::NodeId to, google::protobuf::RepeatedPtrField<pr
   }
   // Where the piggy-back bytes go, by the state each record announces.
   for (const proto::MemberRecord& r : *out) {
-    const char* state = r.state() == proto::MEMBER_ALIVE     ? "alive"
-                        : r.state() == proto::MEMBER_SUSPECT ? "suspect"
-                        : r.state() == proto::MEMBER_FAILED  ? "failed"
-                                                             : "left";
-    metrics_.counter("membership_piggyback_records_total", "state", state).add();
-    metrics_.counter("membership_piggyback_bytes_total", "state", state).add(r.ByteSizeLong() + 2);
+    const size_t state = r.state() == proto::MEMBER_ALIVE     ? 0
+                         : r.state() == proto::MEMBER_SUSPECT ? 1
+                         : r.state() == proto::MEMBER_FAILED  ? 2
+                                                              : 3;
+    PiggybackCounters& counters = piggyback_[state];
+    if (counters.records == nullptr) {
+      const char* name = std::array{"alive", "suspect", "failed", "left"}[state];
+      counters.records = &metrics_.counter("membership_piggyback_records_total", "state", name);
+      counters.bytes = &metrics_.counter("membership_piggyback_bytes_total", "state", name);
+    }
+    counters.records->add();
+    counters.bytes->add(r.ByteSizeLong() + 2);
   }
 }
 
-void Medley::count_sent(core::NodeId to, const char* type, size_t bytes) {
-  metrics_.counter("membership_sent_total", "type", type).add();
-  metrics_.counter("membership_sent_bytes_total", "type", type).add(bytes);
+const char* Medley::sent_name(Sent type) {
+  switch (type) {
+    case Sent::ping:
+      return "ping";
+    case Sent::ping_req:
+      return "ping_req";
+    case Sent::ack:
+      return "ack";
+    case Sent::nack:
+      return "nack";
+    case Sent::gossip:
+      return "gossip";
+    case Sent::sync_request:
+      return "sync_request";
+    case Sent::sync_response:
+      return "sync_response";
+  }
+  return "unknown";
+}
+
+void Medley::count_sent(core::NodeId to, Sent type, size_t bytes) {
+  SentCounters& counters = sent_[static_cast<size_t>(type)];
+  if (counters.messages == nullptr) {
+    const char* name = sent_name(type);
+    counters.messages = &metrics_.counter("membership_sent_total", "type", name);
+    counters.bytes = &metrics_.counter("membership_sent_bytes_total", "type", name);
+    counters.hop_bytes = &metrics_.counter("membership_sent_hop_bytes_total", "type", name);
+  }
+  counters.messages->add();
+  counters.bytes->add(bytes);
   // Body bytes times the hops they cross: what the mesh carries, by type.
   const uint32_t hops = distances_.hops_to(to).value_or(1);
-  metrics_.counter("membership_sent_hop_bytes_total", "type", type).add(bytes * hops);
+  counters.hop_bytes->add(bytes * hops);
   message_bytes_.record(static_cast<double>(bytes));
 }
 
-void Medley::send(core::NodeId to, const proto::MembershipBody& body, const char* type) {
+void Medley::send(core::NodeId to, const proto::MembershipBody& body, Sent type) {
   std::string bytes = body.SerializeAsString();
   count_sent(to, type, bytes.size());
   messenger_.send(to, kBodyType, std::move(bytes));
@@ -651,7 +684,7 @@ void Medley::handle_ping(core::NodeId from, const proto::Ping& ping) {
   ack->set_seq(ping.seq());
   ack->set_target(self().value());
   fill_updates(from, ack->mutable_updates());
-  send(from, body, "ack");
+  send(from, body, Sent::ack);
 }
 
 void Medley::handle_ack(core::NodeId from, const proto::Ack& ack) {
@@ -671,7 +704,7 @@ void Medley::handle_ack(core::NodeId from, const proto::Ack& ack) {
   forward->set_seq(relay.requester_seq);
   forward->set_target(target.value());
   fill_updates(relay.requester, forward->mutable_updates());
-  send(relay.requester, body, "ack");
+  send(relay.requester, body, Sent::ack);
 }
 
 void Medley::handle_ping_req(core::NodeId from, const proto::PingReq& req) {
@@ -693,7 +726,7 @@ void Medley::handle_ping_req(core::NodeId from, const proto::PingReq& req) {
     proto::MembershipBody nack;
     nack.mutable_nack()->set_seq(it->second.requester_seq);
     nack.mutable_nack()->set_target(it->second.target.value());
-    send(it->second.requester, nack, "nack");
+    send(it->second.requester, nack, Sent::nack);
     // A late ack is still relayed for a while: the requester waits until
     // the end of its protocol period.
     it->second.timer->start(timeout, [this, seq] { relays_.erase(seq); });
@@ -703,7 +736,7 @@ void Medley::handle_ping_req(core::NodeId from, const proto::PingReq& req) {
   ping->set_seq(seq);
   ping->set_target(target.value());
   fill_updates(target, ping->mutable_updates());
-  send(target, body, "ping");
+  send(target, body, Sent::ping);
 }
 
 void Medley::handle_nack(const proto::Nack& nack) {
@@ -726,7 +759,7 @@ void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after) {
   core::RetryPolicy retry;
   retry.deadline = options_.sync_request_deadline;
   std::string bytes = body.SerializeAsString();
-  count_sent(peer, "sync_request", bytes.size());
+  count_sent(peer, Sent::sync_request, bytes.size());
   auto id = std::make_shared<uint64_t>(0);
   *id = messenger_.request(
       peer, kBodyType, std::move(bytes),
@@ -788,7 +821,7 @@ void Medley::on_sync_request(const core::Message& request, core::Responder respo
     to_wire(record, resp->add_members());
   }
   std::string bytes = reply.SerializeAsString();
-  count_sent(request.src, "sync_response", bytes.size());
+  count_sent(request.src, Sent::sync_response, bytes.size());
   responder.respond(std::move(bytes));
   if (req.reverse() && after.is_unspecified() && running_) sync_from(request.src, false, core::NodeId());
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -144,8 +145,12 @@ class Medley final : public MemberView {
   // Updates for a message to `to`: its own record first when we think it is
   // not alive (so it can refute at once), then the queue's.
   void fill_updates(core::NodeId to, google::protobuf::RepeatedPtrField<proto::MemberRecord>* out);
-  void send(core::NodeId to, const proto::MembershipBody& body, const char* type);
-  void count_sent(core::NodeId to, const char* type, size_t bytes);
+  // What Medley sends: the type label of its traffic series.
+  enum class Sent : uint8_t { ping, ping_req, ack, nack, gossip, sync_request, sync_response };
+  static constexpr size_t kSentTypes = 7;
+  static const char* sent_name(Sent type);
+  void send(core::NodeId to, const proto::MembershipBody& body, Sent type);
+  void count_sent(core::NodeId to, Sent type, size_t bytes);
   void heard(core::NodeId id) { last_heard_[id] = env_.now(); }
   void emit(MemberEventKind kind, const Member& member);
   void set_self(const Member& self);
@@ -197,6 +202,21 @@ class Medley final : public MemberView {
   core::Counter& decode_errors_;
   core::Counter& syncs_;
   core::Histogram& message_bytes_;  // membership body bytes per message sent
+  // The series of every message sent, by type, and of the records piggy-
+  // backed on them, by state (alive, suspect, failed, left), each found on
+  // first use: a series lookup by string key per message and per record
+  // cost more than the counting.
+  struct SentCounters {
+    core::Counter* messages = nullptr;
+    core::Counter* bytes = nullptr;
+    core::Counter* hop_bytes = nullptr;
+  };
+  std::array<SentCounters, kSentTypes> sent_{};
+  struct PiggybackCounters {
+    core::Counter* records = nullptr;
+    core::Counter* bytes = nullptr;
+  };
+  std::array<PiggybackCounters, 4> piggyback_{};
 };
 
 }  // namespace mesh::membership

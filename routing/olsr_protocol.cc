@@ -278,7 +278,7 @@ void OlsrProtocol::process_hello(core::Ipv4Address from, const Message& message,
                                 message.originator.to_string());
   }
   if (link.neighbour_main != message.originator) {
-    if (!created) routes_dirty_ = neighbourhood_changed_ = true;
+    if (!created) routes_dirty_ = local_route_inputs_changed_ = neighbourhood_changed_ = true;
     link.neighbour_main = message.originator;
   }
   link.asym_time = now + validity;
@@ -304,7 +304,7 @@ void OlsrProtocol::process_hello(core::Ipv4Address from, const Message& message,
   // §8.1 neighbour set.
   auto [neighbour, new_neighbour] = neighbours_.try_emplace(message.originator);
   if (new_neighbour || neighbour->second.willingness != hello.willingness) {
-    if (!new_neighbour) routes_dirty_ = neighbourhood_changed_ = true;
+    if (!new_neighbour) routes_dirty_ = local_route_inputs_changed_ = neighbourhood_changed_ = true;
     neighbour->second.willingness = hello.willingness;
   }
 
@@ -327,11 +327,11 @@ void OlsrProtocol::process_hello(core::Ipv4Address from, const Message& message,
       }
       const auto key = std::pair{message.originator, main_of(address)};
       if (neighbour_type == static_cast<uint8_t>(NeighbourType::not_neighbour)) {
-        if (two_hop_.erase(key)) routes_dirty_ = neighbourhood_changed_ = true;
+        if (two_hop_.erase(key)) routes_dirty_ = local_route_inputs_changed_ = neighbourhood_changed_ = true;
       } else {
         auto [entry, added] = two_hop_.insert_or_assign(key, now + validity);
         (void)entry;
-        if (added) routes_dirty_ = neighbourhood_changed_ = true;
+        if (added) routes_dirty_ = local_route_inputs_changed_ = neighbourhood_changed_ = true;
       }
     }
   }
@@ -359,7 +359,7 @@ void OlsrProtocol::process_mid(const Message& message, const Mid& mid) {
       if (it->second.main != message.originator) added = true;
     }
     it->second = MidTuple{message.originator, until};
-    if (added) routes_dirty_ = neighbourhood_changed_ = true;
+    if (added) routes_dirty_ = local_route_inputs_changed_ = neighbourhood_changed_ = true;
   }
 }
 
@@ -440,7 +440,7 @@ void OlsrProtocol::refresh_neighbourhood(core::TimePoint now) {
 
   for (auto it = links_.begin(); it != links_.end();) {
     if (!alive(it->second.time, now)) {
-      if (it->second.was_symmetric) routes_dirty_ = neighbourhood_changed_ = true;
+      if (it->second.was_symmetric) routes_dirty_ = local_route_inputs_changed_ = neighbourhood_changed_ = true;
       log()->debug("olsr link expired iface={}", it->first.to_string());
       it = links_.erase(it);
       continue;
@@ -448,7 +448,7 @@ void OlsrProtocol::refresh_neighbourhood(core::TimePoint now) {
     const bool symmetric = alive(it->second.sym_time, now);
     if (symmetric != it->second.was_symmetric) {
       it->second.was_symmetric = symmetric;
-      routes_dirty_ = neighbourhood_changed_ = true;
+      routes_dirty_ = local_route_inputs_changed_ = neighbourhood_changed_ = true;
     }
     ++it;
   }
@@ -485,7 +485,7 @@ void OlsrProtocol::refresh_neighbourhood(core::TimePoint now) {
   for (auto it = two_hop_.begin(); it != two_hop_.end();) {
     if (!alive(it->second, now) || !symmetric_neighbour(it->first.first)) {
       it = two_hop_.erase(it);
-      routes_dirty_ = neighbourhood_changed_ = true;
+      routes_dirty_ = local_route_inputs_changed_ = neighbourhood_changed_ = true;
     } else {
       ++it;
     }
@@ -550,6 +550,14 @@ void OlsrProtocol::recompute_mprs() {
 }
 
 void OlsrProtocol::recompute_routes() {
+  const auto& changes = topology_.changes();
+  const bool may_alter =
+      local_route_inputs_changed_ || std::any_of(changes.begin(), changes.end(), [&](const auto& change) {
+        return route_calculator_.edge_change_may_alter(change.edge, change.added);
+      });
+  topology_.clear_changes();
+  local_route_inputs_changed_ = false;
+  if (!may_alter) return;
   const core::TimePoint now = env_.now();
   RoutingInput input;
   input.self = options_.main_address;
@@ -567,7 +575,7 @@ void OlsrProtocol::recompute_routes() {
   for (const auto& [iface, tuple] : mid_) {
     if (alive(tuple.time, now)) input.aliases[tuple.main].push_back(iface);
   }
-  std::vector<Route> routes = compute_routes(input);
+  std::vector<Route> routes = route_calculator_.compute(input);
   if (routes == routes_) return;
   auto& log = core::log("routing");
   if (log.should_log(spdlog::level::debug)) {
@@ -628,7 +636,7 @@ void OlsrProtocol::expire_topology(core::TimePoint now) {
 void OlsrProtocol::expire_mid(core::TimePoint now) {
   while (auto iface = mid_expiry_.pop_expired(now)) {
     mid_.erase(*iface);
-    routes_dirty_ = neighbourhood_changed_ = true;
+    routes_dirty_ = local_route_inputs_changed_ = neighbourhood_changed_ = true;
   }
 }
 
@@ -872,19 +880,12 @@ void OlsrProtocol::send_batch(std::vector<Message> batch) {
 }
 
 void OlsrProtocol::count_message(uint8_t type, size_t bytes, Direction direction) {
-  TrafficCounters& counters = traffic_[counted_type(type)][static_cast<size_t>(direction)];
-  if (counters.messages == nullptr) {
-    // Metrics::count_traffic()'s series, made on first use as it makes them.
-    const std::string_view direction_name = direction == Direction::received ? "received" : "sent";
-    const core::Labels labels{{"direction", std::string(direction_name)},
-                              {"layer", "olsr"},
-                              {"scope", "hop"},
-                              {"type", std::string(type_name(type))}};
-    counters.messages = &metrics_.counter("messages_total", labels);
-    counters.bytes = &metrics_.counter("bytes_total", labels);
+  std::optional<core::TrafficCounter>& counter = traffic_[counted_type(type)][static_cast<size_t>(direction)];
+  if (!counter) {
+    counter = metrics_.traffic_counter("hop", "olsr", type_name(type),
+                                       direction == Direction::received ? "received" : "sent");
   }
-  counters.messages->add();
-  counters.bytes->add(bytes);
+  counter->add(bytes);
 }
 
 void OlsrProtocol::count_drop(std::string_view reason) {

@@ -349,6 +349,12 @@ class OlsrProtocol {
   bool neighbourhood_changed_ = false;  // MPR inputs
   bool selectors_changed_ = false;      // ANSN
   bool routes_dirty_ = false;           // route calculation inputs
+  // The neighbour, two-hop or MID part of the route inputs changed since the
+  // last calculation. While it is clear, the topology set's changes alone
+  // are tested against the last table, and a calculation none of them can
+  // alter is skipped: most topology changes of a large mesh alter no route.
+  bool local_route_inputs_changed_ = true;
+  RouteCalculator route_calculator_;
   std::optional<core::TimePoint> last_route_calculation_;
   uint64_t topology_version_ = 0;
   // Set by every HELLO; while it is clear and the earliest link, two-hop or
@@ -364,11 +370,7 @@ class OlsrProtocol {
   // on first use: a series lookup per message counted cost as much as
   // processing a duplicate.
   static constexpr size_t kCountedTypes = 5;
-  struct TrafficCounters {
-    core::Counter* messages = nullptr;
-    core::Counter* bytes = nullptr;
-  };
-  std::array<std::array<TrafficCounters, 2>, kCountedTypes> traffic_{};
+  std::array<std::array<std::optional<core::TrafficCounter>, 2>, kCountedTypes> traffic_{};
   std::array<core::Counter*, kCountedTypes> forwarded_{};
   std::function<void()> routes_changed_;
   ExtensionListener extension_listener_;

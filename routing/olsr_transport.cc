@@ -25,12 +25,26 @@ std::string_view type_name(core::MessageKind kind) {
   return "unknown";
 }
 
-void count(core::Metrics& metrics, std::string_view scope, const core::Message& message, std::string_view direction,
-           size_t bytes) {
-  metrics.count_traffic(scope, body_type_name(message.body_type), type_name(message.kind), direction, bytes);
+}  // namespace
+
+core::TrafficCounter& OlsrTransport::traffic(Scope scope, Direction direction, uint32_t body_type,
+                                             core::MessageKind kind) {
+  auto layer =
+      std::find_if(traffic_.begin(), traffic_.end(), [&](const LayerTraffic& t) { return t.body_type == body_type; });
+  if (layer == traffic_.end()) layer = traffic_.insert(traffic_.end(), LayerTraffic{body_type, {}});
+  const size_t index =
+      (static_cast<size_t>(kind) * 2 + static_cast<size_t>(scope)) * 2 + static_cast<size_t>(direction);
+  std::optional<core::TrafficCounter>& counter = layer->counters[index];
+  if (!counter) {
+    counter = metrics_.traffic_counter(scope == Scope::e2e ? "e2e" : "hop", body_type_name(body_type), type_name(kind),
+                                       direction == Direction::sent ? "sent" : "received");
+  }
+  return *counter;
 }
 
-}  // namespace
+void OlsrTransport::count(Scope scope, Direction direction, const core::Message& message, size_t bytes) {
+  traffic(scope, direction, message.body_type, message.kind).add(bytes);
+}
 
 OlsrTransport::OlsrTransport(core::Env& env, core::Link& link, const olsr::OlsrProtocol& olsr, core::Metrics& metrics,
                              Options options, const AgentDirectory* agents)
@@ -60,7 +74,7 @@ core::SendStatus OlsrTransport::send(core::Message message) {
   if (message.ttl == 0) message.ttl = options_.default_ttl;
 
   if (message.dst == self()) {
-    count(metrics_, "e2e", message, "sent", message.body.size());
+    count(Scope::e2e, Direction::sent, message, message.body.size());
     local_.push_back(std::move(message));
     if (!local_timer_.active()) local_timer_.start(core::Duration::zero(), [this] { deliver_local(); });
     return core::SendStatus::sent;
@@ -89,8 +103,8 @@ std::optional<core::SendStatus> OlsrTransport::transmit_routed(core::Message mes
   const core::ByteSpan datagram(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   if (!link_.send_routed(to, datagram)) return std::nullopt;
   routed_sent_.add();
-  if (at_source) count(metrics_, "e2e", message, "sent", bytes.size());
-  count(metrics_, "hop", message, "sent", bytes.size());
+  if (at_source) count(Scope::e2e, Direction::sent, message, bytes.size());
+  count(Scope::hop, Direction::sent, message, bytes.size());
   return core::SendStatus::sent;
 }
 
@@ -120,15 +134,15 @@ core::SendStatus OlsrTransport::transmit(const core::Message& message, std::opti
   }
   // A message leaving its source is one end-to-end send; a forwarded one is
   // only more hop-by-hop traffic.
-  if (message.hops == 0) count(metrics_, "e2e", message, "sent", bytes.size());
-  count(metrics_, "hop", message, "sent", bytes.size());
+  if (message.hops == 0) count(Scope::e2e, Direction::sent, message, bytes.size());
+  count(Scope::hop, Direction::sent, message, bytes.size());
   if (hop_seq != 0) {
-    hop_arq_.track(hop_seq, *next_hop,
-                   [this, to = *next_hop, layer = body_type_name(message.body_type), type = type_name(message.kind),
-                    bytes = std::move(bytes)] {
-                     link_.send(to, core::ByteSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-                     metrics_.count_traffic("hop", layer, type, "sent", bytes.size());
-                   });
+    hop_arq_.track(
+        hop_seq, *next_hop,
+        [this, to = *next_hop, body_type = message.body_type, kind = message.kind, bytes = std::move(bytes)] {
+          link_.send(to, core::ByteSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+          traffic(Scope::hop, Direction::sent, body_type, kind).add(bytes.size());
+        });
   }
   return core::SendStatus::sent;
 }
@@ -153,7 +167,7 @@ void OlsrTransport::receive(core::Ipv4Address from, core::ByteSpan datagram) {
     return;
   }
   core::Message& message = *decoded->message;
-  count(metrics_, "hop", message, "received", datagram.size());
+  count(Scope::hop, Direction::received, message, datagram.size());
   if (decoded->hop_seq != 0) {
     // Every copy is acked, so a lost ack is repaired by the retransmission
     // it caused; only the first is handed on.
@@ -172,7 +186,7 @@ void OlsrTransport::receive(core::Ipv4Address from, core::ByteSpan datagram) {
     return;
   }
   if (message.dst == self()) {
-    count(metrics_, "e2e", message, "received", datagram.size());
+    count(Scope::e2e, Direction::received, message, datagram.size());
     deliver(message);
     return;
   }
@@ -202,7 +216,7 @@ void OlsrTransport::on_flood(core::NodeId from, core::Message message, size_t by
   bool inserted = false;
   FloodEntry& entry = remember(FloodKey{message.src, message.msg_id}, inserted);
   if (inserted) {
-    count(metrics_, "e2e", message, "received", bytes);
+    count(Scope::e2e, Direction::received, message, bytes);
     deliver(message);
   }
   // §3.4.1: a copy first heard from a non-selector may still be retransmitted
@@ -256,7 +270,7 @@ void OlsrTransport::deliver_local() {
   std::deque<core::Message> batch;
   batch.swap(local_);
   for (auto& message : batch) {
-    count(metrics_, "e2e", message, "received", message.body.size());
+    count(Scope::e2e, Direction::received, message, message.body.size());
     deliver(message);
   }
 }

@@ -1,10 +1,12 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "core/env.h"
 #include "core/link.h"
@@ -137,6 +139,13 @@ class OlsrTransport final : public core::Transport {
   void deliver(const core::Message& message);
   void deliver_local();
   void drop(std::string_view reason, const core::Message* message = nullptr);
+  enum class Scope : uint8_t { e2e, hop };
+  enum class Direction : uint8_t { sent, received };
+  // Metrics::count_traffic()'s series for messages of `body_type` and
+  // `kind`, found on first use: counting every message and datagram by a
+  // series key built and hashed each time cost more than routing it.
+  core::TrafficCounter& traffic(Scope scope, Direction direction, uint32_t body_type, core::MessageKind kind);
+  void count(Scope scope, Direction direction, const core::Message& message, size_t bytes);
 
   core::Env& env_;
   core::Link& link_;
@@ -155,6 +164,13 @@ class OlsrTransport final : public core::Transport {
   core::Counter& flood_retransmitted_;
   core::Counter& routed_sent_;
   core::Histogram& delivered_hops_;
+  // traffic()'s series by body type (a handful: the layers above, and what
+  // the envelope decoder accepts), each by kind, scope and direction.
+  struct LayerTraffic {
+    uint32_t body_type;
+    std::array<std::optional<core::TrafficCounter>, 16> counters;
+  };
+  std::vector<LayerTraffic> traffic_;
 };
 
 }  // namespace mesh::routing

@@ -6,68 +6,51 @@
 #include <utility>
 
 namespace mesh::routing::olsr {
-namespace {
 
-// The table under construction, keyed by destination, in one array with
-// open addressing: a calculation visits every node of the mesh, up to ten
-// times a second on every node, and a hashed map allocated (and freed) a node
-// per destination each time. Sized for an expected number of routes and
-// grown when that was short: sized for every topology edge, its slots (each
-// cleared, then scanned) outnumbered the routes several times over.
-class RouteTable {
- public:
-  explicit RouteTable(size_t expected) { resize(std::bit_ceil(std::max<size_t>(16, 2 * expected))); }
+RouteCalculator::Table::Table(size_t expected) { resize(std::bit_ceil(std::max<size_t>(16, 2 * expected))); }
 
-  const Route* find(core::Ipv4Address destination) const {
-    const Route& slot = slots_[slot_of(destination)];
-    return is_empty(slot) ? nullptr : &slot;
-  }
-  // Adds `route` unless its destination has one already; whether it did.
-  bool try_add(const Route& route) {
-    Route& slot = slots_[slot_of(route.destination)];
-    if (!is_empty(slot)) return false;
-    slot = route;
-    // At most half full, so probes stay short and always end.
-    if (2 * ++size_ > slots_.size()) resize(2 * slots_.size());
-    return true;
-  }
-  std::vector<Route> sorted_by_destination() const {
-    std::vector<Route> routes;
-    for (const Route& slot : slots_) {
-      if (!is_empty(slot)) routes.push_back(slot);
-    }
-    std::sort(routes.begin(), routes.end(),
-              [](const Route& a, const Route& b) { return a.destination < b.destination; });
-    return routes;
-  }
+const RouteCalculator::Slot* RouteCalculator::Table::find(core::Ipv4Address destination) const {
+  const Slot& slot = slots_[slot_of(destination)];
+  return is_empty(slot) ? nullptr : &slot;
+}
 
- private:
-  // Every route is at least one hop long.
-  static bool is_empty(const Route& slot) { return slot.hops == 0; }
+bool RouteCalculator::Table::try_add(const Slot& slot) {
+  Slot& at = slots_[slot_of(slot.route.destination)];
+  if (!is_empty(at)) return false;
+  at = slot;
+  // At most half full, so probes stay short and always end.
+  if (2 * ++size_ > slots_.size()) resize(2 * slots_.size());
+  return true;
+}
+
+void RouteCalculator::Table::sorted_by_destination(std::vector<Slot>& out) const {
+  out.clear();
+  out.reserve(size_);
+  for (const Slot& slot : slots_) {
+    if (!is_empty(slot)) out.push_back(slot);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Slot& a, const Slot& b) { return a.route.destination < b.route.destination; });
+}
+
+size_t RouteCalculator::Table::slot_of(core::Ipv4Address destination) const {
   // Fibonacci hashing: addresses of one subnet differ in their low bits only.
-  size_t slot_of(core::Ipv4Address destination) const {
-    constexpr uint64_t kGoldenRatio = 0x9e3779b97f4a7c15;
-    size_t i = static_cast<size_t>((uint64_t{destination.value()} * kGoldenRatio) >> shift_);
-    while (!is_empty(slots_[i]) && slots_[i].destination != destination) i = (i + 1) & (slots_.size() - 1);
-    return i;
+  constexpr uint64_t kGoldenRatio = 0x9e3779b97f4a7c15;
+  size_t i = static_cast<size_t>((uint64_t{destination.value()} * kGoldenRatio) >> shift_);
+  while (!is_empty(slots_[i]) && slots_[i].route.destination != destination) i = (i + 1) & (slots_.size() - 1);
+  return i;
+}
+
+void RouteCalculator::Table::resize(size_t slots) {
+  std::vector<Slot> old = std::exchange(slots_, std::vector<Slot>(slots));
+  shift_ = 64 - std::countr_zero(slots);
+  for (const Slot& slot : old) {
+    if (!is_empty(slot)) slots_[slot_of(slot.route.destination)] = slot;
   }
+}
 
-  void resize(size_t slots) {
-    std::vector<Route> old = std::exchange(slots_, std::vector<Route>(slots));
-    shift_ = 64 - std::countr_zero(slots);
-    for (const Route& route : old) {
-      if (!is_empty(route)) slots_[slot_of(route.destination)] = route;
-    }
-  }
-
-  std::vector<Route> slots_;
-  int shift_ = 0;
-  size_t size_ = 0;
-};
-
-}  // namespace
-
-std::vector<Route> compute_routes(const RoutingInput& input) {
+std::vector<Route> RouteCalculator::compute(const RoutingInput& input) {
+  self_ = input.self;
   // Looked up once per topology edge: hashed (a tree walk of the whole
   // table per lookup grew with the mesh), sorted once at the end. Every
   // route's destination is a neighbour (or its link address), a two-hop
@@ -80,7 +63,7 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
   for (size_t i = 0; i < input.topology.size(); ++i) {
     originators += i == 0 || input.topology[i].last != input.topology[i - 1].last;
   }
-  RouteTable table(2 * input.symmetric_neighbours.size() + input.two_hop.size() + originators + alias_count);
+  Table table(2 * input.symmetric_neighbours.size() + input.two_hop.size() + originators + alias_count);
 
   auto neighbours = input.symmetric_neighbours;
   std::sort(neighbours.begin(), neighbours.end(), [](const auto& a, const auto& b) {
@@ -88,9 +71,11 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
   });
   for (const auto& n : neighbours) {
     if (n.main == input.self) continue;
-    table.try_add(Route{n.main, n.link_address, 1});
+    table.try_add(Slot{Route{n.main, n.link_address, 1}, {}, Origin::neighbour});
     // A neighbour heard on another of its interfaces is reached directly there.
-    if (n.link_address != n.main) table.try_add(Route{n.link_address, n.link_address, 1});
+    if (n.link_address != n.main) {
+      table.try_add(Slot{Route{n.link_address, n.link_address, 1}, {}, Origin::neighbour});
+    }
   }
 
   auto two_hop = input.two_hop;
@@ -102,9 +87,9 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
   std::vector<core::NodeId> frontier;
   for (const auto& t : two_hop) {
     if (t.two_hop == input.self || table.find(t.two_hop) != nullptr) continue;
-    const Route* via = table.find(t.via);
-    if (via == nullptr || via->hops != 1) continue;
-    table.try_add(Route{t.two_hop, via->next_hop, 2});
+    const Slot* via = table.find(t.via);
+    if (via == nullptr || via->route.hops != 1) continue;
+    table.try_add(Slot{Route{t.two_hop, via->route.next_hop, 2}, {}, Origin::two_hop});
     frontier.push_back(t.two_hop);
   }
 
@@ -124,12 +109,12 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
   for (uint32_t h = 2; !frontier.empty(); ++h) {
     reached.clear();
     for (core::NodeId last : frontier) {
-      const core::Ipv4Address next_hop = table.find(last)->next_hop;
+      const core::Ipv4Address next_hop = table.find(last)->route.next_hop;
       for (auto e = std::lower_bound(edges.begin(), edges.end(), edge_key(last, core::NodeId()));
            e != edges.end() && *e >> 32 == last.value(); ++e) {
         const core::NodeId dest(static_cast<uint32_t>(*e));
         if (dest == input.self) continue;
-        if (table.try_add(Route{dest, next_hop, h + 1})) reached.push_back(dest);
+        if (table.try_add(Slot{Route{dest, next_hop, h + 1}, last, Origin::topology})) reached.push_back(dest);
       }
     }
     std::sort(reached.begin(), reached.end());
@@ -137,15 +122,47 @@ std::vector<Route> compute_routes(const RoutingInput& input) {
   }
 
   for (const auto& [main, aliases] : input.aliases) {
-    const Route* route = table.find(main);
-    if (route == nullptr) continue;
-    const Route via_main = *route;
+    const Slot* slot = table.find(main);
+    if (slot == nullptr) continue;
+    const Route via_main = slot->route;
     for (auto alias : aliases) {
       if (alias == input.self) continue;
-      table.try_add(Route{alias, via_main.next_hop, via_main.hops});
+      table.try_add(Slot{Route{alias, via_main.next_hop, via_main.hops}, {}, Origin::alias});
     }
   }
-  return table.sorted_by_destination();
+  table.sorted_by_destination(last_table_);
+  std::vector<Route> routes;
+  routes.reserve(last_table_.size());
+  for (const Slot& slot : last_table_) routes.push_back(slot.route);
+  return routes;
+}
+
+const RouteCalculator::Slot* RouteCalculator::last_slot(core::Ipv4Address destination) const {
+  auto it = std::lower_bound(last_table_.begin(), last_table_.end(), destination,
+                             [](const Slot& slot, core::Ipv4Address d) { return slot.route.destination < d; });
+  return it != last_table_.end() && it->route.destination == destination ? &*it : nullptr;
+}
+
+bool RouteCalculator::edge_change_may_alter(const RoutingInput::TopologyEdge& edge, bool added) const {
+  // The pass skips edges to this node, and reads only the edges of the
+  // nodes it expands.
+  if (edge.dest == self_) return false;
+  const Slot* last = last_slot(edge.last);
+  if (last == nullptr || (last->origin != Origin::two_hop && last->origin != Origin::topology)) return false;
+  const Slot* dest = last_slot(edge.dest);
+  if (!added) return dest != nullptr && dest->origin == Origin::topology && dest->last == edge.last;
+  // An alias's route comes after the pass, which would now claim it.
+  if (dest == nullptr || dest->origin == Origin::alias) return true;
+  const uint32_t via_edge = last->route.hops + 1;
+  if (dest->route.hops != via_edge) return dest->route.hops > via_edge;
+  // At the same level the lowest last hop wins; neighbour and two-hop
+  // routes are shorter than any the pass makes.
+  return dest->last > edge.last;
+}
+
+std::vector<Route> compute_routes(const RoutingInput& input) {
+  RouteCalculator calculator;
+  return calculator.compute(input);
 }
 
 }  // namespace mesh::routing::olsr

@@ -56,8 +56,27 @@ bool TopologySet::apply_tc(core::NodeId originator, uint16_t ansn, std::span<con
     entries_.push_back(Entry{dest, until});
   }
   for (; kept < kept_end; ++kept) entries_.push_back(Entry{edges_[kept].dest, times_[kept]});
+  record_changes(begin, end, originator, entries_);
   splice(begin, end, originator, ansn, entries_);
   return true;
+}
+
+void TopologySet::record_changes(size_t begin, size_t end, core::NodeId originator, const std::vector<Entry>& entries) {
+  // Both sides sorted by destination: one merge. A new ANSN renews most of
+  // the tuples it replaces, which change no edge.
+  size_t held = begin;
+  auto next = entries.begin();
+  while (held < end || next != entries.end()) {
+    if (next == entries.end() || (held < end && edges_[held].dest < next->dest)) {
+      changes_.push_back(EdgeChange{edges_[held++], false});
+    } else if (held == end || next->dest < edges_[held].dest) {
+      changes_.push_back(EdgeChange{RoutingInput::TopologyEdge{originator, next->dest}, true});
+      ++next;
+    } else {
+      ++held;
+      ++next;
+    }
+  }
 }
 
 void TopologySet::splice(size_t begin, size_t end, core::NodeId originator, uint16_t ansn,
@@ -104,7 +123,10 @@ bool TopologySet::expire(core::TimePoint now) {
   // One pass over the set however many went: tuples of one TC expire together.
   size_t kept = 0;
   for (size_t i = 0; i < edges_.size(); ++i) {
-    if (times_[i] <= now) continue;
+    if (times_[i] <= now) {
+      changes_.push_back(EdgeChange{edges_[i], false});
+      continue;
+    }
     edges_[kept] = edges_[i];
     times_[kept] = times_[i];
     ansns_[kept] = ansns_[i];

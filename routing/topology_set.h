@@ -47,6 +47,18 @@ class TopologySet {
   // schedule's stale entries on the way).
   std::optional<core::TimePoint> earliest_expiry();
 
+  // A tuple added or removed.
+  struct EdgeChange {
+    RoutingInput::TopologyEdge edge;
+    bool added = false;
+  };
+  // Every tuple added or removed since the last clear_changes(), in order:
+  // the route calculation tests them against its last table
+  // (RouteCalculator::edge_change_may_alter()). The owner clears them after
+  // each calculation.
+  const std::vector<EdgeChange>& changes() const { return changes_; }
+  void clear_changes() { changes_.clear(); }
+
   // (T_last, T_dest) of every tuple, sorted: the route calculation's input.
   const std::vector<RoutingInput::TopologyEdge>& edges() const { return edges_; }
   // Every tuple, sorted by (T_last, T_dest).
@@ -60,6 +72,9 @@ class TopologySet {
   };
   // The index range of `originator`'s tuples.
   std::pair<size_t, size_t> range_of(core::NodeId originator) const;
+  // Records the tuples of `originator` in [begin, end) that `entries`
+  // (sorted by destination) drops, and those it adds.
+  void record_changes(size_t begin, size_t end, core::NodeId originator, const std::vector<Entry>& entries);
   // Replaces the tuples in [begin, end) with `originator`'s `entries`.
   void splice(size_t begin, size_t end, core::NodeId originator, uint16_t ansn, const std::vector<Entry>& entries);
   // Whether a tuple of `last` has exactly `time`: an expiry entry that no
@@ -85,6 +100,7 @@ class TopologySet {
   // Whether expiry_'s front names a tuple, as earliest_expiry() last found:
   // it is asked after every packet, and most change nothing at the front.
   bool front_checked_ = true;
+  std::vector<EdgeChange> changes_;
   // Scratch, kept to spare allocations per TC.
   std::vector<core::NodeId> added_;
   std::vector<Entry> entries_;

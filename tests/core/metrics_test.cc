@@ -182,8 +182,9 @@ TEST(Histogram, QuantileClampedToObservedRange) {
   EXPECT_LE(h.quantile(0.5), 1001.0);
 }
 
-// count_traffic() finds its series by a key it builds itself; it must be the
-// series counter() gives for the same labels, on random label values.
+// count_traffic() finds its series by a key it builds itself, and
+// traffic_counter() resolves them once; both must be the series counter()
+// gives for the same labels, on random label values.
 TEST(Metrics, CountTrafficUsesCountersSeries) {
   Rng rng(5);
   const std::vector<std::string> words{"hop", "e2e", "olsr", "tc", "hello", "sent", "received", "a", "", "x=y"};
@@ -195,7 +196,11 @@ TEST(Metrics, CountTrafficUsesCountersSeries) {
     const std::string type = words[rng.below(words.size())];
     const std::string direction = words[rng.below(words.size())];
     const uint64_t bytes = rng.below(1500);
-    traffic.count_traffic(scope, layer, type, direction, bytes);
+    if (rng.below(2) == 0) {
+      traffic.count_traffic(scope, layer, type, direction, bytes);
+    } else {
+      traffic.traffic_counter(scope, layer, type, direction).add(bytes);
+    }
     const Labels labels{{"type", type}, {"scope", scope}, {"layer", layer}, {"direction", direction}};
     reference.counter("messages_total", labels).add(1);
     reference.counter("bytes_total", labels).add(bytes);

@@ -220,5 +220,89 @@ TEST(RouteCalculation, SameRoutesAsTheOrderedTableOnRandomInputs) {
   }
 }
 
+// A random RoutingInput as a converged node of a random mesh would hold it,
+// plus stray topology edges and aliases, so the breadth-first pass has ties,
+// unreached last hops and edges to this node.
+RoutingInput random_input(core::Rng& rng, int nodes) {
+  auto any = [&] { return static_cast<int>(rng.below(static_cast<uint64_t>(nodes))); };
+  Graph g;
+  for (int i = 0; i < nodes; ++i) g[i];
+  for (int i = 1; i < nodes; ++i) {
+    const int other = static_cast<int>(rng.below(static_cast<uint64_t>(i)));
+    g[i].insert(other);
+    g[other].insert(i);
+  }
+  for (int extra = static_cast<int>(rng.below(static_cast<uint64_t>(2 * nodes))); extra > 0; --extra) {
+    const int a = any();
+    const int b = any();
+    if (a == b) continue;
+    g[a].insert(b);
+    g[b].insert(a);
+  }
+  RoutingInput input = converged_view(0, g);
+  for (uint64_t i = rng.below(10); i > 0; --i) input.topology.push_back({n(any()), n(any())});
+  for (uint64_t i = rng.below(3); i > 0; --i) input.aliases[n(any())].push_back(n(2000 + any()));
+  return input;
+}
+
+// A calculation skipped because edge_change_may_alter() answered false for
+// every topology change since the last one keeps the table that a
+// calculation from scratch gives, through long random sequences of edges
+// added and removed in batches (and now and then a neighbourhood change,
+// which always calculates, as OlsrProtocol does).
+TEST(RouteCalculator, SkippedCalculationsKeepTheTableFromScratch) {
+  uint64_t skipped = 0;
+  uint64_t calculated = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    core::Rng rng(seed);
+    const int nodes = 4 + static_cast<int>(rng.below(60));
+    auto any = [&] { return n(static_cast<int>(rng.below(static_cast<uint64_t>(nodes)))); };
+    RoutingInput input = random_input(rng, nodes);
+    auto key = [](const RoutingInput::TopologyEdge& e) { return std::pair{e.last, e.dest}; };
+    std::set<std::pair<NodeId, NodeId>> edges;
+    for (const auto& e : input.topology) edges.insert(key(e));
+    RouteCalculator calculator;
+    std::vector<Route> table = calculator.compute(input);
+    for (int step = 0; step < 200; ++step) {
+      bool may_alter = false;
+      if (rng.below(20) == 0) {
+        // A two-hop neighbour more or less: not a topology change.
+        if (!input.two_hop.empty() && rng.below(2) == 0) {
+          input.two_hop.erase(input.two_hop.begin() + static_cast<ptrdiff_t>(rng.below(input.two_hop.size())));
+        } else if (!input.symmetric_neighbours.empty()) {
+          input.two_hop.push_back({input.symmetric_neighbours[0].main, any()});
+        }
+        may_alter = true;
+      }
+      for (uint64_t i = 1 + rng.below(4); i > 0; --i) {
+        RoutingInput::TopologyEdge edge{any(), any()};
+        bool added = true;
+        if (!edges.empty() && rng.below(2) == 0) {
+          auto it = std::next(edges.begin(), static_cast<ptrdiff_t>(rng.below(edges.size())));
+          edge = {it->first, it->second};
+          added = false;
+          edges.erase(it);
+        } else if (!edges.insert(key(edge)).second) {
+          continue;
+        }
+        may_alter = may_alter || calculator.edge_change_may_alter(edge, added);
+      }
+      input.topology.clear();
+      for (const auto& [last, dest] : edges) input.topology.push_back({last, dest});
+      if (may_alter) {
+        table = calculator.compute(input);
+        ++calculated;
+      } else {
+        ++skipped;
+      }
+      ASSERT_EQ(table, compute_routes(input)) << "step " << step << (may_alter ? " calculated" : " skipped");
+    }
+  }
+  // Both paths were taken often enough to mean something.
+  EXPECT_GT(skipped, 10'000u);
+  EXPECT_GT(calculated, 10'000u);
+}
+
 }  // namespace
 }  // namespace mesh::routing::olsr

@@ -2,7 +2,8 @@
 // (T_last, T_dest) -> (ANSN, time), walked whole at every step): random TCs
 // (new, renewed, replaced by another ANSN, empty, with repeated
 // destinations) and expiries must leave the same tuples, report the same
-// changes and name the same earliest expiry.
+// changes and name the same earliest expiry; the edge changes it records
+// must replay to the same edges.
 #include "routing/topology_set.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -77,6 +79,7 @@ TEST(TopologySet, MatchesReferenceUnderRandomTcsAndExpiry) {
     std::vector<uint16_t> ansn(nodes, 0);
     TopologySet set;
     ReferenceTopology reference;
+    std::set<std::pair<NodeId, NodeId>> replayed;
     int64_t now_ms = 0;
     for (int step = 0; step < 300; ++step) {
       now_ms += static_cast<int64_t>(rng.below(400));
@@ -103,6 +106,18 @@ TEST(TopologySet, MatchesReferenceUnderRandomTcsAndExpiry) {
       std::vector<std::pair<NodeId, NodeId>> expected;
       for (const auto& t : reference.tuples()) expected.emplace_back(t.last, t.dest);
       ASSERT_EQ(edges, expected);
+      // The recorded changes, replayed on the edges of the step before, give
+      // this step's edges: each added edge was not held, each removed one was.
+      for (const TopologySet::EdgeChange& change : set.changes()) {
+        const std::pair edge{change.edge.last, change.edge.dest};
+        if (change.added) {
+          ASSERT_TRUE(replayed.insert(edge).second) << "added twice";
+        } else {
+          ASSERT_EQ(replayed.erase(edge), 1u) << "removed but not held";
+        }
+      }
+      set.clear_changes();
+      ASSERT_EQ(std::vector(replayed.begin(), replayed.end()), expected);
     }
   }
 }
