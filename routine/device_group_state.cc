@@ -37,7 +37,9 @@ proto::DeviceStateMsg to_proto(const std::string& id, const DeviceGroupState::De
   msg.set_moved_to(device.moved_to);
   msg.set_frozen_for_version(device.frozen_for_version);
   msg.set_availability_events(device.availability_events);
-  for (const auto& [attribute, writer] : device.attribute_writers) (*msg.mutable_attribute_writers())[attribute] = writer;
+  for (const auto& [attribute, writer] : device.attribute_writers) {
+    (*msg.mutable_attribute_writers())[attribute] = writer;
+  }
   return msg;
 }
 
@@ -231,9 +233,10 @@ std::optional<std::string> DeviceGroupState::restore_after_lease(Command& undo) 
     hand_over_undo_value(undo, name, value);
   }
   if (kept.empty()) {
-    return fmt::format("not restored: device {} was written since by {} (EV serializes that write after this "
-                       "routine, so it stands)",
-                       undo.device, last_writers(undo.device, overwritten));
+    return fmt::format(
+        "not restored: device {} was written since by {} (EV serializes that write after this "
+        "routine, so it stands)",
+        undo.device, last_writers(undo.device, overwritten));
   }
   undo.values = std::move(kept);
   return std::nullopt;
@@ -266,14 +269,17 @@ void DeviceGroupState::hand_over_undo_value(const Command& undo, const std::stri
   to_proto(before, *overwriter->outcome.mutable_state_before());
 }
 
-std::string DeviceGroupState::last_writers(const std::string& device, const std::vector<std::string>& attributes) const {
+std::string DeviceGroupState::last_writers(const std::string& device,
+                                           const std::vector<std::string>& attributes) const {
   std::set<std::string> writers;
   const auto known = devices_.find(device);
   for (const auto& name : attributes) {
     std::string writer = "a command without a lock";
     if (known != devices_.end()) {
       const auto it = known->second.attribute_writers.find(name);
-      if (it != known->second.attribute_writers.end() && !it->second.empty()) writer = "routine invocation " + it->second;
+      if (it != known->second.attribute_writers.end() && !it->second.empty()) {
+        writer = "routine invocation " + it->second;
+      }
     }
     writers.insert(std::move(writer));
   }

@@ -48,6 +48,15 @@ std::optional<uint32_t> next_to_undo(const RoutineGroupState::Invocation& invoca
   return std::nullopt;
 }
 
+// A DeviceLockRelease of `holder`'s lock on `device` (or of its place in
+// the queue), as a device group write.
+std::string unlock_payload(const std::string& device, const std::string& holder) {
+  proto::DeviceUpdate release;
+  release.mutable_unlock()->set_device(device);
+  release.mutable_unlock()->set_holder(holder);
+  return release.SerializeAsString();
+}
+
 // What an aborted invocation's history says: why, and what its rollback
 // restored or could not.
 std::string rollback_report(const RoutineGroupState::Invocation& invocation) {
@@ -480,12 +489,9 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         const auto& [index, result] = *invocation.commands.rbegin();
         if (!succeeded(result.status) && index < commands.size() && commands[index].command.must &&
             !fault_points().ignore_must) {
-          const std::string reason =
-              fmt::format("command {} ({}) failed: {}: {}", index + 1, commands[index].command.device,
-                          proto::CommandStatus_Name(result.status), result.detail);
-          step(
-              key, seq, [&reason](proto::InvocationStep& s) { s.set_abort(reason); },
-              [this, key, seq](bool committed) { after_step(key, seq, committed); });
+          commit_abort(key, seq,
+                       fmt::format("command {} ({}) failed: {}: {}", index + 1, commands[index].command.device,
+                                   proto::CommandStatus_Name(result.status), result.detail));
           return;
         }
       }
@@ -774,10 +780,7 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
       return;
     }
     for (const std::string& device : *remaining) {
-      proto::DeviceUpdate release;
-      release.mutable_unlock()->set_device(device);
-      release.mutable_unlock()->set_holder(holder);
-      write_device(device, release.SerializeAsString(),
+      write_device(device, unlock_payload(device, holder),
                    [this, key, seq, awaiting, then_wait, alive = alive_](const auto&) {
                      if (!*alive || --*awaiting != 0) return;
                      idle(key, seq, then_wait);
@@ -829,10 +832,7 @@ void RoutineLeaders::post_lease(const SessionKey& key, uint64_t seq, const std::
         if (committed) {
           // Not renewed any more from here on; a release that is lost is
           // sent again with every other one when the invocation ends.
-          proto::DeviceUpdate release;
-          release.mutable_unlock()->set_device(device);
-          release.mutable_unlock()->set_holder(holder);
-          write_device(device, release.SerializeAsString(), [device, holder, alive = alive_](const auto& written) {
+          write_device(device, unlock_payload(device, holder), [device, holder, alive = alive_](const auto& written) {
             if (*alive && !written) {
               core::log("routine").debug("post-lease of {} on {}: {}", holder, device, written.error());
             }
@@ -857,8 +857,8 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
   a.set_command_id(undo ? undo_command_id(routine, *invocation, index) : command_id(routine, *invocation, index));
   a.set_device(command.device);
   const bool restore = undo && !fault_points().undo_repeats_command;
-  to_proto(restore ? rollback_values(command, restore_to != nullptr ? *restore_to
-                                                                    : invocation->commands.at(index).state_before)
+  to_proto(restore ? rollback_values(command,
+                                     restore_to != nullptr ? *restore_to : invocation->commands.at(index).state_before)
                    : command.values,
            *a.mutable_values());
   a.set_origin(messages_.self().value());
@@ -867,8 +867,7 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
   if (const auto lock = invocation->locks.find(command.device); lock != invocation->locks.end()) {
     a.set_lock_holder(holder_name(routine, *invocation));
     a.set_lock_token(lock->second);
-  } else if (const auto leased = invocation->leased.find(command.device);
-             undo && leased != invocation->leased.end()) {
+  } else if (const auto leased = invocation->leased.find(command.device); undo && leased != invocation->leased.end()) {
     a.set_lock_holder(holder_name(routine, *invocation));
     a.set_lock_token(leased->second);
     a.set_after_lease(true);
@@ -1092,10 +1091,7 @@ void RoutineLeaders::commit_plan(const SessionKey& key, uint64_t seq, const Devi
     }
   }
   if (!reason.empty()) {
-    core::log("routine").warn("routine {} invocation {} aborts: {}", routine_id(key), seq, reason);
-    step(
-        key, seq, [&reason](proto::InvocationStep& s) { s.set_abort(reason); },
-        [this, key, seq](bool committed) { after_step(key, seq, committed); });
+    commit_abort(key, seq, reason);
     return;
   }
   std::vector<std::string> described;
@@ -1235,15 +1231,17 @@ void RoutineLeaders::record_outcome(const SessionKey& key, uint64_t seq, uint32_
       });
 }
 
+void RoutineLeaders::commit_abort(const SessionKey& key, uint64_t seq, const std::string& reason) {
+  core::log("routine").warn("routine {} invocation {} aborts: {}", routine_id(key), seq, reason);
+  step(
+      key, seq, [&reason](proto::InvocationStep& s) { s.set_abort(reason); },
+      [this, key, seq](bool committed) { after_step(key, seq, committed); });
+}
+
 void RoutineLeaders::abort_for_lost_resource(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
                                              const std::vector<ComboCommand>& commands, const std::string& reason) {
   const uint64_t seq = invocation.seq;
-  auto abort = [this, key, seq, reason] {
-    core::log("routine").warn("routine {} invocation {} aborts: {}", routine_id(key), seq, reason);
-    step(
-        key, seq, [&reason](proto::InvocationStep& s) { s.set_abort(reason); },
-        [this, key, seq](bool committed) { after_step(key, seq, committed); });
-  };
+  auto abort = [this, key, seq, reason] { commit_abort(key, seq, reason); };
   const auto next = static_cast<uint32_t>(invocation.commands.size());
   if (next >= commands.size()) {
     abort();
@@ -1308,10 +1306,7 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
     return;
   }
   for (const std::string& device : devices) {
-    proto::DeviceUpdate release;
-    release.mutable_unlock()->set_device(device);
-    release.mutable_unlock()->set_holder(holder);
-    write_device(device, release.SerializeAsString(), [failed, done, alive = alive_](const auto& written) {
+    write_device(device, unlock_payload(device, holder), [failed, done, alive = alive_](const auto& written) {
       if (!*alive) return;
       if (!written) *failed = true;
       done();
@@ -1406,10 +1401,7 @@ void RoutineLeaders::take_resource(const SessionKey& key, uint64_t seq, const st
 
 void RoutineLeaders::leave_devices(const std::string& holder, const std::vector<std::string>& devices) {
   for (const std::string& device : devices) {
-    proto::DeviceUpdate release;
-    release.mutable_unlock()->set_device(device);
-    release.mutable_unlock()->set_holder(holder);
-    write_device(device, release.SerializeAsString(), [](const auto&) {});
+    write_device(device, unlock_payload(device, holder), [](const auto&) {});
   }
 }
 

@@ -259,8 +259,7 @@ class RoutineLeaders {
   // that restores what it changed (its recorded state_before), and then
   // polls its outcome, which is committed as a command or undo step.
   // `restore_to` replaces the committed state_before of an undo.
-  void execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
-               const Attributes* restore_to = nullptr);
+  void execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo, const Attributes* restore_to = nullptr);
   // EV: a device whose lock the invocation may give up before command
   // `next` (no command from `next` on uses it), or nothing.
   std::optional<std::string> lease_candidate(const RoutineGroupState::Invocation& invocation,
@@ -298,6 +297,9 @@ class RoutineLeaders {
   // Commits a command's (or with `undo`, its undo's) outcome.
   void record_outcome(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
                       const proto::CommandOutcome& outcome);
+  // Commits `abort` with the reason: no further command runs, the rollback
+  // follows.
+  void commit_abort(const SessionKey& key, uint64_t seq, const std::string& reason);
   // Records the outcome of a next command a previous leader may have sent,
   // then commits the abort for the lost resource (the rollback follows).
   void abort_for_lost_resource(const SessionKey& key, const RoutineGroupState::Invocation& invocation,

@@ -520,7 +520,7 @@ TEST_F(DeviceGroupStateAfterLease, IsRefusedWhenEveryAttributeWasOverwrittenAndN
   // though r3 holds the lock (r3 is serialized after r2 and has not used
   // the lamp yet).
   lock("r3#1");
-  unlock("r2#1");  // granted to r3
+  unlock("r2#1");                                          // granted to r3
   run("r4#1#0", "r4#1", {{"power", true}}, false, false);  // no lock of its own: fenced
   EXPECT_EQ(state_.command("r4#1#0")->outcome.status(), proto::COMMAND_FENCED);
   run("r2#1#0.undo", "r2#1", {{"power", false}}, true, false);

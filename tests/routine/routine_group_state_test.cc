@@ -37,20 +37,17 @@ class RoutineGroup : public ::testing::Test {
     step(seq, update).set_phase(phase);
     apply(update);
   }
-  void lock_held(uint64_t seq, const std::string& device, uint64_t token) {
+  // A lock taken (LockHeld) or, with `leased`, given up after its last use.
+  void lock_step(uint64_t seq, const std::string& device, uint64_t token, bool leased) {
     proto::RoutineUpdate update;
-    auto& held = *step(seq, update).mutable_lock_held();
-    held.set_device(device);
-    held.set_token(token);
+    proto::InvocationStep& s = step(seq, update);
+    auto& lock = leased ? *s.mutable_lock_leased() : *s.mutable_lock_held();
+    lock.set_device(device);
+    lock.set_token(token);
     apply(update);
   }
-  void lock_leased(uint64_t seq, const std::string& device, uint64_t token) {
-    proto::RoutineUpdate update;
-    auto& leased = *step(seq, update).mutable_lock_leased();
-    leased.set_device(device);
-    leased.set_token(token);
-    apply(update);
-  }
+  void lock_held(uint64_t seq, const std::string& device, uint64_t token) { lock_step(seq, device, token, false); }
+  void lock_leased(uint64_t seq, const std::string& device, uint64_t token) { lock_step(seq, device, token, true); }
   void resource_held(uint64_t seq, const std::string& resource, uint64_t token, uint32_t holder) {
     proto::RoutineUpdate update;
     auto& held = *step(seq, update).mutable_resource_held();

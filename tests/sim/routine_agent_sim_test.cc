@@ -57,10 +57,10 @@
 
 #include "core/log.h"
 #include "core/rng.h"
+#include "routine/catalog.h"
 #include "routine/device_group_state.h"
 #include "routine/emulated_device.h"
 #include "routine/fault_points.h"
-#include "routine/catalog.h"
 #include "routine/routine_combo.h"
 #include "routine/routine_group_state.h"
 #include "routine/routine_model.h"
@@ -321,7 +321,8 @@ void check_precedence(World& world, Outcome& out) {
         for (auto it = from; it != path.end(); ++it) {
           const std::string& to = std::next(it) == path.end() ? next : *std::next(it);
           const Edge& e = after[*it].at(to);
-          steps.push_back(fmt::format("{} before {} on {} ({} then {})", *it, to, e.device, at_s(e.before), at_s(e.after)));
+          steps.push_back(
+              fmt::format("{} before {} on {} ({} then {})", *it, to, e.device, at_s(e.before), at_s(e.after)));
         }
         out.violations.push_back(fmt::format("precedence cycle: {}", fmt::join(steps, ", ")));
         return true;
@@ -1043,17 +1044,15 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       {"a failed must command does not abort", &routine::FaultPoints::ignore_must, "of its invocation failed",
        routine::Visibility::psv, true},
       {"combos deduced from states read before their locks", &routine::FaultPoints::stale_precondition_states,
-       "both on at",
-       routine::Visibility::psv, false, true},
+       "both on at", routine::Visibility::psv, false, true},
       {"GSV completes routines whatever fails while they run", &routine::FaultPoints::ignore_device_events,
        "while it ran (GSV)", routine::Visibility::gsv, true},
-      {"PSV completes routines whose device is still down", &routine::FaultPoints::ignore_device_events,
-       "(PSV)", routine::Visibility::psv, true},
+      {"PSV completes routines whose device is still down", &routine::FaultPoints::ignore_device_events, "(PSV)",
+       routine::Visibility::psv, true},
       {"a rollback ignores the routine's undo values", &routine::FaultPoints::ignore_undo_values,
        "but the routine's undo value is", routine::Visibility::psv, true, false, true},
-      {"EV gives a device up after its first command on it, not its last",
-       &routine::FaultPoints::lease_after_first_use, "precedence cycle", routine::Visibility::ev, false, false, false,
-       true},
+      {"EV gives a device up after its first command on it, not its last", &routine::FaultPoints::lease_after_first_use,
+       "precedence cycle", routine::Visibility::ev, false, false, false, true},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;

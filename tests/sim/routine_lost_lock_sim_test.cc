@@ -286,8 +286,7 @@ std::vector<std::string> resource_lost_with_its_leader(uint64_t seed) {
   // Rolled back under the device lock it still held: d0's last actuation is
   // r's undo.
   const auto& d0 = bench.device(0).actuations();
-  if (d0.empty() || d0.back().command_id.find("r#1") != 0 ||
-      d0.back().command_id.find(".undo") == std::string::npos) {
+  if (d0.empty() || d0.back().command_id.find("r#1") != 0 || d0.back().command_id.find(".undo") == std::string::npos) {
     violations.push_back(fmt::format("d0's last actuation is {}, not r's undo ({})",
                                      d0.empty() ? std::string("none") : d0.back().command_id, r->detail));
   }
