@@ -91,6 +91,22 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     // Set once its precondition commands were deduced (APEX,
     // routine/routine_combo.h); command indexes then count them too.
     std::optional<std::vector<PreconditionCommand>> plan;
+    // Aggressive strategy: the routine commands whose precondition commands
+    // `plan` holds so far (each stage is planned when it is reached); 0
+    // with a plan: it is the whole routine's (conservative).
+    uint32_t planned_stages = 0;
+    // An older invocation waits for `device`, which this one holds (APEX
+    // wound-wait, routine/routine_leaders.h): while acquiring, it gives
+    // every lock back and then clears the wound (`wound_yielded`); an
+    // aggressive one that is executing aborts; a conservative one that is
+    // executing goes on (it never loses a lock to contention).
+    struct Wound {
+      std::string device;
+      uint64_t token = 0;
+      std::string by;
+      int64_t by_started_us = 0;
+    };
+    std::optional<Wound> wound;
     // GSV, S-GSV: the watched devices' event counts at the start of
     // EXECUTING, committed before the plan and the first command.
     std::optional<AvailabilityBaseline> baseline;
@@ -99,6 +115,8 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     int64_t releasing_at_us = 0;
     int64_t ended_at_us = 0;
     bool done() const { return phase == proto::PHASE_DONE; }
+    // Whether each routine command's stage is planned on its own.
+    bool staged_plan() const { return plan && planned_stages > 0; }
   };
 
   static std::string encode(const proto::RoutineUpdate& update) { return update.SerializeAsString(); }

@@ -1086,6 +1086,8 @@ TEST_F(ConfigTest, RoutinesSection) {
   EXPECT_EQ(config.node.devices.leaders.lock_reclaim_after, std::chrono::milliseconds(5000));
   EXPECT_EQ(parse(kMinimal).node.routines.leaders.strategy, routine::LockStrategy::sla);
   EXPECT_THAT(error_of(kMinimal + "[routines]\nlock_strategy = \"fifo\"\n"), HasSubstr("routines.lock_strategy"));
+  EXPECT_EQ(parse(kMinimal + "[routines]\nlock_strategy = \"aggressive\"\n").node.routines.leaders.strategy,
+            routine::LockStrategy::aggressive);
   EXPECT_EQ(parse(kMinimal).node.routines.leaders.visibility, routine::Visibility::psv);
   EXPECT_EQ(parse(kMinimal + "[routines]\nvisibility = \"gsv\"\n").node.routines.leaders.visibility,
             routine::Visibility::gsv);
