@@ -1381,6 +1381,13 @@ const std::vector<SectionSpec>& Parser::sections() {
            millis_key("command_timeout_ms", 100, kMaxIntervalMs,
                       "milliseconds meshctl device set waits for a command's outcome unless told otherwise",
                       [](C& c, D v) { c.node.devices.service.command_timeout = v; }),
+           millis_key("actuation_stall_ms", 0, kMaxIntervalMs,
+                      "milliseconds a command may go without its device showing the values it set, or any change "
+                      "toward them, before it fails as not effective; 0 trusts the driver's report",
+                      [](C& c, D v) { c.node.devices.leaders.actuation_stall = v; }),
+           millis_key("actuation_check_ms", 10, kMaxIntervalMs,
+                      "milliseconds between two reads of a device whose command has not shown its effect yet",
+                      [](C& c, D v) { c.node.devices.leaders.actuation_check_interval = v; }),
            millis_key("catalog_sync_interval_ms", 100, kMaxIntervalMs,
                       "milliseconds between two catalog version exchanges with a random member",
                       [](C& c, D v) { c.node.devices.sync.interval = v; }),

@@ -52,6 +52,9 @@ struct FaultPoints {
   // lock requests carry an age) and abort even while executing, as an
   // aggressive one does (APEX §7.1: once executing, they never lose).
   bool conservative_woundable = false;
+  // Device leaders finish a command ok as soon as its driver reports it
+  // done, without seeing its effect (APEX §7.3 actuation failures).
+  bool trust_actuation_reports = false;
 };
 
 FaultPoints& fault_points();

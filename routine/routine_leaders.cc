@@ -29,7 +29,7 @@ bool succeeded(proto::CommandStatus status) { return status == proto::COMMAND_OK
 // restores each of these.
 bool may_have_acted(proto::CommandStatus status) {
   return status == proto::COMMAND_OK || status == proto::COMMAND_TIMEOUT || status == proto::COMMAND_INTERRUPTED ||
-         status == proto::COMMAND_DRIVER_ERROR;
+         status == proto::COMMAND_DRIVER_ERROR || status == proto::COMMAND_NOT_EFFECTIVE;
 }
 
 // The command a rollback undoes next: the newest that may have acted and is

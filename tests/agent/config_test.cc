@@ -1076,6 +1076,12 @@ TEST_F(ConfigTest, DevicesCatalogIsLoadedAndItsErrorsNameFileLineAndKey) {
   EXPECT_THAT(error_of(kMinimal + "[devices]\nsubscription_renew_ms = 5000\nsubscription_lease_ms = 4000\n"),
               HasSubstr("must exceed devices.subscription_renew_ms"));
   EXPECT_THAT(error_of(kMinimal + "[devices]\npoll_interval_ms = 1\n"), HasSubstr("devices.poll_interval_ms"));
+  // APEX §7.3: 0 trusts the driver's report; reads no closer than 10 ms.
+  const AgentConfig trusting = parse(kMinimal + "[devices]\nactuation_stall_ms = 0\nactuation_check_ms = 100\n");
+  EXPECT_EQ(trusting.node.devices.leaders.actuation_stall, std::chrono::milliseconds(0));
+  EXPECT_EQ(trusting.node.devices.leaders.actuation_check_interval, std::chrono::milliseconds(100));
+  EXPECT_EQ(parse(kMinimal).node.devices.leaders.actuation_stall, std::chrono::seconds(5));
+  EXPECT_THAT(error_of(kMinimal + "[devices]\nactuation_check_ms = 5\n"), HasSubstr("devices.actuation_check_ms"));
 }
 
 TEST_F(ConfigTest, RoutinesSection) {

@@ -102,6 +102,9 @@ struct Plan {
   // Routines override the mesh's lock strategy in turn (SLA, OLA,
   // aggressive), so conservative and aggressive invocations contend.
   bool mixed_strategies = false;
+  // Actuators now and then get stuck for a few seconds: they answer every
+  // command but do not change (APEX §7.3's actuation failure).
+  bool stuck_actuators = false;
 };
 
 struct Outcome {
@@ -117,6 +120,7 @@ struct Outcome {
   uint64_t actuations = 0;
   uint64_t precondition_commands = 0;  // run by plans
   uint64_t wound_aborts = 0;           // aggressive invocations an older one wounded (APEX wound-wait)
+  uint64_t not_effective = 0;          // commands that failed as not effective (a stuck actuator)
   bool partitioned = false;
 };
 
@@ -483,6 +487,16 @@ Outcome run(const Plan& plan, uint64_t seed) {
     sim.simulator().after(milliseconds(rng.between(1000, 4000)), fail_device);
   };
   if (plan.device_failures) fail_device();
+  // Its own generator, so the other plans' scenarios stay as they were.
+  core::Rng stuck_rng(seed ^ 0x57c4a7ull);
+  std::function<void()> stick_device = [&] {
+    if (sim.simulator().now() >= stop) return;
+    EmulatedDevice* device = world.find(fmt::format("d{}", stuck_rng.below(actuators)));
+    device->set_stuck(true);
+    sim.simulator().after(milliseconds(stuck_rng.between(2000, 8000)), [device] { device->set_stuck(false); });
+    sim.simulator().after(milliseconds(stuck_rng.between(3000, 8000)), stick_device);
+  };
+  if (plan.stuck_actuators) stick_device();
   // The device groups' failure and restart events, sampled: for event k
   // of a device, the last sample whose groups had not applied it and the
   // first whose had, so its group committed it between the two.
@@ -561,10 +575,12 @@ Outcome run(const Plan& plan, uint64_t seed) {
   std::map<std::string, Span> spans;  // "ROUTINE#SEQ.TAG"
   std::map<std::string, int> actuated;
   std::map<std::string, core::TimePoint> actuated_at;  // command id -> its first actuation
+  std::map<std::string, std::string> stuck_at;         // command id -> its device, stuck when it came
   for (auto& device : world.devices) {
     for (const auto& a : device->actuations()) {
       ++actuated[a.command_id];
       actuated_at.try_emplace(a.command_id, a.at);
+      if (!a.took_effect) stuck_at[a.command_id] = device->spec().id;
       ++out.actuations;
       const auto hash = a.command_id.rfind('#');
       if (hash == std::string::npos) continue;
@@ -650,6 +666,12 @@ Outcome run(const Plan& plan, uint64_t seed) {
         if (result.status == proto::COMMAND_OK && actuated[id] != 1) {
           out.violations.push_back(fmt::format("command {} recorded ok but actuated {} times", id, actuated[id]));
         }
+        // APEX §7.3: ok means the device showed the command's values.
+        if (result.status == proto::COMMAND_OK && stuck_at.count(id) != 0) {
+          out.violations.push_back(
+              fmt::format("command {} recorded ok, but {} was stuck and did not change", id, stuck_at[id]));
+        }
+        if (result.status == proto::COMMAND_NOT_EFFECTIVE) ++out.not_effective;
       }
     }
     // Every member of the leader's group instance that applied as far holds
@@ -802,6 +824,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
                                                std::get<bool>(expected.at("power")), undone));
         }
       }
+      if (!a.took_effect) continue;  // a stuck actuator kept its state
       for (const auto& [attribute, value] : a.values) now[attribute] = value;
     }
   }
@@ -820,7 +843,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     for (auto& device : world.devices) {
       for (const auto& a : device->actuations()) {
         const auto power = a.values.find("power");
-        if (power == a.values.end()) continue;
+        if (power == a.values.end() || !a.took_effect) continue;
         timeline.push_back({a.at, device->spec().id, std::get<bool>(power->second), a.command_id});
       }
     }
@@ -897,6 +920,7 @@ struct Totals {
   uint64_t actuations = 0;
   uint64_t precondition_commands = 0;
   uint64_t wound_aborts = 0;
+  uint64_t not_effective = 0;
   uint64_t partitioned = 0;
 };
 
@@ -920,18 +944,20 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.actuations += o.actuations;
     totals.precondition_commands += o.precondition_commands;
     totals.wound_aborts += o.wound_aborts;
+    totals.not_effective += o.not_effective;
     totals.partitioned += o.partitioned ? 1 : 0;
     if (test_support::report_violations("ROUTINE_AGENT", seed, o.violations)) return;
   }
   std::printf(
       "seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu aborted=%llu failure_aborts=%llu "
-      "undone=%llu undone_to_user_value=%llu actuations=%llu precondition_commands=%llu wound_aborts=%llu\n",
+      "undone=%llu undone_to_user_value=%llu actuations=%llu precondition_commands=%llu wound_aborts=%llu "
+      "not_effective=%llu\n",
       static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
       static_cast<unsigned long long>(totals.invocations), static_cast<unsigned long long>(totals.ok),
       static_cast<unsigned long long>(totals.aborted), static_cast<unsigned long long>(totals.failure_aborts),
       static_cast<unsigned long long>(totals.undone), static_cast<unsigned long long>(totals.undone_to_user_value),
       static_cast<unsigned long long>(totals.actuations), static_cast<unsigned long long>(totals.precondition_commands),
-      static_cast<unsigned long long>(totals.wound_aborts));
+      static_cast<unsigned long long>(totals.wound_aborts), static_cast<unsigned long long>(totals.not_effective));
 }
 
 TEST(RoutineAgentSim, SlaIsSafeAndLiveAcrossACrash) {
@@ -1063,6 +1089,21 @@ TEST(RoutineAgentSim, AggressiveCombosWoundYoungerHoldersYetKeepEveryRule) {
   }
 }
 
+// APEX §7.3 actuation failures: actuators get stuck now and then (they
+// answer but do not change). Their commands must fail as not effective,
+// never be recorded ok, and their routines roll back; the devices' logs
+// say which actuations took effect.
+TEST(RoutineAgentSim, StuckActuatorsFailTheirCommandsAndRollBack) {
+  Plan plan;
+  plan.stuck_actuators = true;
+  Totals t;
+  sweep(plan, 1, 4, t);
+  EXPECT_GT(t.not_effective, 0u);
+  EXPECT_GT(t.aborted, 0u);
+  EXPECT_GT(t.undone, 0u);
+  EXPECT_GT(t.ok, 0u);
+}
+
 TEST(RoutineAgentSim, OlaIsSafeAndLiveAcrossACrash) {
   Plan plan;
   plan.strategy = routine::LockStrategy::ola;
@@ -1084,6 +1125,7 @@ struct DeliberateBug {
   bool revisits = false;
   routine::LockStrategy strategy = routine::LockStrategy::sla;
   bool mixed_strategies = false;
+  bool stuck_actuators = false;
 };
 
 TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
@@ -1114,6 +1156,9 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       {"conservative invocations can be wounded, also while executing", &routine::FaultPoints::conservative_woundable,
        "aborted for contention", routine::Visibility::psv, false, true, false, false, routine::LockStrategy::aggressive,
        true},
+      {"a command is ok once its driver says so, effect or not", &routine::FaultPoints::trust_actuation_reports,
+       "was stuck and did not change", routine::Visibility::psv, false, false, false, false, routine::LockStrategy::sla,
+       false, true},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;
@@ -1128,6 +1173,7 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       plan.revisits = bug.revisits;
       plan.strategy = bug.strategy;
       plan.mixed_strategies = bug.mixed_strategies;
+      plan.stuck_actuators = bug.stuck_actuators;
       for (const auto& violation : run(plan, seed).violations) {
         if (violation.find(bug.expected) != std::string::npos) {
           caught = seed;
