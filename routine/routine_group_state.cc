@@ -198,24 +198,30 @@ void RoutineGroupState::apply_trigger(const proto::RoutineTrigger& trigger) {
   }
 }
 
+void RoutineGroupState::hold_lock(Invocation& invocation, const proto::LockHeldStep& lock) {
+  const std::string& device = lock.device();
+  if (device.empty()) return;
+  if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS) {
+    invocation.locks[device] = lock.token();
+  } else if (invocation.phase == proto::PHASE_EXECUTING && invocation.abort_reason.empty() &&
+             invocation.locks.count(device) == 0 && invocation.leased.count(device) == 0) {
+    // The aggressive strategy takes locks while it runs; a lock already
+    // recorded keeps its token.
+    invocation.locks[device] = lock.token();
+  }
+}
+
 void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
   const auto it = invocations_.find(step.seq());
   if (it == invocations_.end() || it->second.done()) return;
   Invocation& invocation = it->second;
   switch (step.kind_case()) {
-    case proto::InvocationStep::kLockHeld: {
-      const std::string& device = step.lock_held().device();
-      if (device.empty()) return;
-      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS) {
-        invocation.locks[device] = step.lock_held().token();
-      } else if (invocation.phase == proto::PHASE_EXECUTING && invocation.abort_reason.empty() &&
-                 invocation.locks.count(device) == 0 && invocation.leased.count(device) == 0) {
-        // The aggressive strategy takes locks while it runs; a lock already
-        // recorded keeps its token.
-        invocation.locks[device] = step.lock_held().token();
-      }
+    case proto::InvocationStep::kLockHeld:
+      hold_lock(invocation, step.lock_held());
       return;
-    }
+    case proto::InvocationStep::kLocksHeld:
+      for (const auto& lock : step.locks_held().locks()) hold_lock(invocation, lock);
+      return;
     case proto::InvocationStep::kLockLeased:
       if (invocation.phase == proto::PHASE_EXECUTING) {
         const auto held = invocation.locks.find(step.lock_leased().device());
@@ -225,7 +231,9 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       }
       return;
     case proto::InvocationStep::kLockDropped:
-      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS) invocation.locks.erase(step.lock_dropped());
+      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS || invocation.may_yield()) {
+        invocation.locks.erase(step.lock_dropped());
+      }
       return;
     case proto::InvocationStep::kResourceHeld:
       if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS && !step.resource_held().resource().empty()) {
@@ -319,7 +327,12 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       return;
     }
     case proto::InvocationStep::kWoundYielded:
-      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS && invocation.locks.empty()) invocation.wound.reset();
+      if ((invocation.phase == proto::PHASE_ACQUIRING_LOCKS || invocation.may_yield()) && invocation.locks.empty()) {
+        invocation.wound.reset();
+        // Deduced from states read under the locks it gave back: stale.
+        invocation.plan.reset();
+        invocation.planned_stages = 0;
+      }
       return;
     case proto::InvocationStep::kAbort:
       if (invocation.phase == proto::PHASE_EXECUTING && invocation.abort_reason.empty() && !step.abort().empty()) {

@@ -95,11 +95,11 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     // `plan` holds so far (each stage is planned when it is reached); 0
     // with a plan: it is the whole routine's (conservative).
     uint32_t planned_stages = 0;
-    // An older invocation waits for `device`, which this one holds (APEX
-    // wound-wait, routine/routine_leaders.h): while acquiring, it gives
-    // every lock back and then clears the wound (`wound_yielded`); an
-    // aggressive one that is executing aborts; a conservative one that is
-    // executing goes on (it never loses a lock to contention).
+    // Another invocation waits for `device`, which this (aggressive) one
+    // holds (APEX wound-wait, routine/routine_leaders.h): while acquiring,
+    // or executing with nothing run yet (may_yield), it gives every lock
+    // back and then clears the wound (`wound_yielded`, which also drops a
+    // plan made under those locks); once a command ran, it aborts.
     struct Wound {
       std::string device;
       uint64_t token = 0;
@@ -117,6 +117,10 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     bool done() const { return phase == proto::PHASE_DONE; }
     // Whether each routine command's stage is planned on its own.
     bool staged_plan() const { return plan && planned_stages > 0; }
+    // Executing, yet nothing ran: it may still give its locks back and take
+    // them again (an aggressive invocation wounded before its first
+    // command); a plan made under those locks is dropped when it does.
+    bool may_yield() const { return phase == proto::PHASE_EXECUTING && commands.empty() && abort_reason.empty(); }
   };
 
   static std::string encode(const proto::RoutineUpdate& update) { return update.SerializeAsString(); }
@@ -149,6 +153,7 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
   void apply_update(std::string_view update);
   void apply_trigger(const proto::RoutineTrigger& trigger);
   void apply_step(const proto::InvocationStep& step);
+  static void hold_lock(Invocation& invocation, const proto::LockHeldStep& lock);
 
   std::map<uint64_t, Invocation> invocations_;
   std::deque<uint64_t> finished_order_;

@@ -431,14 +431,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         return;
       }
       if (invocation.wound) {
-        // Wound-wait: an older invocation waits for one of its devices.
-        // Nothing ran yet, so it gives every lock back (its queue places
-        // too), and acquires again with its age unchanged: once the oldest,
-        // nobody wounds it.
-        core::log("routine").info("routine {} invocation {}: invocation {} waits for {}: giving its locks back",
-                                  routine_id(key), seq, invocation.wound->by, invocation.wound->device);
-        lock_retries_.add();
-        give_back(key, seq, devices, core::Duration::zero(), /*then_clear_wound=*/true);
+        yield_to_wound(key, invocation, devices);
         return;
       }
       for (const auto& [resource, grant] : invocation.resources) {
@@ -492,6 +485,12 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
           // undoing what ran restores exactly what was there: abort (roll
           // back) rather than stop and leave a partial routine behind.
           abort_running(key, invocation, combo_of(*spec, invocation), *reason);
+          return;
+        }
+        if (invocation.wound && aggressive && invocation.may_yield()) {
+          // Nothing ran yet: rather than end aborted having done nothing
+          // (a plan made under these locks is dropped with them).
+          yield_to_wound(key, invocation, devices);
           return;
         }
         if (invocation.wound && (aggressive || fault_points().conservative_woundable)) {
@@ -558,11 +557,13 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
           commit_abort(key, seq, "its precondition rules cannot be applied: " + needed.error());
           return;
         }
+        std::vector<std::string> missing;
         for (const auto& device : needed->devices) {
-          if (invocation.locks.count(device) == 0 && invocation.leased.count(device) == 0) {
-            acquire_one(key, seq, device);
-            return;
-          }
+          if (invocation.locks.count(device) == 0 && invocation.leased.count(device) == 0) missing.push_back(device);
+        }
+        if (!missing.empty()) {
+          acquire_stage(key, seq, missing);
+          return;
         }
         const bool planned = invocation.plan && (invocation.planned_stages == 0 || invocation.planned_stages > stage);
         if (needed->has_preconditions && !planned) {
@@ -854,6 +855,17 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
   (*next)();
 }
 
+void RoutineLeaders::yield_to_wound(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                                    const std::vector<std::string>& devices) {
+  // Nothing ran yet, so it gives every lock back (its queue places too),
+  // and takes them again with its age unchanged: once the oldest, nobody
+  // wounds it.
+  core::log("routine").info("routine {} invocation {}: invocation {} waits for {}: giving its locks back",
+                            routine_id(key), invocation.seq, invocation.wound->by, invocation.wound->device);
+  lock_retries_.add();
+  give_back(key, invocation.seq, devices, core::Duration::zero(), /*then_clear_wound=*/true);
+}
+
 std::string RoutineLeaders::lock_payload(const SessionKey& key, uint64_t seq, const std::string& device,
                                          bool wait) const {
   const RoutineGroupState* st = state(key);
@@ -877,36 +889,55 @@ void RoutineLeaders::ask_all(const SessionKey& key, uint64_t seq, const std::vec
   }
 }
 
-void RoutineLeaders::acquire_one(const SessionKey& key, uint64_t seq, const std::string& device) {
+void RoutineLeaders::acquire_stage(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices) {
+  // Every lock of the stage at once: one status read per device, a request
+  // only where the group knows none (ask_all's was lost, or this leader is
+  // new), and every grant found committed in one step.
+  struct Round {
+    size_t awaiting = 0;
+    std::map<std::string, uint64_t> granted;
+  };
+  auto round = std::make_shared<Round>();
+  round->awaiting = devices.size();
   const std::string holder = holder_of(key, seq);
-  write_device(device, lock_payload(key, seq, device, true),
-               [this, key, seq, device, holder, alive = alive_](const auto& written) {
-                 if (!*alive) return;
-                 if (!written) {
-                   idle(key, seq, options_.poll_interval);
-                   return;
-                 }
-                 proto::DeviceQuery query;
-                 query.mutable_lock()->set_device(device);
-                 query.mutable_lock()->set_holder(holder);
-                 read_device(device, query.SerializeAsString(), [this, key, seq, device, alive](const auto& read) {
-                   if (!*alive) return;
-                   const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
-                   if (!reply || reply->lock().state() != proto::LOCK_HELD) {
-                     if (reply) wound_if_younger(key, seq, device, reply->lock());
-                     idle(key, seq, options_.poll_interval);
-                     return;
-                   }
-                   const uint64_t token = reply->lock().token();
-                   step(
-                       key, seq,
-                       [&device, token](proto::InvocationStep& s) {
-                         s.mutable_lock_held()->set_device(device);
-                         s.mutable_lock_held()->set_token(token);
-                       },
-                       [this, key, seq](bool committed) { after_step(key, seq, committed); });
-                 });
-               });
+  auto finish = [this, key, seq, round] {
+    if (--round->awaiting != 0) return;
+    if (round->granted.empty()) {
+      idle(key, seq, options_.poll_interval);
+      return;
+    }
+    step(
+        key, seq,
+        [&round](proto::InvocationStep& s) {
+          for (const auto& [device, token] : round->granted) {
+            auto& lock = *s.mutable_locks_held()->add_locks();
+            lock.set_device(device);
+            lock.set_token(token);
+          }
+        },
+        [this, key, seq](bool committed) { after_step(key, seq, committed); });
+  };
+  for (const std::string& device : devices) {
+    proto::DeviceQuery query;
+    query.mutable_lock()->set_device(device);
+    query.mutable_lock()->set_holder(holder);
+    read_device(device, query.SerializeAsString(),
+                [this, key, seq, device, round, finish, alive = alive_](const auto& read) {
+                  if (!*alive) return;
+                  const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                  if (reply && reply->lock().state() == proto::LOCK_HELD) {
+                    round->granted[device] = reply->lock().token();
+                  } else if (reply) {
+                    // Queued or not (a full queue takes no one), the holder may have to
+                    // make way.
+                    wound_if_younger(key, seq, device, reply->lock());
+                    if (reply->lock().state() != proto::LOCK_WAITING) {
+                      write_device(device, lock_payload(key, seq, device, true), [](const auto&) {});
+                    }
+                  }
+                  finish();
+                });
+  }
 }
 
 void RoutineLeaders::wound_if_younger(const SessionKey& key, uint64_t seq, const std::string& device,

@@ -90,12 +90,13 @@ struct RoutineLeaderOptions {
 //    the paper's AR) and enters EXECUTING without waiting. Before each
 //    command it waits only for the locks of that command's stage (the
 //    routine command it is or serves, with that command's precondition
-//    graph), committing each as it is granted; a stage with precondition
-//    rules is planned once its devices are held, from their states read
-//    then (a staged plan, one committed step per stage, routine/
-//    routine_combo.h). No lock is given up before the end (strict): a
-//    rollback needs none again, and nobody changes a precondition it set.
-//    Locks taken in any order can wait in a cycle, so:
+//    graph), confirmed together (one status read per device, one committed
+//    step for all those granted); a stage with precondition rules is
+//    planned once its devices are held, from their states read then (a
+//    staged plan, one committed step per stage, routine/routine_combo.h).
+//    No lock is given up before the end (strict): a rollback needs none
+//    again, and nobody changes a precondition it set. Locks taken in any
+//    order can wait in a cycle, so:
 //  - Wound-wait (APEX §7.1.1 arbitration, and how it meets our ordered
 //    locking): an aggressive invocation's lock requests carry its age (its
 //    trigger time; ties by holder name), a conservative one's carry none,
@@ -105,10 +106,11 @@ struct RoutineLeaderOptions {
 //    aggressive holder whatever its age; nobody wounds a conservative
 //    holder. A wound is a `wounded` step committed in the holder's routine
 //    group, naming the device and the holder's token (the paper forwards
-//    the challenge to the holder). The wounded invocation, if still
-//    acquiring, has run nothing: it gives every lock back and acquires
-//    again, keeping its age; if executing, it aborts and rolls back under
-//    the locks it still holds (an undo needs no new lock), then releases.
+//    the challenge to the holder). The wounded invocation, if it has run
+//    nothing yet, gives every lock back and acquires again, keeping its
+//    age (and planning again: a plan deduced under those locks is
+//    dropped); otherwise it aborts and rolls back under the locks it still
+//    holds (an undo needs no new lock), then releases.
 //    Where this departs from the paper: there, a conservative combo still
 //    reserving loses to an older challenger, as its all-at-once
 //    reservations can close wait cycles among themselves; SLA's ordered
@@ -306,12 +308,17 @@ class RoutineLeaders {
   // (or, wounded, commits that the wound was yielded to).
   void give_back(const SessionKey& key, uint64_t seq, std::vector<std::string> devices, core::Duration then_wait,
                  bool then_clear_wound = false);
+  // Wounded before anything ran: gives every lock back, then clears the
+  // wound, and acquires again.
+  void yield_to_wound(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                      const std::vector<std::string>& devices);
   // Aggressive: asks for every lock in `devices` at once (each queued at its
   // device group), without waiting for the answers.
   void ask_all(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
-  // Aggressive, while executing: asks for `device` again, and commits the
-  // lock once its group has granted it.
-  void acquire_one(const SessionKey& key, uint64_t seq, const std::string& device);
+  // Aggressive, while executing: reads the status of every lock in
+  // `devices` at once, asks again for those their groups do not know, and
+  // commits every one granted in one step.
+  void acquire_stage(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
   // The lock request of an invocation for `device` (wait: queued if held).
   std::string lock_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool wait) const;
   // Wound-wait: if the holder `status` names started after this invocation,

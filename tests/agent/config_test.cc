@@ -802,6 +802,8 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "devices.poll_interval_ms",
                           "devices.down_after_failures",
                           "devices.command_timeout_ms",
+                          "devices.actuation_stall_ms",
+                          "devices.actuation_check_ms",
                           "devices.catalog_sync_interval_ms",
                           "devices.subscription_renew_ms",
                           "devices.subscription_lease_ms",
@@ -820,7 +822,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 114u);
+  EXPECT_EQ(keys.size(), 116u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next

@@ -185,6 +185,51 @@ TEST_F(RoutineGroup, AWoundIsKeptOnceAndClearedOnlyByGivingEveryLockBack) {
   EXPECT_TRUE(state_.invocation(1)->wound);
 }
 
+// An aggressive invocation wounded before its first command gives its locks
+// back and drops what it planned under them; once a command ran it cannot.
+TEST_F(RoutineGroup, AWoundBeforeTheFirstCommandDropsLocksAndPlanButNotAfterIt) {
+  trigger(100, "", 0, "r");
+  const uint32_t tag = state_.invocation(1)->tag;
+  auto wound = [&](uint64_t token) {
+    proto::RoutineUpdate update;
+    auto& w = *step(1, update).mutable_wounded();
+    w.set_tag(tag);
+    w.set_device("lamp");
+    w.set_token(token);
+    w.set_by("old#1.0");
+    apply(update);
+  };
+  auto drop_and_yield = [&] {
+    proto::RoutineUpdate drop;
+    step(1, drop).set_lock_dropped("lamp");
+    apply(drop);
+    proto::RoutineUpdate yielded;
+    step(1, yielded).set_wound_yielded(true);
+    apply(yielded);
+  };
+  phase(1, proto::PHASE_EXECUTING);
+  lock_held(1, "lamp", 7);
+  proto::RoutineUpdate planned;
+  auto& msg = *step(1, planned).mutable_plan();
+  msg = to_proto(std::vector<PreconditionCommand>{{0, "fan", {{"power", false}}, {"one_of_two"}}});
+  msg.set_stages(1);
+  apply(planned);
+  ASSERT_TRUE(state_.invocation(1)->plan);
+  wound(7);
+  drop_and_yield();
+  EXPECT_FALSE(state_.invocation(1)->wound);
+  EXPECT_TRUE(state_.invocation(1)->locks.empty());
+  EXPECT_FALSE(state_.invocation(1)->plan);
+  EXPECT_EQ(state_.invocation(1)->planned_stages, 0u);
+
+  lock_held(1, "lamp", 8);
+  command(1, 0, proto::COMMAND_OK);
+  wound(8);
+  drop_and_yield();  // a command ran: the lock stays, and so does the wound (it aborts)
+  EXPECT_TRUE(state_.invocation(1)->wound);
+  EXPECT_EQ(state_.invocation(1)->locks, (std::map<std::string, uint64_t>{{"lamp", 8}}));
+}
+
 // The aggressive strategy plans each routine command's stage on its own;
 // stages only move forward, and a whole plan and staged ones never mix.
 TEST_F(RoutineGroup, StagedPlansGrowOneStageAtATime) {
