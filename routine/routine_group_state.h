@@ -115,8 +115,6 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     int64_t releasing_at_us = 0;
     int64_t ended_at_us = 0;
     bool done() const { return phase == proto::PHASE_DONE; }
-    // Whether each routine command's stage is planned on its own.
-    bool staged_plan() const { return plan && planned_stages > 0; }
     // Executing, yet nothing ran: it may still give its locks back and take
     // them again (an aggressive invocation wounded before its first
     // command); a plan made under those locks is dropped when it does.
