@@ -74,9 +74,10 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
   }
   const auto mesh_strategy = node_.config().routines.leaders.strategy;
   const auto visibility = node_.config().routines.leaders.visibility;
+  const auto ev_scheduler = node_.config().routines.leaders.ev_scheduler;
   node_.routines().read(
       ids, timeout_of(request.timeout_ms()),
-      [this, alive = alive_, mesh_strategy, visibility, reply = std::move(reply)](const auto& reads) {
+      [this, alive = alive_, mesh_strategy, visibility, ev_scheduler, reply = std::move(reply)](const auto& reads) {
         if (!*alive) return;
         const routine::Catalog& now = node_.catalog();
         proto::AdminResponse response;
@@ -90,8 +91,15 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
           row.set_trigger(describe_trigger(*spec));
           const auto strategy =
               spec->lock_strategy == routine::LockStrategy::mesh_default ? mesh_strategy : spec->lock_strategy;
-          // Under WV no device is locked, whatever the strategy says.
-          row.set_lock(visibility == routine::Visibility::wv ? "none" : std::string(routine::to_string(strategy)));
+          // Under WV no device is locked, and under EV serial keys order the
+          // locks, whatever the strategy says.
+          if (visibility == routine::Visibility::wv) {
+            row.set_lock("none");
+          } else if (visibility == routine::Visibility::ev) {
+            row.set_lock(fmt::format("serial key ({})", routine::to_string(ev_scheduler)));
+          } else {
+            row.set_lock(std::string(routine::to_string(strategy)));
+          }
           row.set_visibility(std::string(routine::to_string(visibility)));
           for (const auto& device : routine::command_devices(*spec)) row.add_devices(device);
           for (const auto& resource : spec->uses) row.add_uses(resource);

@@ -1406,11 +1406,27 @@ const std::vector<SectionSpec>& Parser::sections() {
        {
            choice_key(
                "visibility", {"wv", "gsv", "psv", "sgsv", "ev"},
-               "set visibility to \"psv\" (routines sharing a device never overlap: the default), \"ev\" "
-               "(psv whose routines give a device up after their last command on it), \"gsv\" (one "
-               "routine at a time in the whole mesh), \"sgsv\" (gsv that also aborts a running routine "
-               "when any device fails or restarts) or \"wv\" (no isolation), the same on every node",
+               "set visibility to \"ev\" (routines ordered by serial keys, each holding a device only from "
+               "its first to its last command there: the default), \"psv\" (routines sharing a device never "
+               "overlap), \"gsv\" (one routine at a time in the whole mesh), \"sgsv\" (gsv that also "
+               "aborts a running routine when any device fails or restarts) or \"wv\" (no isolation), the "
+               "same on every node",
                [](C& c, const std::string& v) { c.node.routines.leaders.visibility = *routine::parse_visibility(v); }),
+           choice_key("ev_scheduler", {"tl", "fcfs", "jit"},
+                      "set ev_scheduler to how an EV routine is ordered among those sharing its devices: \"tl\" "
+                      "(timeline: into the first gap it fits on every device, the default), \"fcfs\" (after "
+                      "every routine placed on its devices) or \"jit\" (only once its devices are unused)",
+                      [](C& c, const std::string& v) {
+                        c.node.routines.leaders.ev_scheduler = *routine::parse_ev_scheduler(v);
+                      }),
+           boolean_key("ev_pre_lease",
+                       "whether an EV routine may go before one already placed on a device that has not used it "
+                       "yet (SafeHome's pre-lease; off for experiments)",
+                       [](C& c, bool v) { c.node.routines.leaders.ev_pre_lease = v; }),
+           boolean_key("ev_post_lease",
+                       "whether an EV routine gives a device up after its last command there rather than at its "
+                       "end (SafeHome's post-lease; off for experiments)",
+                       [](C& c, bool v) { c.node.routines.leaders.ev_post_lease = v; }),
            choice_key("precondition_value", {"closest_to_current", "lowest", "highest", "midpoint"},
                       "set precondition_value to how a precondition command picks a value inside a range: "
                       "\"closest_to_current\" (least change: the default), \"lowest\", \"highest\" or "

@@ -48,7 +48,10 @@ constexpr std::string_view kHelp = R"(    routines
         (its commands back to back, with their durations) and the
         overhead (end to end / ideal run), both only for an invocation
         that ran every command, and the commands its rollback undid or
-        tried to.
+        tried to. Under visibility "ev" it also shows the invocation's
+        serial key (its place in the serial order), how long placing it
+        in its devices' lineages took, and how often a device refused
+        its key (re-keyed).
 
     routine add --file F [--replace]
         Adds the [[routine]] tables of the catalog file F (the format of
@@ -249,6 +252,15 @@ void print_invocation(const proto::InvocationMsg& i, const proto::RoutineRow& r)
   for (const auto& m : r.metrics()) {
     if (m.seq() != i.seq()) continue;
     if (const std::string text = metrics_text(m); !text.empty()) std::cout << "  metrics: " << text << "\n";
+  }
+  if (i.serial_key_us() != 0) {
+    // EV: where it stands in the serial order, and what placing it cost.
+    std::cout << fmt::format(
+        "  serial key {}{}{}\n", i.serial_key_us(),
+        i.placed_at_us() > 0
+            ? ", placed in its devices' lineages in " + seconds_between(i.keyed_at_us(), i.placed_at_us())
+            : std::string(", not placed yet"),
+        i.rekeys() > 0 ? fmt::format(", re-keyed {} time{}", i.rekeys(), i.rekeys() == 1 ? "" : "s") : std::string());
   }
   if (i.resources_size() > 0) {
     std::vector<std::string> held;

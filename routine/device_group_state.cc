@@ -146,10 +146,17 @@ void DeviceGroupState::apply_update(std::string_view update) {
       record_state_before(it->second);
       return;
     }
-    case proto::DeviceUpdate::kLock:
-      locks_.request(decoded->lock().device(), decoded->lock().holder(), decoded->lock().wait(),
-                     decoded->lock().started_us());
+    case proto::DeviceUpdate::kLock: {
+      const proto::DeviceLockRequest& request = decoded->lock();
+      if (request.serial_key_us() != 0) {
+        locks_.place(request.device(), request.holder(),
+                     DeviceLocks::Entry{request.serial_key_us(), request.ready(), request.expected_first_use_us(),
+                                        request.expected_done_us()});
+      } else {
+        locks_.request(request.device(), request.holder(), request.wait(), request.started_us());
+      }
       return;
+    }
     case proto::DeviceUpdate::kUnlock:
       locks_.release(decoded->unlock().device(), decoded->unlock().holder());
       return;
@@ -468,7 +475,8 @@ core::Expected<std::string, std::string> DeviceGroupState::read(std::string_view
       reply.set_found(true);
       break;
     case proto::DeviceQuery::kLock:
-      *reply.mutable_lock() = locks_.status(decoded->lock().device(), decoded->lock().holder());
+      *reply.mutable_lock() =
+          locks_.status(decoded->lock().device(), decoded->lock().holder(), decoded->lock().lineage());
       reply.set_found(true);
       break;
     case proto::DeviceQuery::kCommandId:

@@ -964,12 +964,15 @@ void DeviceLeaders::reclaim_locks(const SessionKey& key) {
     const DeviceLocks::Lock& lock = entry.second;
     auto& renewals = lock_renewals_[device];
     std::erase_if(renewals, [&](const auto& renewal) {
-      return renewal.first != lock.holder &&
+      return renewal.first != lock.holder && lock.lineage.count(renewal.first) == 0 &&
              std::find(lock.waiting.begin(), lock.waiting.end(), renewal.first) == lock.waiting.end();
     });
-    if (lock.free()) continue;
+    // The holder, or under EV the lineage entry every later one waits for
+    // (its invocation renews its placements as it does its locks).
+    const std::string blocker = lock.blocker();
+    if (blocker.empty()) continue;
     // Counted from this session's start at the earliest.
-    auto [renewed, inserted] = renewals.try_emplace(lock.holder, now);
+    auto [renewed, inserted] = renewals.try_emplace(blocker, now);
     if (inserted || s->reclaiming.count(device) != 0) continue;
     if (renewed->second < s->started) renewed->second = s->started;
     if (now - renewed->second < options_.lock_reclaim_after) continue;
@@ -978,7 +981,7 @@ void DeviceLeaders::reclaim_locks(const SessionKey& key) {
     // only a group that is gone, unreachable, or no longer runs the
     // invocation loses the lock.
     s->reclaiming.insert(device);
-    const std::string holder = lock.holder;
+    const std::string holder = blocker;
     const uint64_t token = lock.token;
     const auto silent_ms = core::to_millis(now - renewed->second);
     const kgroup::GroupTarget routine_group{kgroup::TargetKind::routine, holder.substr(0, holder.find('#'))};

@@ -2,14 +2,89 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "routine/fault_points.h"
 
 namespace mesh::routine {
 
+namespace {
+
+bool key_below(int64_t key_us, const std::string& holder, int64_t other_key_us, const std::string& other_holder) {
+  return std::tie(key_us, holder) < std::tie(other_key_us, other_holder);
+}
+
+proto::LineageEntryMsg entry_to_proto(const std::string& holder, const DeviceLocks::Entry& entry) {
+  proto::LineageEntryMsg msg;
+  msg.set_holder(holder);
+  msg.set_serial_key_us(entry.serial_key_us);
+  msg.set_ready(entry.ready);
+  msg.set_expected_first_use_us(entry.expected_first_use_us);
+  msg.set_expected_done_us(entry.expected_done_us);
+  return msg;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, DeviceLocks::Entry>> DeviceLocks::Lock::ordered_lineage() const {
+  std::vector<std::pair<std::string, Entry>> ordered(lineage.begin(), lineage.end());
+  std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
+    return key_below(a.second.serial_key_us, a.first, b.second.serial_key_us, b.first);
+  });
+  return ordered;
+}
+
+std::string DeviceLocks::Lock::blocker() const {
+  if (!free()) return holder;
+  const auto ordered = ordered_lineage();
+  return ordered.empty() ? std::string() : ordered.front().first;
+}
+
 void DeviceLocks::grant(Lock& lock, std::string holder) {
   lock.holder = std::move(holder);
   lock.token = ++lock.last_token;
+}
+
+void DeviceLocks::grant_in_key_order(Lock& lock) {
+  if (!lock.free() || !lock.waiting.empty() || lock.lineage.empty()) return;
+  const auto ordered = lock.ordered_lineage();
+  auto first = ordered.begin();
+  if (fault_points().grant_out_of_key_order) {
+    first = std::find_if(ordered.begin(), ordered.end(), [](const auto& e) { return e.second.ready; });
+    if (first == ordered.end()) return;
+  }
+  const auto& [lowest, entry] = *first;
+  if (!entry.ready) return;
+  if (key_below(lock.floor_key_us, lock.floor_holder, entry.serial_key_us, lowest)) {
+    lock.floor_key_us = entry.serial_key_us;
+    lock.floor_holder = lowest;
+  }
+  grant(lock, lowest);
+}
+
+void DeviceLocks::place(const std::string& device, const std::string& holder, const Entry& entry) {
+  if (device.empty() || holder.empty() || entry.serial_key_us <= 0) return;
+  Lock& lock = locks_[device];
+  if (lock.holder == holder || std::find(lock.waiting.begin(), lock.waiting.end(), holder) != lock.waiting.end()) {
+    return;
+  }
+  const auto placed = lock.lineage.find(holder);
+  if (placed != lock.lineage.end() && placed->second.serial_key_us == entry.serial_key_us) {
+    placed->second.ready = placed->second.ready || entry.ready;
+    placed->second.expected_first_use_us = entry.expected_first_use_us;
+    placed->second.expected_done_us = entry.expected_done_us;
+    grant_in_key_order(lock);
+    return;
+  }
+  if (key_below(entry.serial_key_us, holder, lock.floor_key_us, lock.floor_holder)) {
+    // Refused: someone serialized after this key already used the device.
+    if (placed != lock.lineage.end()) lock.lineage.erase(placed);
+    grant_in_key_order(lock);
+    return;
+  }
+  if (placed == lock.lineage.end() && lock.lineage.size() >= kMaxWaiting) return;
+  lock.lineage[holder] = entry;
+  grant_in_key_order(lock);
 }
 
 void DeviceLocks::request(const std::string& device, const std::string& holder, bool wait, int64_t started_us) {
@@ -34,26 +109,41 @@ std::optional<std::string> DeviceLocks::release(const std::string& device, const
   const auto it = locks_.find(device);
   if (it == locks_.end()) return std::nullopt;
   Lock& lock = it->second;
+  const bool was_placed = lock.lineage.erase(holder) != 0;
   if (lock.holder != holder) {
     if (std::erase(lock.waiting, holder) != 0) lock.started_us.erase(holder);
-    return std::nullopt;
+    if (!was_placed) return std::nullopt;
+    // A withdrawn entry may have been the one a ready entry waited for.
+    grant_in_key_order(lock);
+    return lock.free() ? std::nullopt : std::optional(lock.holder);
   }
   lock.started_us.erase(holder);
   lock.holder.clear();
   lock.token = 0;
-  if (lock.waiting.empty()) return std::nullopt;
+  if (lock.waiting.empty()) {
+    grant_in_key_order(lock);
+    return lock.free() ? std::nullopt : std::optional(lock.holder);
+  }
   std::string next = std::move(lock.waiting.front());
   lock.waiting.pop_front();
   grant(lock, next);
   return next;
 }
 
-proto::LockStatusMsg DeviceLocks::status(const std::string& device, const std::string& holder) const {
+proto::LockStatusMsg DeviceLocks::status(const std::string& device, const std::string& holder, bool lineage) const {
   proto::LockStatusMsg status;
   const Lock* lock = find(device);
   if (lock == nullptr) return status;
   status.set_current_holder(lock->holder);
   status.set_holder_token(lock->token);
+  status.set_floor_key_us(lock->floor_key_us);
+  status.set_floor_holder(lock->floor_holder);
+  const auto ordered = lock->ordered_lineage();
+  if (lineage) {
+    for (size_t i = 0; i < ordered.size() && i < kMaxLineageAnswer; ++i) {
+      *status.add_lineage() = entry_to_proto(ordered[i].first, ordered[i].second);
+    }
+  }
   if (const auto started = lock->started_us.find(lock->holder); started != lock->started_us.end()) {
     status.set_holder_started_us(started->second);
   }
@@ -66,6 +156,15 @@ proto::LockStatusMsg DeviceLocks::status(const std::string& device, const std::s
   if (it != lock->waiting.end()) {
     status.set_state(proto::LOCK_WAITING);
     status.set_ahead(static_cast<uint32_t>(1 + (it - lock->waiting.begin())));
+    return status;
+  }
+  const auto placed =
+      std::find_if(ordered.begin(), ordered.end(), [&holder](const auto& e) { return e.first == holder; });
+  if (placed != ordered.end()) {
+    status.set_state(proto::LOCK_PLACED);
+    status.set_placed_key_us(placed->second.serial_key_us);
+    status.set_placed_ready(placed->second.ready);
+    status.set_ahead(static_cast<uint32_t>(placed - ordered.begin()));  // a holder's entry is among them
   }
   return status;
 }
@@ -78,7 +177,7 @@ const DeviceLocks::Lock* DeviceLocks::find(const std::string& device) const {
 std::vector<proto::DeviceLockMsg> DeviceLocks::to_proto() const {
   std::vector<proto::DeviceLockMsg> out;
   for (const auto& [device, lock] : locks_) {
-    if (lock.free() && lock.waiting.empty() && lock.last_token == 0) continue;
+    if (lock.free() && lock.waiting.empty() && lock.last_token == 0 && lock.lineage.empty()) continue;
     proto::DeviceLockMsg& msg = out.emplace_back();
     msg.set_device(device);
     msg.set_holder(lock.holder);
@@ -86,6 +185,9 @@ std::vector<proto::DeviceLockMsg> DeviceLocks::to_proto() const {
     for (const auto& waiting : lock.waiting) msg.add_waiting(waiting);
     msg.set_last_token(lock.last_token);
     msg.mutable_started_us()->insert(lock.started_us.begin(), lock.started_us.end());
+    for (const auto& [holder, entry] : lock.ordered_lineage()) *msg.add_lineage() = entry_to_proto(holder, entry);
+    msg.set_floor_key_us(lock.floor_key_us);
+    msg.set_floor_holder(lock.floor_holder);
   }
   return out;
 }
@@ -106,6 +208,23 @@ bool DeviceLocks::restore(const google::protobuf::RepeatedPtrField<proto::Device
         lock.waiting.size() > kMaxWaiting) {
       return false;
     }
+    for (const auto& entry : msg.lineage()) {
+      // A lineage entry is the holder's own or nobody else's here.
+      if (entry.holder().empty() || entry.serial_key_us() <= 0 ||
+          (entry.holder() != lock.holder && seen.count(entry.holder()) != 0) ||
+          !lock.lineage
+               .emplace(entry.holder(), Entry{entry.serial_key_us(), entry.ready(), entry.expected_first_use_us(),
+                                              entry.expected_done_us()})
+               .second) {
+        return false;
+      }
+    }
+    if (lock.lineage.size() > kMaxWaiting || msg.floor_key_us() < 0 ||
+        (msg.floor_key_us() == 0) != msg.floor_holder().empty()) {
+      return false;
+    }
+    lock.floor_key_us = msg.floor_key_us();
+    lock.floor_holder = msg.floor_holder();
     for (const auto& [named, started] : msg.started_us()) {
       if (named.empty() || seen.count(named) == 0) return false;  // an age of nobody here
       lock.started_us.emplace(named, started);

@@ -33,8 +33,30 @@ namespace mesh::routine {
 // Holders are strings "ROUTINE#SEQ" (one invocation of one routine). All
 // operations are idempotent, as the routine leader repeats them after any
 // unknown outcome and after its own fail-over.
+//
+// Lineages (EV, SafeHome §4-5, routine/routine_leaders.h "Serial keys").
+// Under EV a request carries its invocation's serial key and places an
+// entry in the device's lineage, ordered by (key, holder); the entry asks
+// for the lock itself only once `ready` (its invocation is about to use the
+// device). The lock goes, when free, to the lowest entry, and only if that
+// one is ready: an entry waits for every lower one to be done with the
+// device (released), used or not, so the device's users follow key order.
+// The lock's floor is the largest key ever granted; an entry below it is
+// refused (not placed), as a routine serialized before one that already
+// used the device cannot use it any more: its invocation re-keys. So on
+// every device, users come in increasing key order, and every precedence
+// edge among routines runs from a lower key to a higher one: no cycle.
+// A lower key placed before a higher entry's first use goes first: that is
+// SafeHome's pre-lease, without the lender giving anything back (a granted
+// lock is never taken away; an entry below a granted one is refused).
 class DeviceLocks {
  public:
+  struct Entry {
+    int64_t serial_key_us = 0;
+    bool ready = false;
+    int64_t expected_first_use_us = 0;
+    int64_t expected_done_us = 0;
+  };
   struct Lock {
     std::string holder;  // empty: free
     uint64_t token = 0;
@@ -44,19 +66,36 @@ class DeviceLocks {
     // requests said (aggressive ones only): the age wound-wait compares
     // (routine/routine_leaders.h), told to whoever reads the lock.
     std::map<std::string, int64_t> started_us;
+    // EV: the entries placed and not yet released, by holder (a granted
+    // one included), and the largest (key, holder) ever granted.
+    std::map<std::string, Entry> lineage;
+    int64_t floor_key_us = 0;
+    std::string floor_holder;
     bool free() const { return holder.empty(); }
+    // The lineage in grant order.
+    std::vector<std::pair<std::string, Entry>> ordered_lineage() const;
+    // Whose silence keeps the lock from everyone else: the holder, or the
+    // lineage's lowest entry while the lock is free (it is not ready yet).
+    std::string blocker() const;
   };
 
   // Holder already holding or waiting: nothing changes. Free lock: granted.
   // Held by another: queued if `wait` (SLA, aggressive), else nothing (OLA:
   // the requester reads LOCK_NONE and backs off).
   void request(const std::string& device, const std::string& holder, bool wait, int64_t started_us = 0);
+  // EV: places `holder`'s entry under entry.serial_key_us (> 0), or moves
+  // its entry there (a re-key), or marks it ready; refused (and an entry
+  // being moved dropped) below the floor. A granted holder: nothing
+  // changes. A full lineage takes no new entry.
+  void place(const std::string& device, const std::string& holder, const Entry& entry);
   // The holder gives it up (the next waiting one is granted), or a waiting
   // one leaves the queue. Unknown holders: nothing changes. Returns the
   // holder granted by this release, if any.
   std::optional<std::string> release(const std::string& device, const std::string& holder);
 
-  proto::LockStatusMsg status(const std::string& device, const std::string& holder) const;
+  // With `lineage`, the answer carries the lineage's first kMaxLineageAnswer
+  // entries (what a timeline placement reads).
+  proto::LockStatusMsg status(const std::string& device, const std::string& holder, bool lineage = false) const;
   const Lock* find(const std::string& device) const;
   const std::map<std::string, Lock>& locks() const { return locks_; }
 
@@ -67,10 +106,16 @@ class DeviceLocks {
 
   // Longest wait list accepted per device: a building has a handful of
   // routines per device; the bound keeps one group's state migratable.
+  // The same bound holds for a lineage.
   static constexpr size_t kMaxWaiting = 64;
+  // Lineage entries per status answer: it must stay one datagram.
+  static constexpr size_t kMaxLineageAnswer = 16;
 
  private:
   void grant(Lock& lock, std::string holder);
+  // A free lock with no FIFO waiter goes to the lineage's lowest entry, if
+  // that one is ready.
+  void grant_in_key_order(Lock& lock);
   std::map<std::string, Lock> locks_;
 };
 

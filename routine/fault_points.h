@@ -55,6 +55,10 @@ struct FaultPoints {
   // Device leaders finish a command ok as soon as its driver reports it
   // done, without seeing its effect (APEX §7.3 actuation failures).
   bool trust_actuation_reports = false;
+  // EV lineages: a free lock goes to the lowest entry that asks for it, not
+  // to the lowest entry, so a routine with a higher serial key can use a
+  // device before a lower one that uses it later (a precedence cycle).
+  bool grant_out_of_key_order = false;
 };
 
 FaultPoints& fault_points();

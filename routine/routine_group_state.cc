@@ -88,6 +88,10 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
   }
   if (invocation.baseline) *msg.mutable_baseline() = to_proto(*invocation.baseline);
   msg.set_triggered_at_us(invocation.triggered_at_us);
+  msg.set_serial_key_us(invocation.serial_key_us);
+  msg.set_keyed_at_us(invocation.keyed_at_us);
+  msg.set_placed_at_us(invocation.placed_at_us);
+  msg.set_rekeys(invocation.rekeys);
   msg.set_locked_at_us(invocation.locked_at_us);
   msg.set_releasing_at_us(invocation.releasing_at_us);
   msg.set_ended_at_us(invocation.ended_at_us);
@@ -132,6 +136,10 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
   }
   if (msg.has_baseline()) invocation.baseline = from_proto(msg.baseline());
   invocation.triggered_at_us = msg.triggered_at_us();
+  invocation.serial_key_us = msg.serial_key_us();
+  invocation.keyed_at_us = msg.keyed_at_us();
+  invocation.placed_at_us = msg.placed_at_us();
+  invocation.rekeys = msg.rekeys();
   invocation.locked_at_us = msg.locked_at_us();
   invocation.releasing_at_us = msg.releasing_at_us();
   invocation.ended_at_us = msg.ended_at_us();
@@ -332,6 +340,26 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
         // Deduced from states read under the locks it gave back: stale.
         invocation.plan.reset();
         invocation.planned_stages = 0;
+      }
+      return;
+    case proto::InvocationStep::kSerialKey: {
+      const int64_t key_us = step.serial_key().key_us();
+      if (invocation.phase != proto::PHASE_ACQUIRING_LOCKS || key_us <= 0 || key_us == invocation.serial_key_us) {
+        return;
+      }
+      if (invocation.serial_key_us == 0) {
+        invocation.keyed_at_us = std::max<int64_t>(step.at_us(), 1);
+      } else {
+        ++invocation.rekeys;
+      }
+      invocation.serial_key_us = key_us;
+      invocation.placed_at_us = 0;
+      return;
+    }
+    case proto::InvocationStep::kPlaced:
+      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS && invocation.serial_key_us != 0 &&
+          invocation.placed_at_us == 0 && step.placed()) {
+        invocation.placed_at_us = std::max<int64_t>(step.at_us(), 1);
       }
       return;
     case proto::InvocationStep::kAbort:

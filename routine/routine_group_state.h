@@ -110,6 +110,14 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     // GSV, S-GSV: the watched devices' event counts at the start of
     // EXECUTING, committed before the plan and the first command.
     std::optional<AvailabilityBaseline> baseline;
+    // EV (routine/routine_leaders.h, "Serial keys"): its place in the
+    // serial order, committed before it is placed in its devices'
+    // lineages; `placed_at_us` is set once every lineage took it (then it
+    // may run commands), and a refusal re-keys it (placements start over).
+    int64_t serial_key_us = 0;
+    int64_t keyed_at_us = 0;
+    int64_t placed_at_us = 0;
+    uint32_t rekeys = 0;
     int64_t triggered_at_us = 0;
     int64_t locked_at_us = 0;
     int64_t releasing_at_us = 0;

@@ -12,9 +12,13 @@
 #include "routine/fault_points.h"
 #include "routine/invocation_metrics.h"
 #include "routine/routine_combo.h"
+#include "routine/routine_leaders_detail.h"
 
 namespace mesh::routine {
 namespace {
+
+using detail::routine_id;
+using detail::unlock_payload;
 
 constexpr int64_t kMicrosPerMinute = 60'000'000;
 constexpr int64_t kMinutesPerDay = 24 * 60;
@@ -47,15 +51,6 @@ std::optional<uint32_t> next_to_undo(const RoutineGroupState::Invocation& invoca
     if (may_have_acted(it->second.status) && invocation.undone.count(it->first) == 0) return it->first;
   }
   return std::nullopt;
-}
-
-// A DeviceLockRelease of `holder`'s lock on `device` (or of its place in
-// the queue), as a device group write.
-std::string unlock_payload(const std::string& device, const std::string& holder) {
-  proto::DeviceUpdate release;
-  release.mutable_unlock()->set_device(device);
-  release.mutable_unlock()->set_holder(holder);
-  return release.SerializeAsString();
 }
 
 // What an aborted invocation's history says: why, and what its rollback
@@ -94,12 +89,6 @@ uint32_t stage_of(const std::vector<ComboCommand>& commands, size_t index) {
       std::count_if(commands.begin(), commands.begin() + static_cast<std::ptrdiff_t>(index),
                     [](const ComboCommand& c) { return !c.serves; });
   return static_cast<uint32_t>(routine_commands_before);
-}
-
-// "routine:ID" -> "ID"
-std::string routine_id(const std::tuple<std::string, uint64_t, uint32_t>& key) {
-  const std::string& target = std::get<0>(key);
-  return target.substr(target.find(':') + 1);
 }
 
 }  // namespace
@@ -155,6 +144,9 @@ RoutineLeaders::RoutineLeaders(core::Env& env, kgroup::GroupHost& host, const kg
       failure_aborts_(metrics.counter("routine_failure_aborts_total")),
       lock_retries_(metrics.counter("routine_lock_retries_total")),
       wounds_(metrics.counter("routine_wounds_total")),
+      rekeys_(metrics.counter("routine_ev_rekeys_total")),
+      pre_leases_(metrics.counter("routine_ev_pre_leases_total")),
+      placement_ms_(metrics.histogram("routine_ev_placement_ms")),
       wait_ms_(metrics.histogram("routine_wait_ms")),
       end_to_end_ms_(metrics.histogram("routine_end_to_end_ms")),
       latency_overhead_(metrics.histogram("routine_latency_overhead")) {
@@ -450,6 +442,11 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
           return;
         }
       }
+      if (options_.visibility == Visibility::ev) {
+        // Serial keys order its locks; the lock strategy plays no part.
+        acquire_in_lineages(key, invocation, devices, reservation->has_preconditions);
+        return;
+      }
       std::vector<std::string> missing;
       for (const auto& device : devices) {
         if (invocation.locks.count(device) == 0) missing.push_back(device);
@@ -478,7 +475,8 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         stop(key, seq, *reason);
         return;
       }
-      const bool aggressive = strategy_of(*spec) == LockStrategy::aggressive;
+      const bool keyed = options_.visibility == Visibility::ev;
+      const bool aggressive = !keyed && strategy_of(*spec) == LockStrategy::aggressive;
       if (invocation.abort_reason.empty()) {
         if (const auto reason = lost_resource(invocation)) {
           // Its device locks still fence everyone else off its devices, so
@@ -514,6 +512,17 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
       }
       if (!aggressive && !invocation.plan && invocation.commands.empty() && reservation &&
           reservation->has_preconditions) {
+        if (keyed) {
+          // The plan reads every device of the graphs: all held first.
+          std::vector<std::string> missing;
+          for (const auto& device : devices) {
+            if (invocation.locks.count(device) == 0 && invocation.leased.count(device) == 0) missing.push_back(device);
+          }
+          if (!missing.empty()) {
+            take_in_key_order(key, seq, missing);
+            return;
+          }
+        }
         plan_combo(key, seq, reservation->devices);
         return;
       }
@@ -571,13 +580,18 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
           return;
         }
       }
-      const bool holds_every_lock = std::all_of(devices.begin(), devices.end(), [&invocation](const auto& device) {
-        return invocation.locks.count(device) != 0 || invocation.leased.count(device) != 0;
-      });
-      // Two-phase locking: no lock is given up before the last is taken.
-      if (options_.visibility == Visibility::ev && next < commands.size() && holds_every_lock) {
+      // EV: the device lineages keep every device in serial-key order, so a
+      // device is given up once done with, whoever is still to be taken.
+      if (keyed && options_.ev_post_lease && next < commands.size()) {
         if (const auto device = lease_candidate(invocation, commands, next)) {
           post_lease(key, seq, *device, invocation.locks.at(*device));
+          return;
+        }
+      }
+      if (keyed && next < commands.size()) {
+        const std::string& device = commands[next].command.device;
+        if (invocation.locks.count(device) == 0 && invocation.leased.count(device) == 0) {
+          take_in_key_order(key, seq, {device});
           return;
         }
       }
@@ -1773,9 +1787,21 @@ void RoutineLeaders::renew_locks() {
     kgroup::GroupReplica* r = replica(key);
     const RoutineGroupState* st = state(key);
     if (r == nullptr || st == nullptr || !r->can_read()) continue;
+    const RoutineSpec* spec = spec_of(key);
     for (const auto& [seq, invocation] : st->invocations()) {
       if (invocation.done()) continue;
-      for (const auto& [device, token] : invocation.locks) {
+      // EV: its entries in lineages are renewed too (token 0: a renewal
+      // that is not about a grant), or a device leader takes back the entry
+      // every later one waits for.
+      std::map<std::string, uint64_t> renewed = invocation.locks;
+      if (invocation.serial_key_us != 0 && spec != nullptr) {
+        if (const auto reserved = combo_devices(*spec, catalog_)) {
+          for (const std::string& device : reserved->devices) {
+            if (invocation.leased.count(device) == 0) renewed.emplace(device, 0);
+          }
+        }
+      }
+      for (const auto& [device, token] : renewed) {
         // Every member this node computes, and the leader that last
         // answered (the group may have members this node's view does not
         // compute, after a re-selection it did not see).

@@ -23,6 +23,7 @@
 #include "routine/routine_group_state.h"
 #include "routine/routine_messages.h"
 #include "routine/routine_model.h"
+#include "routine/serial_key_choice.h"
 #include "routine/visibility.h"
 
 namespace mesh::routine {
@@ -30,9 +31,19 @@ namespace mesh::routine {
 struct RoutineLeaderOptions {
   // How concurrent routines are isolated (routine/visibility.h); the same
   // on every node.
-  Visibility visibility = Visibility::psv;
+  Visibility visibility = Visibility::ev;
   // The mesh's lock strategy; a routine may override it (`lock = "ola"`).
   LockStrategy strategy = LockStrategy::sla;
+  // EV: how an invocation chooses its serial key (routine/
+  // serial_key_choice.h), and whether pre- and post-leases happen (each can
+  // be turned off for experiments, as in SafeHome Fig. 15).
+  EvScheduler ev_scheduler = EvScheduler::tl;
+  bool ev_pre_lease = true;
+  bool ev_post_lease = true;
+  // EV: what one command is expected to take beyond its own duration (the
+  // round trips to its device group), when an invocation tells the
+  // lineages when it expects to use its devices.
+  core::Duration expected_command_time = std::chrono::milliseconds(400);
   // How a precondition command's value is chosen inside an interval
   // (routine/command_deduction.h); the same on every node.
   DeductionPolicy deduction;
@@ -183,34 +194,52 @@ struct RoutineLeaderOptions {
 //    done) the leader reads the counts again and, under GSV, S-GSV and PSV,
 //    aborts the invocation (rolled back as above) if an event fell where the
 //    model cannot serialize it before or after the routine. WV skips this.
-//  - Post-leasing (EV only, SafeHome §4.1): before each command, the
-//    invocation gives up the lock of every device no later command of its
-//    combo uses, once the command before (and its duration) is done: it
-//    commits the lease (`lock_leased`; the lock is then neither renewed nor
-//    checked as held) and then sends the release, so the device's next
-//    waiter goes on while this invocation runs its other commands. Devices
-//    a precondition rule names are never leased: another routine's planner
-//    reads them, and must not read a write this invocation may still undo
-//    (SafeHome forbids a post-lease to a routine that reads the device).
-//    Why it stays serializable: every lock is taken before the first
-//    command (SLA or OLA, as under PSV) and a device is given up only after
-//    its last command there, so no lock is taken after one was given up:
-//    two-phase locking, serializable in the order of the lock points, and a
-//    device group actuates a command only under its lock (fencing), so the
-//    devices' logs follow that order. What SafeHome's EV adds and this does
-//    not: pre-leases (lending a held lock to a routine serialized before the
-//    holder) and timeline placement into per-device lineages. Spread over
-//    device groups those need a placement protocol that reserves slots in
-//    several lineages at once. The design intended for it: a leader picks
-//    one serial key per invocation (any point of a dense total order: below
-//    an existing key is a pre-lease), commits it, then places an entry in
-//    each of its devices' lineages; a device group orders its lineage by
-//    key, lets only the lowest-key entry not yet done with the device
-//    actuate it, and refuses an entry below a key that already actuated
-//    there. Every precedence edge then runs from a lower key to a higher
-//    one, so no cycle forms however placements race; a new leader re-places
-//    with the committed key, or withdraws and re-keys if refused. TL's gap
-//    fitting (routine/timeline_scheduler.h) would only choose the key.
+//  - Serial keys (EV, SafeHome §4-5; the device side is routine/
+//    device_locks.h, "Lineages"): under EV the lock strategy plays no
+//    part. Once its resources are held, an invocation chooses a serial key
+//    (routine/serial_key_choice.h: `tl` reads its devices' lineages and
+//    takes the first gap where it delays nobody, `fcfs` goes after every
+//    placed entry, `jit` waits until its devices are unused) and commits it
+//    (`serial_key`); then it places an entry under that key in every
+//    device's lineage (not yet asking for the lock, unless precondition
+//    rules need every device held for the plan) and commits `placed` once
+//    every lineage has it. A device group keeps its lineage in key order,
+//    grants the lock to the lowest entry only, once that entry asks
+//    (`ready`), and refuses an entry below the largest key it ever granted
+//    (its floor): the invocation then withdraws every entry and re-keys
+//    above (`serial_key` again; nothing has run yet). In EXECUTING, before
+//    each command it asks for that command's device and waits for the
+//    grant (committed as `locks_held`); a device it is done with it gives
+//    up at once (a post-lease, below). A lower key placed before a higher
+//    one asks goes first: SafeHome's pre-lease, chosen by `tl` when the
+//    invocation is expected to be done with the device before the higher
+//    one's first use. Why serializable: on every device the lock goes in
+//    increasing key order (an entry waits for every lower one to be done
+//    with the device, and no entry is taken below a key already granted),
+//    and a device group actuates a command only under the lock (fencing),
+//    so every precedence edge among invocations in the devices' logs runs
+//    from a lower key to a higher one: they cannot close a cycle, and the
+//    key order is a serial order with the end state the devices show. This
+//    holds however placements race, whatever key a scheduler picks, and
+//    across leader changes: a new leader re-places under the committed key
+//    (placement is idempotent), or re-keys if refused. Why no deadlock: the
+//    lowest key among running invocations waits for nobody (no entry below
+//    it is left on its devices, and none above it can have been granted,
+//    or its placement would have been refused), and keys only grow on a
+//    re-key. A lineage entry blocks those after it, so it is renewed like a
+//    lock, and a device leader that hears nothing takes back the entry
+//    everyone waits for (the holder, or the lowest entry) once the
+//    routine's group says the invocation no longer runs. An invocation
+//    whose entry was taken back and cannot be placed again (someone after
+//    its key used the device since) stops, as for a lost lock. Devices a
+//    precondition rule names are never given up early: another routine's
+//    planner reads them, and must not read a write this invocation may
+//    still undo (SafeHome forbids a post-lease to a routine that reads the
+//    device). `ev_pre_lease = false` makes `tl` append, `ev_post_lease =
+//    false` keeps every device to the end. `routine_ev_placement_ms` is
+//    the time from the first key to being placed (SafeHome's placement
+//    time), `routine_ev_rekeys_total` and `routine_ev_pre_leases_total`
+//    count what their names say.
 //  - Rollback after a post-lease (EV): the undo of a command on a device the
 //    invocation gave up goes without a lock (`after_lease`); the device
 //    group sets only the attributes this invocation still wrote last and,
@@ -325,6 +354,34 @@ class RoutineLeaders {
   // tells its routine group (at most once per grant and request_timeout).
   void wound_if_younger(const SessionKey& key, uint64_t seq, const std::string& device,
                         const proto::LockStatusMsg& status);
+  // EV, serial keys (routine_leaders_lineage.cc). While acquiring: chooses
+  // a key, places the invocation in every device's lineage under it, and
+  // re-keys after a refusal; once placed, it goes on to EXECUTING.
+  void acquire_in_lineages(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                           const std::vector<std::string>& devices, bool all_from_start);
+  // Reads the lineages of `devices` and commits the key the scheduler
+  // chooses (`refused_by`: the device whose refusal makes it re-key).
+  void choose_key(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices,
+                  const std::string& refused_by, bool all_from_start);
+  // Reads this invocation's entry at every device, places it where it is
+  // missing, and commits `placed` once every device has it; withdraws
+  // everything and re-keys if one refused it.
+  void place_everywhere(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices,
+                        bool all_from_start);
+  // While executing: asks for the locks of `devices` now (the entries
+  // become ready) and commits those granted; stops the invocation if its
+  // entry at a device is gone and can no longer be placed there.
+  void take_in_key_order(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
+  // The lineage request of the invocation for `device`: under its serial
+  // key, ready or not, with when it expects to use the device if it went on
+  // from command `from` now.
+  std::string place_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool ready,
+                            bool all_from_start, size_t from) const;
+  // When the invocation expects to use each of its devices if it ran its
+  // routine commands from `from` on, starting now (every device from the
+  // start, with `all_from_start`: precondition rules need them all held
+  // before the plan).
+  std::map<std::string, ExpectedUse> expected_uses(const RoutineSpec& spec, bool all_from_start, size_t from) const;
   // Aggressive: reads the stage's devices, deduces routine command
   // `stage`'s precondition commands and commits them, or aborts.
   void plan_one_stage(const SessionKey& key, uint64_t seq, uint32_t stage, const std::set<std::string>& devices);
@@ -486,6 +543,9 @@ class RoutineLeaders {
   core::Counter& failure_aborts_;
   core::Counter& lock_retries_;
   core::Counter& wounds_;
+  core::Counter& rekeys_;
+  core::Counter& pre_leases_;
+  core::Histogram& placement_ms_;
   core::Histogram& wait_ms_;
   core::Histogram& end_to_end_ms_;
   core::Histogram& latency_overhead_;  // ok invocations only

@@ -37,17 +37,18 @@ namespace mesh::routine {
 //    routine on a failure or restart of any device of the mesh, not only of
 //    the devices it touches (SafeHome §3, routine/failure_serialization.h).
 //
-//  - ev (eventual visibility): PSV's locks, with post-leasing (SafeHome
-//    §4.1): an invocation gives up a device's lock as soon as its last
-//    command on the device (and that command's duration) is done, so the
-//    next routine waiting for the device runs while this one goes on with
-//    its other devices. The lock points still precede every release (all
-//    locks are taken before the first command), so this is two-phase
-//    locking, serializable in the order of the contended grants; the end
-//    state is that of a serial order, though another routine may see a
-//    device mid-routine (temporary incongruence). What it leaves out of
-//    SafeHome's EV, and why it is still EV, is in routine/routine_leaders.h
-//    ("Post-leasing").
+//  - ev (eventual visibility, SafeHome §4-5): routines are serialized by
+//    key rather than by lock waits. Each invocation chooses a serial key
+//    (by timeline placement, `[routines] ev_scheduler`) and is placed in
+//    every device's lineage under it; a device goes to its lineage's
+//    entries in key order, each taking the device just before its first
+//    command there and giving it up right after its last one
+//    (post-leasing), and a routine may go before one already placed that
+//    has not used the device yet (pre-leasing). Routines sharing a device
+//    overlap, another routine may see a device mid-routine (temporary
+//    incongruence), and the end state is that of the key order. How, and
+//    why it stays serializable, is routine/routine_leaders.h ("Serial
+//    keys").
 //
 // Each model also places device failure and restart events in its serial
 // order as SafeHome §3 says (routine/failure_serialization.h): WV ignores

@@ -177,7 +177,11 @@ TEST_F(AdminRoutinesTest, RunListAndHistory) {
   ASSERT_EQ(response->routines().routines_size(), 2);
   const proto::RoutineRow& all_off = response->routines().routines(0);
   EXPECT_EQ(all_off.id(), "all_off");
-  EXPECT_EQ(all_off.lock(), "sla");
+  // EV by default: serial keys order the locks.
+  EXPECT_EQ(all_off.lock(), "serial key (tl)");
+  EXPECT_EQ(all_off.visibility(), "ev");
+  EXPECT_GT(invocation.serial_key_us(), 0);
+  EXPECT_GT(invocation.placed_at_us(), 0);
   ASSERT_EQ(all_off.uses_size(), 1);
   EXPECT_EQ(all_off.uses(0), "pump");
   EXPECT_EQ(all_off.commands(0), "hall power=off");

@@ -822,7 +822,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 116u);
+  EXPECT_EQ(keys.size(), 119u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
@@ -1096,7 +1096,9 @@ TEST_F(ConfigTest, RoutinesSection) {
   EXPECT_THAT(error_of(kMinimal + "[routines]\nlock_strategy = \"fifo\"\n"), HasSubstr("routines.lock_strategy"));
   EXPECT_EQ(parse(kMinimal + "[routines]\nlock_strategy = \"aggressive\"\n").node.routines.leaders.strategy,
             routine::LockStrategy::aggressive);
-  EXPECT_EQ(parse(kMinimal).node.routines.leaders.visibility, routine::Visibility::psv);
+  EXPECT_EQ(parse(kMinimal).node.routines.leaders.visibility, routine::Visibility::ev);
+  EXPECT_EQ(parse(kMinimal + "[routines]\nvisibility = \"psv\"\n").node.routines.leaders.visibility,
+            routine::Visibility::psv);
   EXPECT_EQ(parse(kMinimal + "[routines]\nvisibility = \"gsv\"\n").node.routines.leaders.visibility,
             routine::Visibility::gsv);
   EXPECT_EQ(parse(kMinimal + "[routines]\nvisibility = \"wv\"\n").node.routines.leaders.visibility,
@@ -1107,6 +1109,18 @@ TEST_F(ConfigTest, RoutinesSection) {
             routine::Visibility::sgsv);
   EXPECT_THAT(error_of(kMinimal + "[routines]\nvisibility = \"strict\"\n"),
               AllOf(HasSubstr("routines.visibility"), HasSubstr("\"gsv\"")));
+  const auto defaults = parse(kMinimal).node.routines.leaders;
+  EXPECT_EQ(defaults.ev_scheduler, routine::EvScheduler::tl);
+  EXPECT_TRUE(defaults.ev_pre_lease);
+  EXPECT_TRUE(defaults.ev_post_lease);
+  const auto experiment =
+      parse(kMinimal + "[routines]\nev_scheduler = \"jit\"\nev_pre_lease = false\nev_post_lease = false\n")
+          .node.routines.leaders;
+  EXPECT_EQ(experiment.ev_scheduler, routine::EvScheduler::jit);
+  EXPECT_FALSE(experiment.ev_pre_lease);
+  EXPECT_FALSE(experiment.ev_post_lease);
+  EXPECT_THAT(error_of(kMinimal + "[routines]\nev_scheduler = \"lifo\"\n"),
+              AllOf(HasSubstr("routines.ev_scheduler"), HasSubstr("\"tl\"")));
   EXPECT_THAT(error_of(kMinimal + "[routines]\nlock_renew_ms = 5000\nlock_reclaim_ms = 10000\n"),
               HasSubstr("at least three times routines.lock_renew_ms"));
   EXPECT_THAT(error_of(kMinimal + "[routines]\nola_backoff_min_ms = 900\nola_backoff_max_ms = 100\n"),

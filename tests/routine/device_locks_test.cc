@@ -5,6 +5,7 @@
 #include "kgroup/client_state_machine.h"
 #include "routine/device_codec.h"
 #include "routine/device_group_state.h"
+#include "routine/fault_points.h"
 
 namespace mesh::routine {
 namespace {
@@ -181,6 +182,100 @@ TEST_F(LockedDeviceGroup, LocksMoveWithTheSnapshot) {
   ASSERT_NE(copy.locks().find("lamp"), nullptr);
   EXPECT_EQ(copy.locks().find("lamp")->holder, "r#1");
   EXPECT_EQ(copy.locks().find("lamp")->waiting, std::deque<std::string>{"s#1"});
+}
+
+DeviceLocks::Entry entry(int64_t key_us, bool ready) { return DeviceLocks::Entry{key_us, ready, 0, 0}; }
+
+// EV lineages: the lock goes in key order, to the lowest entry once ready;
+// a lower entry placed before a higher one is granted goes first (a
+// pre-lease); an entry below a key that was granted is refused.
+TEST(DeviceLocks, LineagesGrantInKeyOrderAndRefuseBelowTheFloor) {
+  DeviceLocks locks;
+  locks.place("lamp", "late#1", entry(50, true));
+  EXPECT_EQ(locks.find("lamp")->holder, "late#1");  // alone and ready: granted
+  locks.place("lamp", "early#1", entry(40, true));
+  EXPECT_EQ(locks.status("lamp", "early#1").state(), proto::LOCK_NONE) << "below a granted key: refused";
+  EXPECT_EQ(locks.status("lamp", "early#1").floor_key_us(), 50);
+  locks.place("lamp", "next#1", entry(70, true));
+  locks.place("lamp", "between#1", entry(60, false));
+  EXPECT_EQ(locks.status("lamp", "next#1").state(), proto::LOCK_PLACED);
+  EXPECT_EQ(locks.status("lamp", "next#1").ahead(), 2u);  // the holder and between#1
+  locks.release("lamp", "late#1");
+  // next#1 is ready, but between#1 comes first and has not asked yet.
+  EXPECT_TRUE(locks.find("lamp")->free());
+  EXPECT_EQ(locks.find("lamp")->blocker(), "between#1");
+  // A pre-lease: placed below next#1 before next#1 was granted.
+  locks.place("lamp", "borrower#1", entry(55, true));
+  EXPECT_EQ(locks.find("lamp")->holder, "borrower#1");
+  locks.release("lamp", "borrower#1");
+  EXPECT_TRUE(locks.find("lamp")->free());
+  locks.place("lamp", "between#1", entry(60, true));  // now it asks
+  EXPECT_EQ(locks.find("lamp")->holder, "between#1");
+  const uint64_t token = locks.find("lamp")->token;
+  locks.place("lamp", "between#1", entry(60, true));  // repeated: nothing changes
+  EXPECT_EQ(locks.find("lamp")->token, token);
+  locks.release("lamp", "between#1");
+  EXPECT_EQ(locks.find("lamp")->holder, "next#1");
+  EXPECT_EQ(locks.find("lamp")->floor_key_us, 70);
+}
+
+// A withdrawn or re-keyed entry no longer holds up those after it, and a
+// re-key below the floor drops the entry.
+TEST(DeviceLocks, LineageEntriesMoveAndLeave) {
+  DeviceLocks locks;
+  locks.place("fan", "first#1", entry(10, true));
+  locks.release("fan", "first#1");  // floor 10
+  locks.place("fan", "slow#1", entry(20, false));
+  locks.place("fan", "quick#1", entry(30, true));
+  EXPECT_TRUE(locks.find("fan")->free());
+  locks.place("fan", "slow#1", entry(40, false));  // re-keyed above quick#1
+  EXPECT_EQ(locks.find("fan")->holder, "quick#1");
+  locks.release("fan", "quick#1");
+  locks.place("fan", "slow#1", entry(5, false));  // below the floor (30): dropped
+  EXPECT_EQ(locks.status("fan", "slow#1").state(), proto::LOCK_NONE);
+  EXPECT_TRUE(locks.find("fan")->lineage.empty());
+  locks.place("fan", "gone#1", entry(50, false));
+  locks.place("fan", "after#1", entry(60, true));
+  EXPECT_TRUE(locks.find("fan")->free());
+  locks.release("fan", "gone#1");  // withdrawn (or reclaimed)
+  EXPECT_EQ(locks.find("fan")->holder, "after#1");
+}
+
+// Lineages and floors survive a snapshot; a lineage that names a waiter
+// twice, or a floor without its holder, is not one this code wrote.
+TEST(DeviceLocks, LineagesRestoreFromSnapshots) {
+  DeviceLocks locks;
+  locks.place("lamp", "a#1", DeviceLocks::Entry{10, true, 100, 200});
+  locks.place("lamp", "b#1", DeviceLocks::Entry{20, false, 300, 400});
+  google::protobuf::RepeatedPtrField<proto::DeviceLockMsg> msgs;
+  for (auto& msg : locks.to_proto()) *msgs.Add() = msg;
+  DeviceLocks restored;
+  ASSERT_TRUE(restored.restore(msgs));
+  EXPECT_EQ(restored.find("lamp")->holder, "a#1");
+  EXPECT_EQ(restored.find("lamp")->floor_key_us, 10);
+  const auto status = restored.status("lamp", "b#1", /*lineage=*/true);
+  EXPECT_EQ(status.state(), proto::LOCK_PLACED);
+  EXPECT_EQ(status.placed_key_us(), 20);
+  ASSERT_EQ(status.lineage_size(), 2);
+  EXPECT_EQ(status.lineage(1).expected_first_use_us(), 300);
+  EXPECT_EQ(status.lineage(1).expected_done_us(), 400);
+  auto broken = msgs;
+  broken.Mutable(0)->add_waiting("b#1");
+  EXPECT_FALSE(restored.restore(broken));
+  broken = msgs;
+  broken.Mutable(0)->clear_floor_holder();
+  EXPECT_FALSE(restored.restore(broken));
+}
+
+// The deliberate bug the EV checker must catch grants the lowest entry that
+// asks, not the lowest entry.
+TEST(DeviceLocks, OutOfKeyOrderGrantsSkipEntriesThatHaveNotAsked) {
+  fault_points().grant_out_of_key_order = true;
+  DeviceLocks locks;
+  locks.place("lamp", "early#1", entry(40, false));
+  locks.place("lamp", "late#1", entry(50, true));
+  fault_points() = FaultPoints{};
+  EXPECT_EQ(locks.find("lamp")->holder, "late#1");
 }
 
 }  // namespace

@@ -140,6 +140,48 @@ TEST_F(RoutineGroup, APostLeaseMovesAHeldLockAsideOnlyWhileExecuting) {
   EXPECT_EQ(copy.invocation(1)->locks, state_.invocation(1)->locks);
 }
 
+// EV: a serial key is taken while acquiring; a new one counts a re-key and
+// makes it place itself again; `placed` needs a key and happens once.
+TEST_F(RoutineGroup, SerialKeysAndPlacementsMoveOnlyForwardWhileAcquiring) {
+  trigger(100, "", 0, "r");
+  auto key = [&](int64_t key_us, int64_t at_us, const std::string& refused_by) {
+    proto::RoutineUpdate update;
+    auto& s = step(1, update);
+    s.set_at_us(at_us);
+    s.mutable_serial_key()->set_key_us(key_us);
+    s.mutable_serial_key()->set_refused_by(refused_by);
+    apply(update);
+  };
+  auto placed = [&](int64_t at_us) {
+    proto::RoutineUpdate update;
+    auto& s = step(1, update);
+    s.set_at_us(at_us);
+    s.set_placed(true);
+    apply(update);
+  };
+  placed(150);  // no key yet: ignored
+  EXPECT_EQ(state_.invocation(1)->placed_at_us, 0);
+  key(500, 200, "");
+  key(500, 210, "");  // repeated: nothing changes
+  placed(300);
+  EXPECT_EQ(state_.invocation(1)->keyed_at_us, 200);
+  EXPECT_EQ(state_.invocation(1)->placed_at_us, 300);
+  key(700, 400, "lamp");
+  EXPECT_EQ(state_.invocation(1)->serial_key_us, 700);
+  EXPECT_EQ(state_.invocation(1)->rekeys, 1u);
+  EXPECT_EQ(state_.invocation(1)->placed_at_us, 0) << "a new key is placed again";
+  EXPECT_EQ(state_.invocation(1)->keyed_at_us, 200) << "placement time counts from the first key";
+  placed(450);
+  phase(1, proto::PHASE_EXECUTING);
+  key(900, 500, "fan");  // executing: too late to re-key
+  EXPECT_EQ(state_.invocation(1)->serial_key_us, 700);
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.invocation(1)->serial_key_us, 700);
+  EXPECT_EQ(copy.invocation(1)->placed_at_us, 450);
+  EXPECT_EQ(copy.invocation(1)->rekeys, 1u);
+}
+
 // APEX wound-wait: the first wound that names a lock the invocation holds
 // (or may hold unrecorded) is kept until it gave every lock back.
 TEST_F(RoutineGroup, AWoundIsKeptOnceAndClearedOnlyByGivingEveryLockBack) {

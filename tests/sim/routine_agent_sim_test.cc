@@ -120,6 +120,10 @@ struct Outcome {
   uint64_t actuations = 0;
   uint64_t precondition_commands = 0;  // run by plans
   uint64_t wound_aborts = 0;           // aggressive invocations an older one wounded (APEX wound-wait)
+  // EV: keys chosen below an invocation placed before (SafeHome's
+  // pre-lease), and keys refused by a device someone later had used.
+  uint64_t keyed_before_placed = 0;
+  uint64_t rekeys = 0;
   uint64_t not_effective = 0;          // commands that failed as not effective (a stuck actuator)
   bool partitioned = false;
 };
@@ -637,6 +641,14 @@ Outcome run(const Plan& plan, uint64_t seed) {
 
   if (plan.visibility != routine::Visibility::wv) check_precedence(world, out);
 
+  // EV: every invocation that got a key, and its routine's devices.
+  struct Keyed {
+    int64_t key = 0;
+    int64_t keyed_at = 0;
+    int64_t placed_at = 0;
+    std::set<std::string> devices;
+  };
+  std::vector<Keyed> keys;
   // Liveness and inheritance, at each routine group's leader.
   for (const auto& spec : world.routines) {
     const std::string target = "routine:" + spec.id;
@@ -652,6 +664,12 @@ Outcome run(const Plan& plan, uint64_t seed) {
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
       ++out.invocations;
+      out.rekeys += invocation.rekeys;
+      if (invocation.serial_key_us != 0) {
+        Keyed& keyed =
+            keys.emplace_back(Keyed{invocation.serial_key_us, invocation.keyed_at_us, invocation.placed_at_us, {}});
+        for (const auto& command : spec.commands) keyed.devices.insert(command.device);
+      }
       const std::string name = routine::holder_name(spec.id, invocation);
       if (!invocation.done()) {
         if (!out.partitioned) {
@@ -884,6 +902,14 @@ Outcome run(const Plan& plan, uint64_t seed) {
                                            member_lists.size()));
     }
   }
+  for (const Keyed& keyed : keys) {
+    const bool before_placed = std::any_of(keys.begin(), keys.end(), [&keyed](const Keyed& other) {
+      const bool share = std::any_of(other.devices.begin(), other.devices.end(),
+                                     [&keyed](const std::string& device) { return keyed.devices.count(device) != 0; });
+      return share && other.placed_at != 0 && other.placed_at < keyed.keyed_at && other.key > keyed.key;
+    });
+    if (before_placed) ++out.keyed_before_placed;
+  }
   if (out.partitioned) return out;
   // No lock left held in any device group.
   std::set<std::string> clusters;
@@ -904,6 +930,10 @@ Outcome run(const Plan& plan, uint64_t seed) {
         out.violations.push_back(fmt::format("device {} is still locked by {} (token {}) after quiescence", device,
                                              lock.holder, lock.token));
       }
+      for (const auto& [holder, entry] : lock.lineage) {
+        out.violations.push_back(fmt::format("device {} still has {} in its lineage (key {}) after quiescence", device,
+                                             holder, entry.serial_key_us));
+      }
     }
   }
   return out;
@@ -921,6 +951,8 @@ struct Totals {
   uint64_t precondition_commands = 0;
   uint64_t wound_aborts = 0;
   uint64_t not_effective = 0;
+  uint64_t keyed_before_placed = 0;
+  uint64_t rekeys = 0;
   uint64_t partitioned = 0;
 };
 
@@ -945,19 +977,22 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.precondition_commands += o.precondition_commands;
     totals.wound_aborts += o.wound_aborts;
     totals.not_effective += o.not_effective;
+    totals.keyed_before_placed += o.keyed_before_placed;
+    totals.rekeys += o.rekeys;
     totals.partitioned += o.partitioned ? 1 : 0;
     if (test_support::report_violations("ROUTINE_AGENT", seed, o.violations)) return;
   }
   std::printf(
       "seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu aborted=%llu failure_aborts=%llu "
       "undone=%llu undone_to_user_value=%llu actuations=%llu precondition_commands=%llu wound_aborts=%llu "
-      "not_effective=%llu\n",
+      "not_effective=%llu keyed_before_placed=%llu rekeys=%llu\n",
       static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
       static_cast<unsigned long long>(totals.invocations), static_cast<unsigned long long>(totals.ok),
       static_cast<unsigned long long>(totals.aborted), static_cast<unsigned long long>(totals.failure_aborts),
       static_cast<unsigned long long>(totals.undone), static_cast<unsigned long long>(totals.undone_to_user_value),
       static_cast<unsigned long long>(totals.actuations), static_cast<unsigned long long>(totals.precondition_commands),
-      static_cast<unsigned long long>(totals.wound_aborts), static_cast<unsigned long long>(totals.not_effective));
+      static_cast<unsigned long long>(totals.wound_aborts), static_cast<unsigned long long>(totals.not_effective),
+      static_cast<unsigned long long>(totals.keyed_before_placed), static_cast<unsigned long long>(totals.rekeys));
 }
 
 TEST(RoutineAgentSim, SlaIsSafeAndLiveAcrossACrash) {
@@ -986,6 +1021,9 @@ TEST(RoutineAgentSim, EvPostLeasesYetStaysSerializableAcrossACrash) {
   Totals t;
   sweep(plan, 1, 10, t);
   EXPECT_GT(t.ok, 0u);
+  // Timeline placement put some invocations before others already placed
+  // (pre-leases), or this sweep never exercised the lineages' ordering.
+  EXPECT_GT(t.keyed_before_placed, 0u);
 }
 
 TEST(RoutineAgentSim, WvRunsAndIsSeenInterleaving) {
@@ -1151,6 +1189,8 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
        "but the routine's undo value is", routine::Visibility::psv, true, false, true},
       {"EV gives a device up after its first command on it, not its last", &routine::FaultPoints::lease_after_first_use,
        "precedence cycle", routine::Visibility::ev, false, false, false, true},
+      {"EV lineages grant a device to the first entry that asks, not the lowest key",
+       &routine::FaultPoints::grant_out_of_key_order, "precedence cycle", routine::Visibility::ev},
       {"aggressive invocations wait for younger holders instead of wounding them", &routine::FaultPoints::never_wound,
        "after quiescence", routine::Visibility::psv, false, true, false, false, routine::LockStrategy::aggressive},
       {"conservative invocations can be wounded, also while executing", &routine::FaultPoints::conservative_woundable,
