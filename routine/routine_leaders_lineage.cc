@@ -39,10 +39,10 @@ void RoutineLeaders::acquire_in_lineages(const SessionKey& key, const RoutineGro
     enter_phase(key, seq, proto::PHASE_EXECUTING);
   } else if (invocation.serial_key_us == 0) {
     choose_key(key, seq, devices, std::string(), all_from_start);
-  } else if (invocation.placed_at_us == 0) {
-    place_everywhere(key, seq, devices, all_from_start);
   } else {
-    enter_phase(key, seq, proto::PHASE_EXECUTING);
+    // Also when `placed` is committed: a new leader, or one that gave its
+    // entries back to take its resources again, makes sure of them.
+    place_everywhere(key, seq, devices, all_from_start);
   }
 }
 
@@ -151,15 +151,25 @@ void RoutineLeaders::place_everywhere(const SessionKey& key, uint64_t seq, const
       idle(key, seq, options_.poll_interval);
       return;
     }
+    const RoutineGroupState* before = state(key);
+    const auto* placed_before = before == nullptr ? nullptr : before->invocation(seq);
+    if (placed_before != nullptr && placed_before->placed_at_us != 0) {
+      enter_phase(key, seq, proto::PHASE_EXECUTING);
+      return;
+    }
     step(
         key, seq, [](proto::InvocationStep& s) { s.set_placed(true); },
         [this, key, seq](bool committed) {
           const RoutineGroupState* now_state = state(key);
           const auto* placed = now_state == nullptr ? nullptr : now_state->invocation(seq);
-          if (committed && placed != nullptr && placed->placed_at_us != 0 && placed->keyed_at_us != 0) {
+          if (!committed || placed == nullptr || placed->placed_at_us == 0) {
+            after_step(key, seq, committed);
+            return;
+          }
+          if (placed->keyed_at_us != 0) {
             placement_ms_.record(static_cast<double>(placed->placed_at_us - placed->keyed_at_us) / 1000.0);
           }
-          after_step(key, seq, committed);
+          enter_phase(key, seq, proto::PHASE_EXECUTING);
         });
   };
   for (const std::string& device : devices) {

@@ -1107,6 +1107,19 @@ TEST(RoutineAgentSim, PreconditionCombosKeepEveryRuleAcrossCrashesAndFailures) {
   }
 }
 
+// The same under EV: a combo's devices are all taken in key order before its
+// plan is read, and the devices a rule names are never given up early.
+TEST(RoutineAgentSim, PreconditionCombosKeepEveryRuleUnderEv) {
+  Plan plan;
+  plan.visibility = routine::Visibility::ev;
+  plan.preconditions = true;
+  plan.device_failures = true;
+  Totals t;
+  sweep(plan, 1, 4, t);
+  EXPECT_GT(t.precondition_commands, 0u);
+  EXPECT_GT(t.ok, 0u);
+}
+
 // APEX's aggressive strategy (§7.2) on whole agents: every lock asked for
 // at once, each stage run once its devices are held, an older invocation
 // wounding a younger holder. Alone, and mixed with SLA and OLA routines
