@@ -904,18 +904,35 @@ void RoutineLeaders::ask_all(const SessionKey& key, uint64_t seq, const std::vec
 }
 
 void RoutineLeaders::acquire_stage(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices) {
-  // Every lock of the stage at once: one status read per device, a request
-  // only where the group knows none (ask_all's was lost, or this leader is
-  // new), and every grant found committed in one step.
+  // A request only where the group knows none (ask_all's was lost, or this
+  // leader is new).
+  collect_grants(key, seq, devices, [this, key, seq](const std::string& device, const proto::LockStatusMsg& status) {
+    // Queued or not (a full queue takes no one), the holder may have to
+    // make way.
+    wound_if_younger(key, seq, device, status);
+    if (status.state() != proto::LOCK_WAITING) {
+      write_device(device, lock_payload(key, seq, device, true), [](const auto&) {});
+    }
+    return std::optional<std::string>();
+  });
+}
+
+void RoutineLeaders::collect_grants(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices,
+                                    NotHeld not_held) {
   struct Round {
     size_t awaiting = 0;
     std::map<std::string, uint64_t> granted;
+    std::optional<std::string> stop_reason;
   };
   auto round = std::make_shared<Round>();
   round->awaiting = devices.size();
   const std::string holder = holder_of(key, seq);
   auto finish = [this, key, seq, round] {
     if (--round->awaiting != 0) return;
+    if (round->stop_reason) {
+      stop(key, seq, *round->stop_reason);
+      return;
+    }
     if (round->granted.empty()) {
       idle(key, seq, options_.poll_interval);
       return;
@@ -935,22 +952,18 @@ void RoutineLeaders::acquire_stage(const SessionKey& key, uint64_t seq, const st
     proto::DeviceQuery query;
     query.mutable_lock()->set_device(device);
     query.mutable_lock()->set_holder(holder);
-    read_device(device, query.SerializeAsString(),
-                [this, key, seq, device, round, finish, alive = alive_](const auto& read) {
-                  if (!*alive) return;
-                  const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
-                  if (reply && reply->lock().state() == proto::LOCK_HELD) {
-                    round->granted[device] = reply->lock().token();
-                  } else if (reply) {
-                    // Queued or not (a full queue takes no one), the holder may have to
-                    // make way.
-                    wound_if_younger(key, seq, device, reply->lock());
-                    if (reply->lock().state() != proto::LOCK_WAITING) {
-                      write_device(device, lock_payload(key, seq, device, true), [](const auto&) {});
-                    }
-                  }
-                  finish();
-                });
+    read_device(device, query.SerializeAsString(), [device, round, finish, not_held, alive = alive_](const auto& read) {
+      if (!*alive) return;
+      const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+      if (reply && reply->lock().state() == proto::LOCK_HELD) {
+        round->granted[device] = reply->lock().token();
+      } else if (reply) {
+        if (auto reason = not_held(device, reply->lock()); reason && !round->stop_reason) {
+          round->stop_reason = std::move(reason);
+        }
+      }
+      finish();
+    });
   }
 }
 

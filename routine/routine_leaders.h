@@ -348,6 +348,13 @@ class RoutineLeaders {
   // `devices` at once, asks again for those their groups do not know, and
   // commits every one granted in one step.
   void acquire_stage(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
+  // Reads the lock status of every device in `devices` at once, hands each
+  // answer that is not a grant to `not_held` (which may ask again, or
+  // return why the invocation must stop), and commits every grant found in
+  // one locks_held step (or the stop).
+  using NotHeld =
+      std::function<std::optional<std::string>(const std::string& device, const proto::LockStatusMsg& status)>;
+  void collect_grants(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices, NotHeld not_held);
   // The lock request of an invocation for `device` (wait: queued if held).
   std::string lock_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool wait) const;
   // Wound-wait: if the holder `status` names started after this invocation,

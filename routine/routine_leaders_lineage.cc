@@ -202,64 +202,24 @@ void RoutineLeaders::take_in_key_order(const SessionKey& key, uint64_t seq, cons
   const RoutineGroupState* st = state(key);
   const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
   if (invocation == nullptr) return;
-  struct Round {
-    size_t awaiting = 0;
-    std::map<std::string, uint64_t> granted;
-    std::string gone;
-  };
-  auto round = std::make_shared<Round>();
-  round->awaiting = devices.size();
   const std::string holder = holder_of(key, seq);
   const int64_t key_us = invocation->serial_key_us;
   const size_t from = invocation->commands.size();
-  auto finish = [this, key, seq, round] {
-    if (--round->awaiting != 0) return;
-    if (!round->gone.empty()) {
-      stop(key, seq,
-           fmt::format("its place in the serial order at device {} is gone (taken back while its leader was "
-                       "silent), and a routine serialized after it used the device since",
-                       round->gone));
-      return;
-    }
-    if (round->granted.empty()) {
-      idle(key, seq, options_.poll_interval);
-      return;
-    }
-    step(
-        key, seq,
-        [&round](proto::InvocationStep& s) {
-          for (const auto& [device, token] : round->granted) {
-            auto& lock = *s.mutable_locks_held()->add_locks();
-            lock.set_device(device);
-            lock.set_token(token);
-          }
-        },
-        [this, key, seq](bool committed) { after_step(key, seq, committed); });
-  };
-  for (const std::string& device : devices) {
-    proto::DeviceQuery query;
-    query.mutable_lock()->set_device(device);
-    query.mutable_lock()->set_holder(holder);
-    read_device(
-        device, query.SerializeAsString(),
-        [this, key, seq, device, holder, key_us, from, round, finish, alive = alive_](const auto& read) {
-          if (!*alive) return;
-          const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
-          if (reply) {
-            const proto::LockStatusMsg& lock = reply->lock();
-            if (lock.state() == proto::LOCK_HELD) {
-              round->granted[device] = lock.token();
-            } else if (lock.state() == proto::LOCK_PLACED && lock.placed_key_us() == key_us && lock.placed_ready()) {
-              // Waiting for the entries before it to be done with the device.
-            } else if (lock.state() != proto::LOCK_PLACED && below_floor(key_us, holder, lock)) {
-              round->gone = device;
-            } else {
-              write_device(device, place_payload(key, seq, device, true, false, from), [](const auto&) {});
-            }
-          }
-          finish();
-        });
-  }
+  collect_grants(key, seq, devices,
+                 [this, key, seq, holder, key_us, from](
+                     const std::string& device, const proto::LockStatusMsg& lock) -> std::optional<std::string> {
+                   if (lock.state() == proto::LOCK_PLACED && lock.placed_key_us() == key_us && lock.placed_ready()) {
+                     return std::nullopt;  // waiting for the entries before it to be done with the device
+                   }
+                   if (lock.state() != proto::LOCK_PLACED && below_floor(key_us, holder, lock)) {
+                     return fmt::format(
+                         "its place in the serial order at device {} is gone (taken back while its leader was "
+                         "silent), and a routine serialized after it used the device since",
+                         device);
+                   }
+                   write_device(device, place_payload(key, seq, device, true, false, from), [](const auto&) {});
+                   return std::nullopt;
+                 });
 }
 
 std::string RoutineLeaders::place_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool ready,
