@@ -19,6 +19,7 @@
 
 #include "core/log.h"
 #include "core/version.h"
+#include "routine/serial_key_choice.h"
 #include "routine/visibility.h"
 #include "sim/mesh_sim.h"
 #include "sim/routine_workload.h"
@@ -48,7 +49,8 @@ SYNOPSIS
     meshsim SCENARIO.toml [--seed N] [--out DIR] [--quiet] [--hop-arq] [--log LEVEL]
     meshsim topology KIND [--nodes N] [--seed S] [--clusters C]
     meshsim routines WORKLOAD.toml [--models wv,gsv,psv,ev] [--seeds N | --seed S]
-            [--nodes N] [--out DIR] [--quiet] [--log LEVEL]
+            [--nodes N] [--ev-scheduler tl|fcfs|jit] [--no-pre-lease]
+            [--no-post-lease] [--out DIR] [--quiet] [--log LEVEL]
     meshsim --help | --version
 
 DESCRIPTION
@@ -90,20 +92,33 @@ DESCRIPTION
     every model. It writes into DIR, per model M:
         M-invocations.csv  model,seed,invocation,routine,arrival_ms,
                            start_ms,end_ms,wait_ms,e2e_ms,overhead,
-                           temporary_incongruence,outcome - one row per
+                           temporary_incongruence,outcome,ev_stretch,
+                           ev_placement_ms,ev_rekeys - one row per
                            arrival; times in virtual ms after the workload's
                            start; outcome ok, failed, aborted, unfinished
-                           or not_triggered
+                           or not_triggered; ev_stretch is (gaps between
+                           the routine's commands + their durations) /
+                           their durations (1: back to back, empty if
+                           nothing actuated); ev_placement_ms (first serial
+                           key to placed in every device's lineage, empty
+                           if never placed) and ev_rekeys are EV's and
+                           empty under the other models
         M-summary.csv      model,seed,invocations,ok,unfinished,e2e_p50_ms,
                            e2e_p90_ms,parallelism_level,order_mismatch,
                            final_incongruence,final_incongruence_exact,
                            temporary_incongruence_share,
                            temporary_incongruence_mean,abort_rate,
                            serial_order,global_strict,partitioned_strict,
-                           device_failures,rollback_commands_per_abort -
-                           one row per seed; serial_order, global_strict
-                           and partitioned_strict pass or fail
+                           device_failures,rollback_commands_per_abort,
+                           ev_variant - one row per seed; serial_order,
+                           global_strict and partitioned_strict pass or
+                           fail; ev_variant as below, empty but under EV
     and prints one line per run. The same seed writes byte-identical files.
+    M is the model's name, except for EV run with other than the default
+    scheduler and leases: then it is ev-VARIANT, VARIANT the scheduler
+    followed by -nopre and -nopost for a lease turned off (ev-fcfs,
+    ev-tl-nopre-nopost, ...). The model column says ev for every variant;
+    the summary's ev_variant column says which (tl for the default).
     The workload format is documented in sim/scenarios/WORKLOADS.md.
 
 OPTIONS
@@ -127,6 +142,20 @@ OPTIONS
                    arrival nodes and, unless the workload's generator fixes
                    its own seed, the generated workload
     --nodes N      routines: mesh size (default 7)
+    --ev-scheduler NAME
+                   routines, EV: how an invocation chooses its serial key
+                   (the agents' [routines] ev_scheduler): tl (timeline:
+                   the first gap of its devices' lineages where it delays
+                   nobody; the default), fcfs (after every routine placed
+                   on its devices) or jit (only once its devices are
+                   unused). Needs ev among --models
+    --no-pre-lease routines, EV: an invocation never goes before one already
+                   placed (ev_pre_lease = false; tl then appends like fcfs).
+                   Needs ev among --models
+    --no-post-lease
+                   routines, EV: an invocation keeps every device until it
+                   ends instead of giving each up after its last command
+                   there (ev_post_lease = false). Needs ev among --models
     --out DIR      routines: where to write the CSV files (default
                    ./meshsim-routines)
     -h, --help     this text
@@ -201,6 +230,8 @@ EXAMPLES
     meshsim sim/scenarios/random-100-loss.toml --seed 42 --out /tmp/run42
     meshsim topology random --nodes 50 --seed 3
     meshsim routines sim/scenarios/safehome-small.toml --seeds 3 --out /tmp/sh
+    meshsim routines sim/scenarios/safehome-small.toml --models ev \
+            --ev-scheduler fcfs --no-pre-lease --seeds 3 --out /tmp/sh
 )";
 
 struct UsageError {
@@ -384,9 +415,24 @@ int routines_command(Args& args) {
   std::string out_dir = "meshsim-routines";
   bool quiet = false;
   std::string level = "warn";
+  std::vector<std::string_view> ev_flags;
   while (!args.done()) {
     const std::string_view arg = args.take();
-    if (arg == "--models") {
+    if (arg == "--ev-scheduler") {
+      const std::string_view name = args.value_of(arg);
+      const auto scheduler = mesh::routine::parse_ev_scheduler(name);
+      if (!scheduler) {
+        throw UsageError{fmt::format("--ev-scheduler: unknown scheduler '{}'; use tl, fcfs or jit", name)};
+      }
+      options.ev_scheduler = *scheduler;
+      ev_flags.push_back(arg);
+    } else if (arg == "--no-pre-lease") {
+      options.ev_pre_lease = false;
+      ev_flags.push_back(arg);
+    } else if (arg == "--no-post-lease") {
+      options.ev_post_lease = false;
+      ev_flags.push_back(arg);
+    } else if (arg == "--models") {
       models = parse_models(args.value_of(arg));
     } else if (arg == "--seeds") {
       seeds = static_cast<uint64_t>(args.int_of(arg, 1, kMaxWorkloadSeeds));
@@ -407,6 +453,9 @@ int routines_command(Args& args) {
     }
   }
   if (seeds_given && seed_given) throw UsageError{"give --seeds N or --seed S, not both"};
+  if (!ev_flags.empty() && std::find(models.begin(), models.end(), mesh::routine::Visibility::ev) == models.end()) {
+    throw UsageError{fmt::format("{} applies to EV only; add ev to --models", ev_flags.front())};
+  }
   if (!mesh::core::set_log_level(level)) {
     throw UsageError{
         fmt::format("--log: unknown level '{}'; use trace, debug, info, warn, error, critical or off", level)};
@@ -421,7 +470,10 @@ int routines_command(Args& args) {
   try {
     std::filesystem::create_directories(out_dir);
     for (const auto model : models) {
-      const std::string name(mesh::routine::to_string(model));
+      std::string name(mesh::routine::to_string(model));
+      if (model == mesh::routine::Visibility::ev && mesh::sim::ev_variant(options) != "tl") {
+        name += "-" + mesh::sim::ev_variant(options);
+      }
       std::string invocations = mesh::sim::invocations_csv_header();
       std::string summary = mesh::sim::summary_csv_header();
       for (uint64_t seed = first_seed; seed < first_seed + seeds; ++seed) {
@@ -474,7 +526,7 @@ int main(int argc, char** argv) {
                "meshsim: {}\nusage: meshsim SCENARIO.toml [--seed N] [--out DIR] [--quiet] [--hop-arq] [--log LEVEL]\n"
                "       meshsim topology KIND [--nodes N] [--seed S] [--clusters C]\n"
                "       meshsim routines WORKLOAD.toml [--models wv,gsv,psv,ev] [--seeds N | --seed S] [--nodes N] "
-               "[--out DIR]\n"
+               "[--ev-scheduler tl|fcfs|jit] [--no-pre-lease] [--no-post-lease] [--out DIR]\n"
                "       meshsim --help\n",
                e.message);
     return kExitUsage;

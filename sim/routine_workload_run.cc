@@ -131,6 +131,13 @@ std::string verdict(const std::optional<std::string>& problem) { return problem 
 
 }  // namespace
 
+std::string ev_variant(const WorkloadRunOptions& options) {
+  std::string variant(routine::to_string(options.ev_scheduler));
+  if (!options.ev_pre_lease) variant += "-nopre";
+  if (!options.ev_post_lease) variant += "-nopost";
+  return variant;
+}
+
 WorkloadRunResult run_workload(const Workload& workload, routine::Visibility visibility, uint64_t seed,
                                const WorkloadRunOptions& options) {
   Scenario scenario;
@@ -169,6 +176,9 @@ WorkloadRunResult run_workload(const Workload& workload, routine::Visibility vis
     config.devices.routines = routines;
     config.devices.catalog_digest = "workload";
     config.routines.leaders.visibility = visibility;
+    config.routines.leaders.ev_scheduler = options.ev_scheduler;
+    config.routines.leaders.ev_pre_lease = options.ev_pre_lease;
+    config.routines.leaders.ev_post_lease = options.ev_post_lease;
   };
   mesh_options.drivers = [&](size_t, core::Env& env) {
     factories.push_back(std::make_unique<routine::EmulatedDriverFactory>(env));
@@ -179,6 +189,7 @@ WorkloadRunResult run_workload(const Workload& workload, routine::Visibility vis
 
   WorkloadRunResult result;
   result.visibility = visibility;
+  if (visibility == routine::Visibility::ev) result.ev_variant = ev_variant(options);
   result.seed = seed;
   sim.run_until(core::TimePoint(options.settle));
   result.origin = sim.simulator().now();
@@ -289,6 +300,13 @@ WorkloadRunResult run_workload(const Workload& workload, routine::Visibility vis
     const auto found = seq_of[i] ? by_seq.find(*seq_of[i]) : by_seq.end();
     inv.outcome = found == by_seq.end() ? (seq_of[i] ? "unfinished" : "not_triggered") : outcome_name(found->second);
     if (inv.outcome == "unfinished") ++result.unfinished;
+    if (found != by_seq.end()) {
+      const auto& kept = found->second;
+      inv.ev_rekeys = kept.rekeys;
+      if (kept.placed_at_us != 0 && kept.keyed_at_us != 0) {
+        inv.ev_placement = std::chrono::microseconds(kept.placed_at_us - kept.keyed_at_us);
+      }
+    }
     // A completed routine (ok, or failed on best-effort commands only)
     // intends the writes of the commands that succeeded; an aborted one,
     // or one stopped for a lost lock, none.
@@ -402,25 +420,30 @@ WorkloadRunResult run_workload(const Workload& workload, routine::Visibility vis
 
 std::string invocations_csv_header() {
   return "model,seed,invocation,routine,arrival_ms,start_ms,end_ms,wait_ms,e2e_ms,overhead,temporary_incongruence,"
-         "outcome\n";
+         "outcome,ev_stretch,ev_placement_ms,ev_rekeys\n";
 }
 
 std::string invocations_csv_rows(const WorkloadRunResult& result) {
   std::string out;
+  const bool ev = result.visibility == routine::Visibility::ev;
   for (const auto& inv : result.invocations) {
     const std::string model(routine::to_string(result.visibility));
     const double arrival = core::to_millis(inv.arrival);
+    const std::string placement =
+        ev && inv.ev_placement ? fmt::format("{:.3f}", core::to_millis(*inv.ev_placement)) : std::string();
+    const std::string rekeys = ev ? fmt::format("{}", inv.ev_rekeys) : std::string();
     if (inv.schedule.commands.empty()) {
-      out +=
-          fmt::format("{},{},{},{},{:.3f},,,,,,,{}\n", model, result.seed, inv.id, inv.routine, arrival, inv.outcome);
+      out += fmt::format("{},{},{},{},{:.3f},,,,,,,{},,{},{}\n", model, result.seed, inv.id, inv.routine, arrival,
+                         inv.outcome, placement, rekeys);
       continue;
     }
-    out += fmt::format("{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.4f},{:.4f},{}\n", model, result.seed, inv.id,
-                       inv.routine, arrival, millis_since(result.origin, inv.schedule.commands.front().start),
+    out += fmt::format("{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.4f},{:.4f},{},{:.4f},{},{}\n", model,
+                       result.seed, inv.id, inv.routine, arrival,
+                       millis_since(result.origin, inv.schedule.commands.front().start),
                        millis_since(result.origin, inv.schedule.commands.back().end),
                        core::to_millis(routine::wait_time(inv.schedule)),
                        core::to_millis(routine::end_to_end(inv.schedule)), routine::latency_overhead(inv.schedule),
-                       inv.temporary_incongruence, inv.outcome);
+                       inv.temporary_incongruence, inv.outcome, routine::ev_stretch(inv.schedule), placement, rekeys);
   }
   return out;
 }
@@ -428,7 +451,8 @@ std::string invocations_csv_rows(const WorkloadRunResult& result) {
 std::string summary_csv_header() {
   return "model,seed,invocations,ok,unfinished,e2e_p50_ms,e2e_p90_ms,parallelism_level,order_mismatch,"
          "final_incongruence,final_incongruence_exact,temporary_incongruence_share,temporary_incongruence_mean,"
-         "abort_rate,serial_order,global_strict,partitioned_strict,device_failures,rollback_commands_per_abort\n";
+         "abort_rate,serial_order,global_strict,partitioned_strict,device_failures,rollback_commands_per_abort,"
+         "ev_variant\n";
 }
 
 std::string summary_csv_row(const WorkloadRunResult& result) {
@@ -445,14 +469,14 @@ std::string summary_csv_row(const WorkloadRunResult& result) {
   }
   std::sort(e2e.begin(), e2e.end());
   const double ran = static_cast<double>(std::max<size_t>(e2e.size(), 1));
-  return fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.4f},{:.4f},{:.4f},{},{:.4f},{:.4f},{:.4f},{},{},{},{},{:.3f}\n",
-                     routine::to_string(result.visibility), result.seed, result.invocations.size(), ok,
-                     result.unfinished, sorted_percentile(e2e, 0.5), sorted_percentile(e2e, 0.9),
-                     result.parallelism_level, result.order_mismatch, result.final_incongruence.fraction(),
-                     result.final_incongruence.exact ? "yes" : "no", static_cast<double>(attacked) / ran,
-                     incongruence_sum / ran, result.aborts.abort_rate, verdict(result.serial_order),
-                     verdict(result.global_strict), verdict(result.partitioned_strict), result.failures,
-                     result.aborts.rollback_commands_per_abort);
+  return fmt::format(
+      "{},{},{},{},{},{:.3f},{:.3f},{:.4f},{:.4f},{:.4f},{},{:.4f},{:.4f},{:.4f},{},{},{},{},{:.3f},{}\n",
+      routine::to_string(result.visibility), result.seed, result.invocations.size(), ok, result.unfinished,
+      sorted_percentile(e2e, 0.5), sorted_percentile(e2e, 0.9), result.parallelism_level, result.order_mismatch,
+      result.final_incongruence.fraction(), result.final_incongruence.exact ? "yes" : "no",
+      static_cast<double>(attacked) / ran, incongruence_sum / ran, result.aborts.abort_rate,
+      verdict(result.serial_order), verdict(result.global_strict), verdict(result.partitioned_strict), result.failures,
+      result.aborts.rollback_commands_per_abort, result.ev_variant);
 }
 
 }  // namespace mesh::sim

@@ -9,6 +9,7 @@
 #include "core/time.h"
 #include "routine/routine_schedule.h"
 #include "routine/safehome_metrics.h"
+#include "routine/serial_key_choice.h"
 #include "routine/visibility.h"
 #include "sim/routine_workload.h"
 
@@ -51,7 +52,18 @@ struct WorkloadRunOptions {
   size_t devices_per_cluster = 4;
   // A manual run's trigger must be committed within this.
   core::Duration trigger_timeout = std::chrono::seconds(30);
+  // EV only (routine/routine_leaders.h, "Serial keys"): how an invocation
+  // chooses its serial key, and whether pre- and post-leases happen; the
+  // agents' `[routines] ev_scheduler`, `ev_pre_lease`, `ev_post_lease`.
+  routine::EvScheduler ev_scheduler = routine::EvScheduler::tl;
+  bool ev_pre_lease = true;
+  bool ev_post_lease = true;
 };
+
+// The EV variant `options` name, for file names and tables: "tl", "fcfs" or
+// "jit", then "-nopre" and "-nopost" for a lease turned off (the defaults
+// give "tl").
+std::string ev_variant(const WorkloadRunOptions& options);
 
 // What happened to one arrival.
 struct InvocationRecord {
@@ -64,10 +76,16 @@ struct InvocationRecord {
   // The commands that actuated, on the simulator's clock; empty when none.
   routine::ScheduledRoutine schedule;
   double temporary_incongruence = 0;
+  // EV: its routine group's record of the serial key. The placement time
+  // (first key to placed in every lineage, SafeHome's Fig. 15c), none when
+  // the invocation was never placed (or the model is not EV); the re-keys.
+  std::optional<core::Duration> ev_placement;
+  uint32_t ev_rekeys = 0;
 };
 
 struct WorkloadRunResult {
   routine::Visibility visibility = routine::Visibility::psv;
+  std::string ev_variant;  // ev_variant(options) under EV, else empty
   uint64_t seed = 0;
   core::TimePoint origin{};  // the workload's time zero on the simulator's clock
   std::vector<InvocationRecord> invocations;
@@ -88,8 +106,16 @@ WorkloadRunResult run_workload(const Workload& workload, routine::Visibility vis
 
 // CSV, one row per invocation:
 // model,seed,invocation,routine,arrival_ms,start_ms,end_ms,wait_ms,e2e_ms,
-// overhead,temporary_incongruence,outcome (times after the workload's start;
-// the timing fields are empty for an invocation that actuated nothing).
+// overhead,temporary_incongruence,outcome,ev_stretch,ev_placement_ms,
+// ev_rekeys (times after the workload's start; the timing fields and
+// ev_stretch are empty for an invocation that actuated nothing). The EV
+// columns: ev_stretch is routine::ev_stretch of the actuated schedule (1:
+// its commands ran back to back), ev_placement_ms the time from its first
+// serial key to being placed in every lineage and ev_rekeys how often it
+// re-keyed, from its routine group's record; under other models
+// ev_placement_ms and ev_rekeys are empty, and so is ev_placement_ms for an
+// EV invocation never placed. `model` is the visibility model only (ev for
+// every EV variant; meshsim puts the variant in the file name).
 std::string invocations_csv_header();
 std::string invocations_csv_rows(const WorkloadRunResult& result);
 // CSV, one row per run:
@@ -98,7 +124,8 @@ std::string invocations_csv_rows(const WorkloadRunResult& result);
 // temporary_incongruence_share (routines attacked at least once, the paper's
 // Fig. 12 metric),temporary_incongruence_mean,abort_rate,serial_order,
 // global_strict,partitioned_strict (pass or fail),device_failures,
-// rollback_commands_per_abort (the paper's Fig. 13 "recovery").
+// rollback_commands_per_abort (the paper's Fig. 13 "recovery"),ev_variant
+// (ev_variant(options) under EV, else empty).
 std::string summary_csv_header();
 std::string summary_csv_row(const WorkloadRunResult& result);
 

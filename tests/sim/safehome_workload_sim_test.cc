@@ -1,12 +1,14 @@
 // A small generated SafeHome workload (sim/routine_workload.h) run by
 // `meshsim routines`' runner (sim/routine_workload_run.h) on whole agents
-// under WV, GSV and PSV, several seeds each, the same workload per seed
-// under every model. The oracle (routine/serial_order_check.h) must hold
-// where the model promises it: GSV runs one routine at a time, PSV one per
-// device, both end in a state of some serial order (final incongruence 0,
-// check_serial_order) and every invocation ends. Under WV the PSV check
+// under WV, GSV, PSV and EV (its schedulers and leases too), several seeds
+// each, the same workload per seed under every model. The oracle
+// (routine/serial_order_check.h) must hold where the model promises it: GSV
+// runs one routine at a time, PSV one per device, they and EV end in a
+// state of some serial order (final incongruence 0, check_serial_order)
+// and every invocation ends. Under WV the PSV check
 // must fail on some seed: an oracle that cannot fail proves nothing. A
 // failing seed is printed; SAFEHOME_WORKLOAD_SEED=<seed> replays it.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -15,6 +17,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "routine/serial_key_choice.h"
 #include "routine/visibility.h"
 #include "sim/routine_workload.h"
 #include "sim/routine_workload_run.h"
@@ -79,16 +82,37 @@ TEST(SafehomeWorkloadSim, GsvRunsOneRoutineAtATimeAndEndsSerially) { sweep_stric
 
 TEST(SafehomeWorkloadSim, PsvRunsOneRoutinePerDeviceAndEndsSerially) { sweep_strict(routine::Visibility::psv); }
 
+// Every EV invocation that ran was placed in its devices' lineages first:
+// its routine group's record has a placement time.
+std::vector<std::string> unplaced_of(const WorkloadRunResult& r) {
+  std::vector<std::string> out;
+  for (const auto& inv : r.invocations) {
+    if (!inv.schedule.commands.empty() && !inv.ev_placement) {
+      out.push_back(fmt::format("invocation {} ({}) actuated without a placement time", inv.id, inv.routine));
+    }
+  }
+  return out;
+}
+
 // EV ends in a serial order's state too, and its post-leases show: on some
 // seed a routine uses a device another one that is still running has given
 // up (so the PSV check fails there), or EV would be PSV under another name.
+// Placement (the default scheduler, tl) takes time: some invocation's
+// placement time is above zero, or the runner does not read it.
 TEST(SafehomeWorkloadSim, EvEndsSeriallyAndOverlapsRoutinesThatShareADevice) {
   const WorkloadFile file = conflicting_workload();
   const auto range = test_support::seed_range(kPrefix, 1, 6);
   std::optional<uint64_t> overlapped;
+  core::Duration longest_placement{};
   for (uint64_t seed = range.first; seed < range.end(); ++seed) {
     const WorkloadRunResult r = run_workload(instantiate(file, seed), routine::Visibility::ev, seed, small_mesh());
-    if (test_support::report_violations(kPrefix, seed, violations_of(r))) return;
+    auto violations = violations_of(r);
+    for (auto& unplaced : unplaced_of(r)) violations.push_back(std::move(unplaced));
+    if (test_support::report_violations(kPrefix, seed, violations)) return;
+    EXPECT_EQ(r.ev_variant, "tl");
+    for (const auto& inv : r.invocations) {
+      if (inv.ev_placement) longest_placement = std::max(longest_placement, *inv.ev_placement);
+    }
     if (r.partitioned_strict && !overlapped) {
       overlapped = seed;
       std::printf("EV post-lease seen at seed %llu: %s\n", static_cast<unsigned long long>(seed),
@@ -97,6 +121,33 @@ TEST(SafehomeWorkloadSim, EvEndsSeriallyAndOverlapsRoutinesThatShareADevice) {
   }
   if (!range.replaying) {
     EXPECT_TRUE(overlapped.has_value()) << "no EV run overlapped routines sharing a device: no post-lease happened";
+    EXPECT_GT(longest_placement, core::Duration::zero()) << "no EV invocation took time to be placed";
+  }
+}
+
+// The other serial-key schedulers (`meshsim routines --ev-scheduler`), and
+// TL with both leases off, end in a serial order's state as well, every
+// invocation placed before it ran: a scheduler picks a key, the lineages
+// keep serializability whatever it picks.
+TEST(SafehomeWorkloadSim, EvFcfsJitAndLeasesOffEndSerially) {
+  const WorkloadFile file = conflicting_workload();
+  WorkloadRunOptions fcfs = small_mesh();
+  fcfs.ev_scheduler = routine::EvScheduler::fcfs;
+  WorkloadRunOptions jit = small_mesh();
+  jit.ev_scheduler = routine::EvScheduler::jit;
+  WorkloadRunOptions no_leases = small_mesh();
+  no_leases.ev_pre_lease = false;
+  no_leases.ev_post_lease = false;
+  for (const auto& options : {fcfs, jit, no_leases}) {
+    const auto range = test_support::seed_range(kPrefix, 1, 3);
+    for (uint64_t seed = range.first; seed < range.end(); ++seed) {
+      const WorkloadRunResult r = run_workload(instantiate(file, seed), routine::Visibility::ev, seed, options);
+      EXPECT_EQ(r.ev_variant, ev_variant(options));
+      auto violations = violations_of(r);
+      for (auto& unplaced : unplaced_of(r)) violations.push_back(std::move(unplaced));
+      for (auto& v : violations) v.insert(0, ev_variant(options) + ": ");
+      if (test_support::report_violations(kPrefix, seed, violations)) return;
+    }
   }
 }
 
