@@ -910,17 +910,23 @@ void RoutineLeaders::acquire_stage(const SessionKey& key, uint64_t seq, const st
     // Queued or not (a full queue takes no one), the holder may have to
     // make way.
     wound_if_younger(key, seq, device, status);
-    if (status.state() != proto::LOCK_WAITING) {
-      write_device(device, lock_payload(key, seq, device, true), [](const auto&) {});
-    }
-    return std::optional<std::string>();
+    NotHeld action;
+    if (status.state() != proto::LOCK_WAITING) action.ask = lock_payload(key, seq, device, true);
+    return action;
   });
 }
 
+bool RoutineLeaders::may_ask(const std::string& holder, const std::string& device) {
+  const core::TimePoint now = env_.now();
+  std::erase_if(asked_at_, [&](const auto& asked) { return now - asked.second >= options_.poll_interval; });
+  return asked_at_.emplace(holder + " " + device, now).second;
+}
+
 void RoutineLeaders::collect_grants(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices,
-                                    NotHeld not_held) {
+                                    OnNotHeld not_held) {
   struct Round {
     size_t awaiting = 0;
+    bool asked = false;
     std::map<std::string, uint64_t> granted;
     std::optional<std::string> stop_reason;
   };
@@ -934,7 +940,7 @@ void RoutineLeaders::collect_grants(const SessionKey& key, uint64_t seq, const s
       return;
     }
     if (round->granted.empty()) {
-      idle(key, seq, options_.poll_interval);
+      idle(key, seq, round->asked ? core::Duration::zero() : options_.poll_interval);
       return;
     }
     step(
@@ -952,18 +958,26 @@ void RoutineLeaders::collect_grants(const SessionKey& key, uint64_t seq, const s
     proto::DeviceQuery query;
     query.mutable_lock()->set_device(device);
     query.mutable_lock()->set_holder(holder);
-    read_device(device, query.SerializeAsString(), [device, round, finish, not_held, alive = alive_](const auto& read) {
-      if (!*alive) return;
-      const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
-      if (reply && reply->lock().state() == proto::LOCK_HELD) {
-        round->granted[device] = reply->lock().token();
-      } else if (reply) {
-        if (auto reason = not_held(device, reply->lock()); reason && !round->stop_reason) {
-          round->stop_reason = std::move(reason);
-        }
-      }
-      finish();
-    });
+    read_device(device, query.SerializeAsString(),
+                [this, device, holder, round, finish, not_held, alive = alive_](const auto& read) {
+                  if (!*alive) return;
+                  const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                  if (reply && reply->lock().state() == proto::LOCK_HELD) {
+                    round->granted[device] = reply->lock().token();
+                  } else if (reply) {
+                    NotHeld action = not_held(device, reply->lock());
+                    if (action.stop && !round->stop_reason) round->stop_reason = std::move(action.stop);
+                    if (action.ask && may_ask(holder, device)) {
+                      ++round->awaiting;
+                      write_device(device, std::move(*action.ask), [round, finish, alive](const auto& written) {
+                        if (!*alive) return;
+                        round->asked = round->asked || written.has_value();
+                        finish();
+                      });
+                    }
+                  }
+                  finish();
+                });
   }
 }
 

@@ -349,12 +349,22 @@ class RoutineLeaders {
   // commits every one granted in one step.
   void acquire_stage(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
   // Reads the lock status of every device in `devices` at once, hands each
-  // answer that is not a grant to `not_held` (which may ask again, or
-  // return why the invocation must stop), and commits every grant found in
-  // one locks_held step (or the stop).
-  using NotHeld =
-      std::function<std::optional<std::string>(const std::string& device, const proto::LockStatusMsg& status)>;
-  void collect_grants(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices, NotHeld not_held);
+  // answer that is not a grant to `not_held` (which says whether to ask
+  // again, with what request, or why the invocation must stop), and commits
+  // every grant found in one locks_held step (or the stop). When it asked
+  // again and nothing was granted, it reads again as soon as the requests
+  // are committed (a grant happens when a request applies), else after
+  // poll_interval.
+  struct NotHeld {
+    std::optional<std::string> ask;   // a device group write
+    std::optional<std::string> stop;  // why the invocation stops
+  };
+  using OnNotHeld = std::function<NotHeld(const std::string& device, const proto::LockStatusMsg& status)>;
+  void collect_grants(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices, OnNotHeld not_held);
+  // Whether `holder` may send a lock request for `device` now: once per
+  // poll_interval, so a request that changes nothing (a full queue) is not
+  // repeated at every read.
+  bool may_ask(const std::string& holder, const std::string& device);
   // The lock request of an invocation for `device` (wait: queued if held).
   std::string lock_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool wait) const;
   // Wound-wait: if the holder `status` names started after this invocation,
@@ -531,6 +541,8 @@ class RoutineLeaders {
   std::map<std::string, core::TimePoint> unled_claims_since_;  // holder -> since no session here drives it
   // Locks device leaders answered a renewal about as lost: holder -> device -> token.
   std::map<std::string, std::map<std::string, uint64_t>> lost_locks_;
+  // Lock requests sent while collecting grants: "HOLDER DEVICE" -> when.
+  std::map<std::string, core::TimePoint> asked_at_;
   // Wounds sent: "HOLDER DEVICE TOKEN" -> when (sent again after request_timeout).
   std::map<std::string, core::TimePoint> wounds_sent_;
   // SLA: holder -> when it last left the queues of the devices after the

@@ -126,6 +126,7 @@ void RoutineLeaders::place_everywhere(const SessionKey& key, uint64_t seq, const
   struct Round {
     size_t awaiting = 0;
     size_t placed = 0;
+    bool asked = false;
     std::string refused_by;
   };
   auto round = std::make_shared<Round>();
@@ -148,7 +149,8 @@ void RoutineLeaders::place_everywhere(const SessionKey& key, uint64_t seq, const
       return;
     }
     if (round->placed < devices.size()) {
-      idle(key, seq, options_.poll_interval);
+      // A placement happens when its request applies: read again at once.
+      idle(key, seq, round->asked ? core::Duration::zero() : options_.poll_interval);
       return;
     }
     const RoutineGroupState* before = state(key);
@@ -188,9 +190,14 @@ void RoutineLeaders::place_everywhere(const SessionKey& key, uint64_t seq, const
               ++round->placed;
             } else if (below_floor(key_us, holder, lock)) {
               round->refused_by = device;
-            } else {
+            } else if (may_ask(holder, device)) {
+              ++round->awaiting;
               write_device(device, place_payload(key, seq, device, all_from_start, all_from_start, 0),
-                           [](const auto&) {});
+                           [round, finish, alive](const auto& written) {
+                             if (!*alive) return;
+                             round->asked = round->asked || written.has_value();
+                             finish();
+                           });
             }
           }
           finish();
@@ -206,19 +213,20 @@ void RoutineLeaders::take_in_key_order(const SessionKey& key, uint64_t seq, cons
   const int64_t key_us = invocation->serial_key_us;
   const size_t from = invocation->commands.size();
   collect_grants(key, seq, devices,
-                 [this, key, seq, holder, key_us, from](
-                     const std::string& device, const proto::LockStatusMsg& lock) -> std::optional<std::string> {
+                 [this, key, seq, holder, key_us, from](const std::string& device, const proto::LockStatusMsg& lock) {
+                   NotHeld action;
                    if (lock.state() == proto::LOCK_PLACED && lock.placed_key_us() == key_us && lock.placed_ready()) {
-                     return std::nullopt;  // waiting for the entries before it to be done with the device
+                     return action;  // waiting for the entries before it to be done with the device
                    }
                    if (lock.state() != proto::LOCK_PLACED && below_floor(key_us, holder, lock)) {
-                     return fmt::format(
+                     action.stop = fmt::format(
                          "its place in the serial order at device {} is gone (taken back while its leader was "
                          "silent), and a routine serialized after it used the device since",
                          device);
+                     return action;
                    }
-                   write_device(device, place_payload(key, seq, device, true, false, from), [](const auto&) {});
-                   return std::nullopt;
+                   action.ask = place_payload(key, seq, device, true, false, from);
+                   return action;
                  });
 }
 

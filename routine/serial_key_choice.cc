@@ -26,20 +26,23 @@ std::optional<EvScheduler> parse_ev_scheduler(std::string_view text) {
 
 namespace {
 
-// Every entry below `key` done before the first use, and done before every
-// entry above `key` first uses the device.
-bool fits(const LineageView& view, const ExpectedUse& use, int64_t key) {
-  if (key <= view.floor_key_us) return false;
-  for (const LineageSlot& slot : view.entries) {
-    if (slot.serial_key_us < key) {
-      if (slot.expected_done_us > use.first_use_us) return false;
-    } else if (use.done_us > slot.expected_first_use_us) {
-      return false;
-    }
-  }
+// How much later than planned the routine must start for `key` to fit the
+// device's lineage: every entry below `key` done before its first use there,
+// and (starting that much later) done before the first use of every entry
+// above `key`; nothing if it cannot fit.
+std::optional<int64_t> delay_to_fit(const LineageView& view, const ExpectedUse& use, int64_t key) {
+  if (key <= view.floor_key_us) return std::nullopt;
   // Entries not shown may sit above `key`: only a key below the last one
   // shown is judged.
-  return !view.truncated || (!view.entries.empty() && key < view.entries.back().serial_key_us);
+  if (view.truncated && (view.entries.empty() || key >= view.entries.back().serial_key_us)) return std::nullopt;
+  int64_t delay = 0;
+  for (const LineageSlot& slot : view.entries) {
+    if (slot.serial_key_us < key) delay = std::max(delay, slot.expected_done_us - use.first_use_us);
+  }
+  for (const LineageSlot& slot : view.entries) {
+    if (slot.serial_key_us > key && use.done_us + delay > slot.expected_first_use_us) return std::nullopt;
+  }
+  return delay;
 }
 
 }  // namespace
@@ -60,22 +63,54 @@ std::optional<SerialKeyChoice> choose_serial_key(EvScheduler scheduler, bool pre
   }
   if (scheduler == EvScheduler::jit && !empty) return std::nullopt;
   if (scheduler != EvScheduler::tl || !pre_lease) return SerialKeyChoice{after_all, false};
-  // TL: the candidates are just below each placed entry (a gap before it),
-  // lowest first; the first that fits every device wins.
+  // TL: the candidates are just below each placed entry (a gap before it);
+  // the one where the routine can start soonest without delaying anyone
+  // wins (the lower key on a tie), if sooner than appending, which always
+  // fits, after the expected end of everything on its devices.
   std::set<int64_t> candidates;
   for (const auto& [device, view] : lineages) {
     for (const LineageSlot& slot : view.entries) {
       if (slot.serial_key_us - 1 >= above_floors) candidates.insert(slot.serial_key_us - 1);
     }
   }
-  for (const int64_t key : candidates) {
-    const bool everywhere = std::all_of(lineages.begin(), lineages.end(), [&](const auto& entry) {
-      const auto use = uses.find(entry.first);
-      return use == uses.end() || fits(entry.second, use->second, key);
-    });
-    if (everywhere) return SerialKeyChoice{key, key < after_all};
+  int64_t append_delay = 0;
+  for (const auto& [device, view] : lineages) {
+    const auto use = uses.find(device);
+    if (use == uses.end()) continue;
+    for (const LineageSlot& slot : view.entries) {
+      append_delay = std::max(append_delay, slot.expected_done_us - use->second.first_use_us);
+    }
   }
-  return SerialKeyChoice{after_all, false};
+  SerialKeyChoice best{after_all, false};
+  int64_t best_delay = append_delay;
+  for (const int64_t key : candidates) {
+    std::optional<int64_t> delay = 0;
+    for (const auto& [device, view] : lineages) {
+      const auto use = uses.find(device);
+      if (use == uses.end()) continue;
+      const auto here = delay_to_fit(view, use->second, key);
+      delay = here ? std::optional(std::max(*delay, *here)) : std::nullopt;
+      if (!delay) break;
+    }
+    // The delay must fit every device at once: check again with it.
+    if (delay && *delay > 0) {
+      for (const auto& [device, view] : lineages) {
+        const auto use = uses.find(device);
+        if (use == uses.end()) continue;
+        const ExpectedUse later{use->second.first_use_us + *delay, use->second.done_us + *delay};
+        const auto here = delay_to_fit(view, later, key);
+        if (!here || *here != 0) {
+          delay.reset();
+          break;
+        }
+      }
+    }
+    if (delay && *delay < best_delay) {
+      best = SerialKeyChoice{key, true};
+      best_delay = *delay;
+    }
+  }
+  return best;
 }
 
 }  // namespace mesh::routine

@@ -11,12 +11,15 @@ namespace mesh::routine {
 
 // How an EV invocation chooses its serial key (routine/routine_leaders.h,
 // "Serial keys"; SafeHome §5 and Fig. 14), `[routines] ev_scheduler`:
-//  - tl: timeline placement. The lowest key at which the invocation fits
-//    into a gap of every one of its devices' lineages: every entry below it
-//    is expected to be done with the device before the invocation's first
-//    use there, and it expects to be done before the first use of every
-//    entry above it, so it delays nobody (a pre-lease when it goes below
-//    an entry already placed). If no gap fits, it goes after every entry.
+//  - tl: timeline placement. The key at which the invocation can start
+//    soonest while delaying nobody: on every one of its devices, every entry
+//    below the key is expected to be done with the device before the
+//    invocation's first use there (starting later if need be: the
+//    invocation slides into a later gap, as SafeHome's TL does), and the
+//    invocation expects to be done before the first use of every entry
+//    above it. A key below an entry already placed is a pre-lease; after
+//    every entry is always possible, and chosen unless a gap lets it start
+//    sooner (between gaps, on a tie, the lower key).
 //  - fcfs: always after every entry on its devices (arrival order).
 //  - jit: just in time: only once every one of its devices has an empty
 //    lineage (no routine placed or holding), then after everything.

@@ -38,7 +38,9 @@ TEST(SerialKeyChoice, KeysStayAboveFloorsAndTheTriggerTime) {
 // Gap by gap, the lamp would take the routine before R2 and the fan only
 // after R2 (R2 holds the fan until 3000): per device that is a cycle
 // (X before R2, R2 before X). One key puts it on the same side of R2
-// everywhere: after.
+// everywhere: after R2 (the fan's floor), and, starting once R2 is done
+// with the lamp, still before R3 (which needs the fan only at 9000) rather
+// than after everything.
 TEST(SerialKeyChoice, OneKeyPutsTheRoutineOnOneSideOfAnotherEverywhere) {
   const std::map<std::string, LineageView> lineages{
       {"lamp", {0, {slot("R1#1", 10, 0, 50), slot("R2#1", 20, 4000, 4500)}, false}},
@@ -46,15 +48,15 @@ TEST(SerialKeyChoice, OneKeyPutsTheRoutineOnOneSideOfAnotherEverywhere) {
   const std::map<std::string, ExpectedUse> uses{{"lamp", {100, 1000}}, {"fan", {1000, 2000}}};
   const auto choice = choose_serial_key(EvScheduler::tl, true, 1, lineages, uses);
   ASSERT_TRUE(choice);
-  EXPECT_EQ(choice->key_us, 31) << "below 20 the fan refuses it; above 20 it waits for R2 on the lamp as well";
-  EXPECT_FALSE(choice->before_placed);
-  // A routine that needs the devices only once R2 is done with both fits in
-  // the gap before R3.
-  const std::map<std::string, ExpectedUse> later{{"lamp", {5000, 5500}}, {"fan", {5500, 6000}}};
-  const auto gap = choose_serial_key(EvScheduler::tl, true, 1, lineages, later);
-  ASSERT_TRUE(gap);
-  EXPECT_EQ(gap->key_us, 29);
-  EXPECT_TRUE(gap->before_placed);
+  EXPECT_EQ(choice->key_us, 29);
+  EXPECT_TRUE(choice->before_placed);
+  // A routine too long for the gap before R3 (it would still hold the fan
+  // at 9000) goes after everything.
+  const std::map<std::string, ExpectedUse> longer{{"lamp", {100, 1000}}, {"fan", {1000, 6000}}};
+  const auto appended = choose_serial_key(EvScheduler::tl, true, 1, lineages, longer);
+  ASSERT_TRUE(appended);
+  EXPECT_EQ(appended->key_us, 31);
+  EXPECT_FALSE(appended->before_placed);
 }
 
 TEST(SerialKeyChoice, FcfsAndNoPreLeaseAppendJitWaitsForIdleDevices) {
