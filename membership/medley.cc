@@ -59,6 +59,9 @@ Medley::Medley(core::Env& env, core::Messenger& messenger, core::Metrics& metric
       refutations_(metrics.counter("membership_refutations_total")),
       decode_errors_(metrics.counter("membership_decode_errors_total")),
       syncs_(metrics.counter("membership_syncs_total")),
+      digest_matches_(metrics.counter("membership_sync_digest_matches_total")),
+      passive_probes_(metrics.counter("membership_passive_feedback_probes_total")),
+      boosts_granted_(metrics.counter("membership_probe_boosts_granted_total")),
       message_bytes_(metrics.histogram("membership_message_bytes")) {
   std::weak_ptr<bool> alive = alive_;
   messenger_.on_datagram(kBodyType, [this, alive](const core::Message& m) {
@@ -121,6 +124,7 @@ void Medley::emit(MemberEventKind kind, const Member& member) {
 void Medley::start(std::vector<core::NodeId> contacts) {
   if (running_ || left_) return;
   running_ = true;
+  last_probed_ = env_.now();
   // A random phase, so nodes started together do not probe in lockstep.
   const auto phase = core::Duration(static_cast<core::Duration::rep>(
       env_.rng().below(static_cast<uint64_t>(std::max<core::Duration::rep>(1, options_.probe_period.count())))));
@@ -225,6 +229,7 @@ std::vector<Medley::MemberStatus> Medley::status(bool include_gone) const {
 void Medley::tick() {
   finish_probe();
   reap();
+  expire_boosts();
   start_probe();
   // At most one extra ping per period for a refused revival.
   while (!reconnect_soon_.empty()) {
@@ -248,19 +253,21 @@ void Medley::start_probe() {
     const MemberEntry* e = table_.find(id);
     if (e != nullptr && is_live(e->member.state)) target = id;
   }
+  if (!target) {
+    target = passive_feedback_target();
+    if (target) {
+      passive_probed_[*target] = env_.now();
+      passive_probes_.add();
+    }
+  }
   if (!target) target = selector_.next(distances_, env_.rng());
   if (!target) return;
   probe_ = Probe{};
   probe_->seq = next_seq_++;
   probe_->target = *target;
   probes_.add();
-  proto::MembershipBody body;
-  proto::Ping* ping = body.mutable_ping();
-  ping->set_seq(probe_->seq);
-  ping->set_target(target->value());
-  fill_updates(*target, ping->mutable_updates());
-  send(*target, body, Sent::ping);
   const uint64_t seq = probe_->seq;
+  send_ping(*target, seq);
   indirect_timer_.start(health_.scale(options_.probe_timeout), [this, seq] { probe_indirect(seq); });
 }
 
@@ -276,14 +283,7 @@ void Medley::probe_indirect(uint64_t seq) {
   // A second direct ping alongside the indirect ones (memberlist sends a TCP
   // ping here): on a multi-hop path one lost datagram should not be enough
   // to suspect a member.
-  {
-    proto::MembershipBody body;
-    proto::Ping* ping = body.mutable_ping();
-    ping->set_seq(seq);
-    ping->set_target(probe_->target.value());
-    fill_updates(probe_->target, ping->mutable_updates());
-    send(probe_->target, body, Sent::ping);
-  }
+  send_ping(probe_->target, seq);
   for (core::NodeId helper : helpers) {
     indirect_probes_.add();
     proto::MembershipBody body;
@@ -369,12 +369,86 @@ void Medley::reconnect() {
 void Medley::send_reconnect_ping(core::NodeId target) {
   // Not a probe: no suspicion follows silence. The ping carries the
   // target's failed record, which a live target refutes in its ack.
+  send_ping(target, next_seq_++);
+}
+
+void Medley::send_ping(core::NodeId target, uint64_t seq) {
   proto::MembershipBody body;
   proto::Ping* ping = body.mutable_ping();
-  ping->set_seq(next_seq_++);
+  ping->set_seq(seq);
   ping->set_target(target.value());
   fill_updates(target, ping->mutable_updates());
+  if (options_.active_feedback_radius_hops > 0 && rarely_probed()) {
+    const std::optional<uint32_t> hops = distances_.hops_to(target);
+    ping->set_probe_me_more(hops && *hops <= options_.active_feedback_radius_hops);
+  }
   send(target, body, Sent::ping);
+}
+
+std::optional<core::NodeId> Medley::passive_feedback_target() const {
+  if (options_.passive_feedback_after <= core::Duration::zero()) return std::nullopt;
+  const core::TimePoint now = env_.now();
+  std::optional<core::NodeId> oldest;
+  core::TimePoint oldest_at{};
+  for (core::NodeId id : table_.live_others()) {
+    const std::optional<uint32_t> hops = distances_.hops_to(id);
+    if (!hops || *hops > options_.passive_feedback_radius_hops) continue;
+    // Never heard from directly: silent since it became live here.
+    core::TimePoint since = table_.find(id)->state_since;
+    if (auto heard_it = last_heard_.find(id); heard_it != last_heard_.end()) since = std::max(since, heard_it->second);
+    // One passive probe per silence: an unanswered one goes on through the
+    // ordinary silent-probe rules.
+    if (auto probed_it = passive_probed_.find(id); probed_it != passive_probed_.end()) {
+      since = std::max(since, probed_it->second);
+    }
+    if (now - since > options_.passive_feedback_after && (!oldest || since < oldest_at)) {
+      oldest = id;
+      oldest_at = since;
+    }
+  }
+  return oldest;
+}
+
+void Medley::note_probed(core::NodeId from, uint64_t seq) {
+  if (last_probe_of_me_ == std::pair{from, seq}) return;
+  last_probe_of_me_ = {from, seq};
+  const core::TimePoint now = env_.now();
+  const auto gap = static_cast<double>((now - last_probed_).count());
+  last_probed_ = now;
+  probe_gap_average_us_ = probe_gap_average_us_
+                              ? *probe_gap_average_us_ + options_.active_feedback_alpha * (gap - *probe_gap_average_us_)
+                              : gap;
+}
+
+bool Medley::rarely_probed() const {
+  if (options_.active_feedback_gap <= core::Duration::zero()) return false;
+  const auto open = static_cast<double>((env_.now() - last_probed_).count());
+  // The gap still open counts once it is longer than the average: a node
+  // nobody probes any more must not wait for a probe to notice.
+  double estimate = open;
+  if (probe_gap_average_us_) {
+    const double average = *probe_gap_average_us_;
+    estimate = open > average ? average + options_.active_feedback_alpha * (open - average) : average;
+  }
+  return estimate > static_cast<double>(options_.active_feedback_gap.count());
+}
+
+void Medley::grant_boost(core::NodeId member) {
+  const MemberEntry* e = table_.find(member);
+  if (e == nullptr || !is_live(e->member.state)) return;
+  boosted_until_[member] = env_.now() + options_.active_feedback_hold;
+  if (selector_.boosted(member)) return;
+  boosts_granted_.add();
+  selector_.boost(member, options_.active_feedback_boost, distances_, env_.rng());
+}
+
+void Medley::expire_boosts() {
+  const core::TimePoint now = env_.now();
+  std::erase_if(boosted_until_, [this, now](const auto& entry) {
+    if (now < entry.second) return false;
+    selector_.end_boost(entry.first);
+    return true;
+  });
 }
 
 core::Duration Medley::push_pull_interval() const {
@@ -434,6 +508,7 @@ void Medley::reap() {
   for (core::NodeId id : gone) {
     table_.erase(id);
     last_heard_.erase(id);
+    passive_probed_.erase(id);
   }
   std::erase_if(silent_probes_, [this](const auto& entry) {
     const MemberEntry* e = table_.find(entry.first);
@@ -678,7 +753,9 @@ void Medley::on_datagram(const core::Message& message) {
 
 void Medley::handle_ping(core::NodeId from, const proto::Ping& ping) {
   merge_updates(ping.updates());
+  if (ping.probe_me_more()) grant_boost(from);
   if (core::NodeId(ping.target()) != self()) return;
+  note_probed(from, ping.seq());
   proto::MembershipBody body;
   proto::Ack* ack = body.mutable_ack();
   ack->set_seq(ping.seq());
@@ -731,12 +808,7 @@ void Medley::handle_ping_req(core::NodeId from, const proto::PingReq& req) {
     // the end of its protocol period.
     it->second.timer->start(timeout, [this, seq] { relays_.erase(seq); });
   });
-  proto::MembershipBody body;
-  proto::Ping* ping = body.mutable_ping();
-  ping->set_seq(seq);
-  ping->set_target(target.value());
-  fill_updates(target, ping->mutable_updates());
-  send(target, body, Sent::ping);
+  send_ping(target, seq);
 }
 
 void Medley::handle_nack(const proto::Nack& nack) {
@@ -756,6 +828,12 @@ void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after) {
   to_wire(table_.record_of(self()), req->mutable_sender());
   req->set_after(after.value());
   req->set_reverse(reverse && after.is_unspecified());
+  if (options_.push_pull_members_per_bucket > 0) {
+    // Recomputed for every chunk: buckets the last chunk repaired are
+    // skipped from here on.
+    const MemberDigest mine = digest();
+    req->mutable_bucket_digests()->Add(mine.hashes().begin(), mine.hashes().end());
+  }
   core::RetryPolicy retry;
   retry.deadline = options_.sync_request_deadline;
   std::string bytes = body.SerializeAsString();
@@ -806,11 +884,20 @@ void Medley::on_sync_request(const core::Message& request, core::Responder respo
   auto sender = from_wire(req.sender(), limits_);
   if (sender && sender->member.id == request.src) merge(*sender, false);
   const core::NodeId after(req.after());
+  // A request without digests (an older node) gets the whole list.
+  std::optional<MemberDigest> theirs;
+  std::optional<MemberDigest> mine;
+  if (req.bucket_digests_size() > 0) {
+    theirs.emplace(std::vector<uint32_t>(req.bucket_digests().begin(), req.bucket_digests().end()));
+    mine.emplace(table_, theirs->hashes().size());
+  }
+  const bool lists_agree = theirs && *theirs == *mine;
+  if (lists_agree) digest_matches_.add();
   proto::MembershipBody reply;
   proto::SyncResponse* resp = reply.mutable_sync_response();
   size_t budget = options_.max_message_bytes > kHeaderBytes ? options_.max_message_bytes - kHeaderBytes : 0;
-  for (auto it = table_.entries().upper_bound(after); it != table_.entries().end(); ++it) {
-    if (!it->second.has_info) continue;
+  for (auto it = table_.entries().upper_bound(after); it != table_.entries().end() && !lists_agree; ++it) {
+    if (!it->second.has_info || (theirs && !mine->differs_for(it->first, *theirs))) continue;
     const MemberRecord record = table_.record_of(it->first);
     const size_t size = wire_size(record);
     if (size > budget || static_cast<size_t>(resp->members_size()) >= limits_.max_records) {
@@ -823,7 +910,16 @@ void Medley::on_sync_request(const core::Message& request, core::Responder respo
   std::string bytes = reply.SerializeAsString();
   count_sent(request.src, Sent::sync_response, bytes.size());
   responder.respond(std::move(bytes));
-  if (req.reverse() && after.is_unspecified() && running_) sync_from(request.src, false, core::NodeId());
+  if (req.reverse() && after.is_unspecified() && running_ && !lists_agree) {
+    sync_from(request.src, false, core::NodeId());
+  }
+}
+
+MemberDigest Medley::digest() const {
+  size_t with_info = 0;
+  for (const auto& [id, e] : table_.entries()) with_info += e.has_info ? 1 : 0;
+  return MemberDigest(
+      table_, MemberDigest::bucket_count(with_info, options_.push_pull_members_per_bucket, limits_.max_digest_buckets));
 }
 
 }  // namespace mesh::membership

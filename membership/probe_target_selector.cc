@@ -95,20 +95,52 @@ void ProbeTargetSelector::set_members(const std::vector<core::NodeId>& members, 
   }
   // Newcomers join the current round at random places, with as many copies
   // as a refill would give them.
-  const std::vector<double> weights = distance_weights(members_, distances, alpha_);
-  const std::vector<uint64_t> copies = bag_copies(weights, round_limit());
+  const std::vector<uint64_t> copies = bag_copies(weights(distances), round_limit());
   for (core::NodeId id : added) {
     const size_t index = static_cast<size_t>(std::lower_bound(members_.begin(), members_.end(), id) - members_.begin());
-    for (uint64_t c = 0; c < copies[index]; ++c) {
-      const size_t at = static_cast<size_t>(rng.below(bag_.size() + 1));
-      bag_.insert(bag_.begin() + static_cast<std::ptrdiff_t>(at), id);
-    }
+    insert_copies(id, copies[index], rng);
+  }
+}
+
+void ProbeTargetSelector::boost(core::NodeId id, double factor, const HopDistances& distances, core::Rng& rng) {
+  if (factor <= 1.0 || boosts_.contains(id)) return;
+  if (order_ != ProbeOrder::bag || bag_.empty() || !member_set_.contains(id)) {
+    boosts_.emplace(id, factor);
+    return;
+  }
+  // What is left of the round gets (factor - 1) times the copies the member
+  // would still hold in it, so its share of the rest of the round grows by
+  // about the factor (all its copies would make a near member dominate the
+  // end of a long round).
+  const std::vector<uint64_t> copies = bag_copies(weights(distances), round_limit());
+  const size_t index = static_cast<size_t>(std::lower_bound(members_.begin(), members_.end(), id) - members_.begin());
+  const double left = static_cast<double>(bag_.size()) / static_cast<double>(std::max<size_t>(1, round_size_));
+  boosts_.emplace(id, factor);
+  insert_copies(id, static_cast<uint64_t>(std::ceil(static_cast<double>(copies[index]) * (factor - 1.0) * left)), rng);
+}
+
+std::vector<double> ProbeTargetSelector::weights(const HopDistances& distances) const {
+  std::vector<double> out = distance_weights(members_, distances, alpha_);
+  if (boosts_.empty()) return out;
+  double sum = 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    auto it = boosts_.find(members_[i]);
+    if (it != boosts_.end()) out[i] *= it->second;
+    sum += out[i];
+  }
+  for (double& w : out) w /= sum;
+  return out;
+}
+
+void ProbeTargetSelector::insert_copies(core::NodeId id, uint64_t copies, core::Rng& rng) {
+  for (uint64_t c = 0; c < copies; ++c) {
+    const size_t at = static_cast<size_t>(rng.below(bag_.size() + 1));
+    bag_.insert(bag_.begin() + static_cast<std::ptrdiff_t>(at), id);
   }
 }
 
 void ProbeTargetSelector::refill(const HopDistances& distances, core::Rng& rng) {
-  const std::vector<double> weights = distance_weights(members_, distances, alpha_);
-  const std::vector<uint64_t> copies = bag_copies(weights, round_limit());
+  const std::vector<uint64_t> copies = bag_copies(weights(distances), round_limit());
   bag_.clear();
   for (size_t i = 0; i < members_.size(); ++i) bag_.insert(bag_.end(), copies[i], members_[i]);
   std::shuffle(bag_.begin(), bag_.end(), rng);
@@ -118,10 +150,7 @@ void ProbeTargetSelector::refill(const HopDistances& distances, core::Rng& rng) 
 
 std::optional<core::NodeId> ProbeTargetSelector::next(const HopDistances& distances, core::Rng& rng) {
   if (members_.empty()) return std::nullopt;
-  if (order_ == ProbeOrder::independent) {
-    const std::vector<double> weights = distance_weights(members_, distances, alpha_);
-    return members_[weighted_index(weights, 1.0, rng)];
-  }
+  if (order_ == ProbeOrder::independent) return members_[weighted_index(weights(distances), 1.0, rng)];
   // At most one refill: after it every entry is a current member.
   for (int pass = 0; pass < 2; ++pass) {
     while (!bag_.empty()) {

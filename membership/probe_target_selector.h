@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <vector>
@@ -39,12 +40,25 @@ class ProbeTargetSelector {
   void set_members(const std::vector<core::NodeId>& members, const HopDistances& distances, core::Rng& rng);
   std::optional<core::NodeId> next(const HopDistances& distances, core::Rng& rng);
 
+  // Multiplies `id`'s weight by `factor` (> 1) until end_boost(id) (Medley's
+  // active feedback: a member probed too rarely asked for it). In bag order
+  // the rest of the current round gets the extra copies at once, at random
+  // places (they stay until drawn), so the boost does not wait for a round
+  // that can last thousands of periods. Boosting a boosted member changes
+  // nothing.
+  void boost(core::NodeId id, double factor, const HopDistances& distances, core::Rng& rng);
+  void end_boost(core::NodeId id) { boosts_.erase(id); }
+  bool boosted(core::NodeId id) const { return boosts_.contains(id); }
+
   // Bag size of the round being drawn (0 in independent order).
   size_t round_size() const { return round_size_; }
   size_t round_limit() const { return bag_limit_factor_ * members_.size(); }
 
  private:
   void refill(const HopDistances& distances, core::Rng& rng);
+  // distance_weights with the boosts applied, normalised.
+  std::vector<double> weights(const HopDistances& distances) const;
+  void insert_copies(core::NodeId id, uint64_t copies, core::Rng& rng);
 
   double alpha_;
   ProbeOrder order_;
@@ -52,6 +66,7 @@ class ProbeTargetSelector {
   std::vector<core::NodeId> members_;  // sorted
   std::set<core::NodeId> member_set_;
   std::vector<core::NodeId> bag_;      // drawn from the back
+  std::map<core::NodeId, double> boosts_;
   size_t round_size_ = 0;
   size_t round_members_ = 0;  // members when the round was built
 };
