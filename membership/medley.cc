@@ -150,7 +150,7 @@ void Medley::join_attempt() {
     const MemberEntry* e = table_.find(contact);
     if (e != nullptr && is_live(e->member.state)) continue;
     core::log("membership").debug("join attempt self={} via={}", self().to_string(), contact.to_string());
-    sync_from(contact, true, core::NodeId());
+    sync_from(contact, true, core::NodeId(), Pull::whole_list);
     break;
   }
   join_timer_.start(alone ? options_.join_retry : options_.reconnect_interval, [this] { join_attempt(); });
@@ -491,12 +491,12 @@ void Medley::push_pull() {
     }
   }
   push_pull_timer_.start(push_pull_interval(), [this] { push_pull(); });
-  if (!others.empty()) sync_from(others[pick], true, core::NodeId());
+  if (!others.empty()) sync_from(others[pick], true, core::NodeId(), Pull::differences);
 }
 
 void Medley::catch_up_from(core::NodeId peer) {
   if (!running_ || left_ || peer == self() || peer.is_unspecified()) return;
-  sync_from(peer, true, core::NodeId());
+  sync_from(peer, true, core::NodeId(), Pull::differences);
 }
 
 void Medley::reap() {
@@ -728,7 +728,7 @@ void Medley::on_datagram(const core::Message& message) {
   heard(message.src);
   // A node we do not know is talking to us: our lists differ by at least
   // that node, so pull its list (it is usually near: probes are skewed).
-  if (running_ && table_.find(message.src) == nullptr) sync_from(message.src, true, core::NodeId());
+  if (running_ && table_.find(message.src) == nullptr) sync_from(message.src, true, core::NodeId(), Pull::differences);
   switch (body->kind_case()) {
     case proto::MembershipBody::kPing:
       handle_ping(message.src, body->ping());
@@ -817,7 +817,7 @@ void Medley::handle_nack(const proto::Nack& nack) {
 
 // ---- Sync ---------------------------------------------------------------------------
 
-void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after) {
+void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after, Pull pull) {
   if (after.is_unspecified()) {
     if (syncing_.contains(peer)) return;
     syncing_.insert(peer);
@@ -828,7 +828,7 @@ void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after) {
   to_wire(table_.record_of(self()), req->mutable_sender());
   req->set_after(after.value());
   req->set_reverse(reverse && after.is_unspecified());
-  if (options_.push_pull_members_per_bucket > 0) {
+  if (pull == Pull::differences && options_.push_pull_members_per_bucket > 0) {
     // Recomputed for every chunk: buckets the last chunk repaired are
     // skipped from here on.
     const MemberDigest mine = digest();
@@ -841,7 +841,7 @@ void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after) {
   auto id = std::make_shared<uint64_t>(0);
   *id = messenger_.request(
       peer, kBodyType, std::move(bytes),
-      [this, peer, reverse, id, alive = std::weak_ptr<bool>(alive_)](const core::RequestResult& result) {
+      [this, peer, reverse, pull, id, alive = std::weak_ptr<bool>(alive_)](const core::RequestResult& result) {
         if (!alive.lock()) return;
         pending_requests_.erase(*id);
         if (result.status != core::RequestStatus::ok) {
@@ -863,7 +863,7 @@ void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after) {
           last = std::max(last, record->member.id);
         }
         if (response->sync_response().more() && !last.is_unspecified() && !left_) {
-          sync_from(peer, reverse, last);
+          sync_from(peer, reverse, last, pull);
         } else {
           syncing_.erase(peer);
         }
@@ -911,7 +911,7 @@ void Medley::on_sync_request(const core::Message& request, core::Responder respo
   count_sent(request.src, Sent::sync_response, bytes.size());
   responder.respond(std::move(bytes));
   if (req.reverse() && after.is_unspecified() && running_ && !lists_agree) {
-    sync_from(request.src, false, core::NodeId());
+    sync_from(request.src, false, core::NodeId(), Pull::differences);
   }
 }
 

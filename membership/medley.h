@@ -147,9 +147,14 @@ class Medley final : public MemberView {
   void reap();
   void join_attempt();
 
-  // Pulls `peer`'s list chunk by chunk, starting after `after`: the members
-  // of the buckets where `peer`'s digest differs from ours.
-  void sync_from(core::NodeId peer, bool reverse, core::NodeId after);
+  // What a pull asks for: the whole list, or the members of the buckets
+  // where the peer's digest differs from ours. Join attempts ask for the
+  // whole list: their contact is either not a member yet (a joiner knows
+  // nobody, another group shares nothing) or crashed, and a request to a
+  // crashed node is retransmitted until its deadline, so it stays small.
+  enum class Pull : uint8_t { whole_list, differences };
+  // Pulls `peer`'s list chunk by chunk, starting after `after`.
+  void sync_from(core::NodeId peer, bool reverse, core::NodeId after, Pull pull);
   MemberDigest digest() const;
 
   void merge_updates(const google::protobuf::RepeatedPtrField<proto::MemberRecord>& updates);
