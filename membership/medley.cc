@@ -124,7 +124,6 @@ void Medley::emit(MemberEventKind kind, const Member& member) {
 void Medley::start(std::vector<core::NodeId> contacts) {
   if (running_ || left_) return;
   running_ = true;
-  last_probed_ = env_.now();
   // A random phase, so nodes started together do not probe in lockstep.
   const auto phase = core::Duration(static_cast<core::Duration::rep>(
       env_.rng().below(static_cast<uint64_t>(std::max<core::Duration::rep>(1, options_.probe_period.count())))));
@@ -386,13 +385,11 @@ void Medley::send_ping(core::NodeId target, uint64_t seq) {
 }
 
 std::optional<core::NodeId> Medley::passive_feedback_target() const {
-  if (options_.passive_feedback_after <= core::Duration::zero()) return std::nullopt;
   const core::TimePoint now = env_.now();
   std::optional<core::NodeId> oldest;
   core::TimePoint oldest_at{};
   for (core::NodeId id : table_.live_others()) {
-    const std::optional<uint32_t> hops = distances_.hops_to(id);
-    if (!hops || *hops > options_.passive_feedback_radius_hops) continue;
+    if (!near_for_feedback(id)) continue;
     // Never heard from directly: silent since it became live here.
     core::TimePoint since = table_.find(id)->state_since;
     if (auto heard_it = last_heard_.find(id); heard_it != last_heard_.end()) since = std::max(since, heard_it->second);
@@ -413,23 +410,23 @@ void Medley::note_probed(core::NodeId from, uint64_t seq) {
   if (last_probe_of_me_ == std::pair{from, seq}) return;
   last_probe_of_me_ = {from, seq};
   const core::TimePoint now = env_.now();
-  const auto gap = static_cast<double>((now - last_probed_).count());
-  last_probed_ = now;
-  probe_gap_average_us_ = probe_gap_average_us_
-                              ? *probe_gap_average_us_ + options_.active_feedback_alpha * (gap - *probe_gap_average_us_)
+  // Gaps between probes only: the wait for the first one is the join.
+  if (last_probed_) {
+    const auto gap = static_cast<double>((now - *last_probed_).count());
+    probe_gap_average_us_ =
+        probe_gap_average_us_ ? *probe_gap_average_us_ + options_.active_feedback_alpha * (gap - *probe_gap_average_us_)
                               : gap;
+  }
+  last_probed_ = now;
 }
 
 bool Medley::rarely_probed() const {
-  if (options_.active_feedback_gap <= core::Duration::zero()) return false;
-  const auto open = static_cast<double>((env_.now() - last_probed_).count());
+  if (options_.active_feedback_gap <= core::Duration::zero() || !last_probed_ || !probe_gap_average_us_) return false;
   // The gap still open counts once it is longer than the average: a node
   // nobody probes any more must not wait for a probe to notice.
-  double estimate = open;
-  if (probe_gap_average_us_) {
-    const double average = *probe_gap_average_us_;
-    estimate = open > average ? average + options_.active_feedback_alpha * (open - average) : average;
-  }
+  const auto open = static_cast<double>((env_.now() - *last_probed_).count());
+  const double average = *probe_gap_average_us_;
+  const double estimate = open > average ? average + options_.active_feedback_alpha * (open - average) : average;
   return estimate > static_cast<double>(options_.active_feedback_gap.count());
 }
 
@@ -439,7 +436,7 @@ void Medley::grant_boost(core::NodeId member) {
   boosted_until_[member] = env_.now() + options_.active_feedback_hold;
   if (selector_.boosted(member)) return;
   boosts_granted_.add();
-  selector_.boost(member, options_.active_feedback_boost, distances_, env_.rng());
+  selector_.boost(member, options_.active_feedback_boost, distances_);
 }
 
 void Medley::expire_boosts() {
@@ -589,8 +586,22 @@ void Medley::merge(const MemberRecord& record, bool from_sync) {
     queue_.enqueue(result.new_accuser || !record.has_info ? record : table_.record_of(record.member.id));
   }
   const MemberEntry* after = table_.find(record.member.id);
+  if (result.event == MemberEventKind::suspected && record.accuser != self() && near_for_feedback(record.member.id)) {
+    // Passive feedback for a member in doubt: a near member suspected by
+    // another node is probed next, so a crash gets its independent
+    // confirmations (each shortens the suspicion timeout) from the nodes
+    // around it, not only from its own neighbours: a node with two
+    // neighbours otherwise waits out most of suspicion_max_mult.
+    verify_.insert(record.member.id);
+  }
   if (result.event) emit(*result.event, after->member);
   if (was_suspect || after->member.state == MemberState::suspect) arm_suspicion_timer();
+}
+
+bool Medley::near_for_feedback(core::NodeId id) const {
+  if (options_.passive_feedback_after <= core::Duration::zero()) return false;
+  const std::optional<uint32_t> hops = distances_.hops_to(id);
+  return hops && *hops <= options_.passive_feedback_radius_hops;
 }
 
 void Medley::about_self(const MemberRecord& record) {

@@ -130,6 +130,8 @@ class Medley final : public MemberView {
   // Passive feedback: the near live member heard from longest ago, if that
   // is over passive_feedback_after (and it was not passive-probed since).
   std::optional<core::NodeId> passive_feedback_target() const;
+  // Within passive_feedback_radius_hops, with passive feedback on.
+  bool near_for_feedback(core::NodeId id) const;
   // Active feedback: a probe of this node arrived.
   void note_probed(core::NodeId from, uint64_t seq);
   // Active feedback: whether this node is probed too rarely (its moving
@@ -204,10 +206,10 @@ class Medley final : public MemberView {
   std::map<core::NodeId, uint32_t> silent_probes_;  // alive members: silent probes in a row
   uint32_t fast_push_pulls_ = 0;  // push-pulls left at the unscaled interval
   std::map<core::NodeId, core::TimePoint> passive_probed_;  // last passive-feedback probe, by member
-  // Active feedback: the last probe of this node (or the start), who sent
-  // it (a second direct ping of the same probe is not a new probe), and the
-  // moving average of the gaps between probes, in microseconds.
-  core::TimePoint last_probed_{};
+  // Active feedback: the last probe of this node, who sent it (a second
+  // direct ping of the same probe is not a new probe), and the moving
+  // average of the gaps between probes, in microseconds.
+  std::optional<core::TimePoint> last_probed_;
   std::pair<core::NodeId, uint64_t> last_probe_of_me_{};
   std::optional<double> probe_gap_average_us_;
   std::map<core::NodeId, core::TimePoint> boosted_until_;  // members that asked to be probed more

@@ -15,8 +15,16 @@ uint64_t mix(uint64_t x) {
 }
 
 uint32_t member_hash(const MemberEntry& entry) {
-  const uint64_t h =
+  uint64_t h =
       mix(mix(mix(entry.member.id.value()) ^ entry.member.incarnation) ^ static_cast<uint64_t>(entry.member.state));
+  // A suspect's accusers count too: a whole-list push-pull used to carry
+  // suspicion confirmations (each one shortens the suspicion timeout, and
+  // without them a crash is declared up to suspicion_max_mult times later),
+  // so two lists that agree on the suspicion but not on who confirmed it
+  // must still exchange it.
+  if (entry.member.state == MemberState::suspect) {
+    for (core::NodeId accuser : entry.accusers) h ^= mix(mix(accuser.value()) ^ entry.member.id.value());
+  }
   return static_cast<uint32_t>(h >> 32);
 }
 

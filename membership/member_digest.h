@@ -11,7 +11,8 @@ namespace mesh::membership {
 
 // A compact summary of a member table for digest-based push-pull: members
 // are spread over `buckets` by a hash of their id, and each bucket holds the
-// XOR of a hash of (id, incarnation, state) over its members. Two tables
+// XOR of a hash of (id, incarnation, state, and a suspect's accusers) over
+// its members. Two tables
 // that agree on a bucket's hash agree on its members (up to a 2^-32
 // collision, which a later push-pull with another partner repairs), so a
 // push-pull sends full records only for the members of buckets that differ.

@@ -20,6 +20,9 @@ size_t weighted_index(const std::vector<double>& weights, double sum, core::Rng&
   return 0;
 }
 
+// At most this chance per draw goes to one boosted member.
+constexpr double kMaxBoostChance = 0.5;
+
 uint64_t total_copies(const std::vector<double>& weights, double scale) {
   uint64_t total = 0;
   for (double w : weights) total += std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(w * scale - 1e-9)));
@@ -95,41 +98,21 @@ void ProbeTargetSelector::set_members(const std::vector<core::NodeId>& members, 
   }
   // Newcomers join the current round at random places, with as many copies
   // as a refill would give them.
-  const std::vector<uint64_t> copies = bag_copies(weights(distances), round_limit());
+  const std::vector<uint64_t> copies = bag_copies(distance_weights(members_, distances, alpha_), round_limit());
   for (core::NodeId id : added) {
     const size_t index = static_cast<size_t>(std::lower_bound(members_.begin(), members_.end(), id) - members_.begin());
     insert_copies(id, copies[index], rng);
   }
 }
 
-void ProbeTargetSelector::boost(core::NodeId id, double factor, const HopDistances& distances, core::Rng& rng) {
-  if (factor <= 1.0 || boosts_.contains(id)) return;
-  if (order_ != ProbeOrder::bag || bag_.empty() || !member_set_.contains(id)) {
-    boosts_.emplace(id, factor);
-    return;
-  }
-  // What is left of the round gets (factor - 1) times the copies the member
-  // would still hold in it, so its share of the rest of the round grows by
-  // about the factor (all its copies would make a near member dominate the
-  // end of a long round).
-  const std::vector<uint64_t> copies = bag_copies(weights(distances), round_limit());
+void ProbeTargetSelector::boost(core::NodeId id, double factor, const HopDistances& distances) {
+  if (factor <= 1.0 || boosts_.contains(id) || !member_set_.contains(id)) return;
+  const std::vector<double> weights = distance_weights(members_, distances, alpha_);
   const size_t index = static_cast<size_t>(std::lower_bound(members_.begin(), members_.end(), id) - members_.begin());
-  const double left = static_cast<double>(bag_.size()) / static_cast<double>(std::max<size_t>(1, round_size_));
-  boosts_.emplace(id, factor);
-  insert_copies(id, static_cast<uint64_t>(std::ceil(static_cast<double>(copies[index]) * (factor - 1.0) * left)), rng);
-}
-
-std::vector<double> ProbeTargetSelector::weights(const HopDistances& distances) const {
-  std::vector<double> out = distance_weights(members_, distances, alpha_);
-  if (boosts_.empty()) return out;
-  double sum = 0;
-  for (size_t i = 0; i < members_.size(); ++i) {
-    auto it = boosts_.find(members_[i]);
-    if (it != boosts_.end()) out[i] *= it->second;
-    sum += out[i];
-  }
-  for (double& w : out) w /= sum;
-  return out;
+  // Drawn first with this chance each time, the member's share grows from
+  // w to about factor * w; capped so a boosted neighbour never crowds out
+  // the rest.
+  boosts_.emplace(id, std::min(kMaxBoostChance, (factor - 1.0) * weights[index]));
 }
 
 void ProbeTargetSelector::insert_copies(core::NodeId id, uint64_t copies, core::Rng& rng) {
@@ -140,7 +123,7 @@ void ProbeTargetSelector::insert_copies(core::NodeId id, uint64_t copies, core::
 }
 
 void ProbeTargetSelector::refill(const HopDistances& distances, core::Rng& rng) {
-  const std::vector<uint64_t> copies = bag_copies(weights(distances), round_limit());
+  const std::vector<uint64_t> copies = bag_copies(distance_weights(members_, distances, alpha_), round_limit());
   bag_.clear();
   for (size_t i = 0; i < members_.size(); ++i) bag_.insert(bag_.end(), copies[i], members_[i]);
   std::shuffle(bag_.begin(), bag_.end(), rng);
@@ -150,7 +133,12 @@ void ProbeTargetSelector::refill(const HopDistances& distances, core::Rng& rng) 
 
 std::optional<core::NodeId> ProbeTargetSelector::next(const HopDistances& distances, core::Rng& rng) {
   if (members_.empty()) return std::nullopt;
-  if (order_ == ProbeOrder::independent) return members_[weighted_index(weights(distances), 1.0, rng)];
+  for (const auto& [id, chance] : boosts_) {
+    if (member_set_.contains(id) && rng.unit() < chance) return id;
+  }
+  if (order_ == ProbeOrder::independent) {
+    return members_[weighted_index(distance_weights(members_, distances, alpha_), 1.0, rng)];
+  }
   // At most one refill: after it every entry is a current member.
   for (int pass = 0; pass < 2; ++pass) {
     while (!bag_.empty()) {

@@ -59,6 +59,15 @@ TEST(MemberDigest, ChangedMemberChangesOnlyItsBucket) {
   suspect.accuser = node(2);
   ASSERT_TRUE(suspected.apply(suspect, core::TimePoint{}).changed);
   EXPECT_TRUE(a.differs_for(node(7), MemberDigest(suspected, kBuckets)));
+  // So does another accuser of the suspicion (a confirmation to pass on).
+  MemberTable confirmed = suspected;
+  suspect.accuser = node(3);
+  ASSERT_TRUE(confirmed.apply(suspect, core::TimePoint{}).new_accuser);
+  const MemberDigest once(suspected, kBuckets);
+  const MemberDigest twice(confirmed, kBuckets);
+  EXPECT_TRUE(once.differs_for(node(7), twice));
+  EXPECT_FALSE(once.differs_for(node(2), twice) &&
+               MemberDigest::bucket_of(node(2), kBuckets) != MemberDigest::bucket_of(node(7), kBuckets));
   // Digests of another bucket count are never taken for equal.
   EXPECT_TRUE(a.differs_for(node(2), MemberDigest(base, kBuckets + 1)));
 }
