@@ -42,9 +42,9 @@ namespace mesh::membership {
 // merging use a chunked list pull over core's reliable requests; a
 // push-pull first compares per-bucket digests of the two lists and sends only
 // the members of buckets that differ. Medley's feedback shortens the
-// detection tail: a near member not heard from for a while is probed
-// (passive), and a node probed too rarely asks its near members to probe it
-// more (active).
+// detection tail: a near member not heard from for a while, or suspected by
+// another node, is probed (passive), and a node probed too rarely asks its
+// near members to probe it more (active).
 //
 // Sans-IO: time, timers and randomness from the Env; messages through the
 // Messenger (body type Envelope.membership), which this object owns the

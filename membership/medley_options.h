@@ -69,10 +69,12 @@ struct MedleyOptions {
 
   // Medley's feedback for the detection tail. Passive: a live member within
   // passive_feedback_radius_hops not heard from (no message or ack from it)
-  // for passive_feedback_after is probed next, ahead of the skewed draw; the
-  // radius keeps that from turning into probing every member every 40 s,
-  // which at 400 members is SWIM's traffic, and beyond silence_radius_hops
-  // an unanswered probe proves nothing anyway. 0 s: off.
+  // for passive_feedback_after is probed next, ahead of the skewed draw, and
+  // so is one another node suspects (its confirmations shorten the
+  // suspicion; a crashed node with two neighbours otherwise has two
+  // accusers). The radius keeps that from turning into probing every member
+  // every 40 s, which at 400 members is SWIM's traffic, and beyond
+  // silence_radius_hops an unanswered probe proves nothing anyway. 0 s: off.
   core::Duration passive_feedback_after = std::chrono::seconds(40);
   uint32_t passive_feedback_radius_hops = 2;
   // Active: this node keeps a moving average (weight active_feedback_alpha)
