@@ -98,10 +98,14 @@ void ProbeTargetSelector::set_members(const std::vector<core::NodeId>& members, 
   }
   // Newcomers join the current round at random places, with as many copies
   // as a refill would give them.
-  const std::vector<uint64_t> copies = bag_copies(distance_weights(members_, distances, alpha_), round_limit());
+  const std::vector<double> weights = distance_weights(members_, distances, alpha_);
+  const std::vector<uint64_t> copies = bag_copies(weights, round_limit());
   for (core::NodeId id : added) {
     const size_t index = static_cast<size_t>(std::lower_bound(members_.begin(), members_.end(), id) - members_.begin());
-    insert_copies(id, copies[index], rng);
+    for (uint64_t c = 0; c < copies[index]; ++c) {
+      const size_t at = static_cast<size_t>(rng.below(bag_.size() + 1));
+      bag_.insert(bag_.begin() + static_cast<std::ptrdiff_t>(at), id);
+    }
   }
 }
 
@@ -115,15 +119,9 @@ void ProbeTargetSelector::boost(core::NodeId id, double factor, const HopDistanc
   boosts_.emplace(id, std::min(kMaxBoostChance, (factor - 1.0) * weights[index]));
 }
 
-void ProbeTargetSelector::insert_copies(core::NodeId id, uint64_t copies, core::Rng& rng) {
-  for (uint64_t c = 0; c < copies; ++c) {
-    const size_t at = static_cast<size_t>(rng.below(bag_.size() + 1));
-    bag_.insert(bag_.begin() + static_cast<std::ptrdiff_t>(at), id);
-  }
-}
-
 void ProbeTargetSelector::refill(const HopDistances& distances, core::Rng& rng) {
-  const std::vector<uint64_t> copies = bag_copies(distance_weights(members_, distances, alpha_), round_limit());
+  const std::vector<double> weights = distance_weights(members_, distances, alpha_);
+  const std::vector<uint64_t> copies = bag_copies(weights, round_limit());
   bag_.clear();
   for (size_t i = 0; i < members_.size(); ++i) bag_.insert(bag_.end(), copies[i], members_[i]);
   std::shuffle(bag_.begin(), bag_.end(), rng);
@@ -137,7 +135,8 @@ std::optional<core::NodeId> ProbeTargetSelector::next(const HopDistances& distan
     if (member_set_.contains(id) && rng.unit() < chance) return id;
   }
   if (order_ == ProbeOrder::independent) {
-    return members_[weighted_index(distance_weights(members_, distances, alpha_), 1.0, rng)];
+    const std::vector<double> weights = distance_weights(members_, distances, alpha_);
+    return members_[weighted_index(weights, 1.0, rng)];
   }
   // At most one refill: after it every entry is a current member.
   for (int pass = 0; pass < 2; ++pass) {

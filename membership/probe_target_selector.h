@@ -57,7 +57,6 @@ class ProbeTargetSelector {
 
  private:
   void refill(const HopDistances& distances, core::Rng& rng);
-  void insert_copies(core::NodeId id, uint64_t copies, core::Rng& rng);
 
   double alpha_;
   ProbeOrder order_;
