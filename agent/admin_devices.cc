@@ -30,6 +30,8 @@ std::string status_name(proto::CommandStatus status) {
       return "interrupted";
     case proto::COMMAND_FENCED:
       return "fenced";
+    case proto::COMMAND_NOT_EFFECTIVE:
+      return "not_effective";
     default:
       return "pending";
   }

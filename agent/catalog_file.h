@@ -30,7 +30,7 @@ namespace mesh::agent {
 //   days = ["mon..fri"]                     # optional: mon..sun and ranges
 //   min_retrigger_s = 10                    # optional, default 10
 //   enabled = true                          # optional, default true
-//   lock = "sla"                            # optional: default, sla or ola
+//   lock = "sla"                            # optional: default, sla, ola or aggressive
 //   uses = ["pump"]                         # optional: mesh-wide resources
 //   [[routine.command]]                     # one or more, run in order
 //   device = "hall_light"

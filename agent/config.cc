@@ -1289,7 +1289,8 @@ const std::vector<SectionSpec>& Parser::sections() {
                        "send the heartbeats of every group this node leads on one tick, those for one node in "
                        "one request (multi-Raft coalescing); false: each group heartbeats on its own",
                        [](C& c, bool v) { c.node.kgroup.replica.coalesce_heartbeats = v; }),
-           millis_key("append_timeout_ms", 1, kMaxIntervalMs, "milliseconds one append and its retransmissions may take",
+           millis_key("append_timeout_ms", 1, kMaxIntervalMs,
+                      "milliseconds one append and its retransmissions may take",
                       [](C& c, D v) { c.node.kgroup.replica.append_timeout = v; }),
            millis_key("answer_timeout_ms", 1, kMaxIntervalMs,
                       "Bully: milliseconds to wait for higher-priority members to answer",
@@ -1380,6 +1381,13 @@ const std::vector<SectionSpec>& Parser::sections() {
            millis_key("command_timeout_ms", 100, kMaxIntervalMs,
                       "milliseconds meshctl device set waits for a command's outcome unless told otherwise",
                       [](C& c, D v) { c.node.devices.service.command_timeout = v; }),
+           millis_key("actuation_stall_ms", 0, kMaxIntervalMs,
+                      "milliseconds a command may go without its device showing the values it set, or any change "
+                      "toward them, before it fails as not effective; 0 trusts the driver's report",
+                      [](C& c, D v) { c.node.devices.leaders.actuation_stall = v; }),
+           millis_key("actuation_check_ms", 10, kMaxIntervalMs,
+                      "milliseconds between two reads of a device whose command has not shown its effect yet",
+                      [](C& c, D v) { c.node.devices.leaders.actuation_check_interval = v; }),
            millis_key("catalog_sync_interval_ms", 100, kMaxIntervalMs,
                       "milliseconds between two catalog version exchanges with a random member",
                       [](C& c, D v) { c.node.devices.sync.interval = v; }),
@@ -1396,14 +1404,13 @@ const std::vector<SectionSpec>& Parser::sections() {
        }},
       {"routines",
        {
-           choice_key("visibility", {"wv", "gsv", "psv", "sgsv", "ev"},
-                      "set visibility to \"psv\" (routines sharing a device never overlap: the default), \"ev\" "
-                      "(psv whose routines give a device up after their last command on it), \"gsv\" (one "
-                      "routine at a time in the whole mesh), \"sgsv\" (gsv that also aborts a running routine "
-                      "when any device fails or restarts) or \"wv\" (no isolation), the same on every node",
-                      [](C& c, const std::string& v) {
-                        c.node.routines.leaders.visibility = *routine::parse_visibility(v);
-                      }),
+           choice_key(
+               "visibility", {"wv", "gsv", "psv", "sgsv", "ev"},
+               "set visibility to \"psv\" (routines sharing a device never overlap: the default), \"ev\" "
+               "(psv whose routines give a device up after their last command on it), \"gsv\" (one "
+               "routine at a time in the whole mesh), \"sgsv\" (gsv that also aborts a running routine "
+               "when any device fails or restarts) or \"wv\" (no isolation), the same on every node",
+               [](C& c, const std::string& v) { c.node.routines.leaders.visibility = *routine::parse_visibility(v); }),
            choice_key("precondition_value", {"closest_to_current", "lowest", "highest", "midpoint"},
                       "set precondition_value to how a precondition command picks a value inside a range: "
                       "\"closest_to_current\" (least change: the default), \"lowest\", \"highest\" or "
@@ -1411,13 +1418,13 @@ const std::vector<SectionSpec>& Parser::sections() {
                       [](C& c, const std::string& v) {
                         c.node.routines.leaders.deduction.interval = *routine::parse_interval_choice(v);
                       }),
-           choice_key("lock_strategy", {"sla", "ola"},
-                      "set lock_strategy to \"sla\" (one device lock at a time in increasing device id: "
-                      "deadlock-free, the default) or \"ola\" (all at once, retried after a backoff)",
-                      [](C& c, const std::string& v) {
-                        c.node.routines.leaders.strategy =
-                            v == "ola" ? routine::LockStrategy::ola : routine::LockStrategy::sla;
-                      }),
+           choice_key(
+               "lock_strategy", {"sla", "ola", "aggressive"},
+               "set lock_strategy to \"sla\" (one device lock at a time in increasing device id: "
+               "deadlock-free, the default), \"ola\" (all at once, retried after a backoff) or "
+               "\"aggressive\" (APEX's aggressive strategy: all at once, queued, each command run once "
+               "its devices are held; an older invocation may abort it)",
+               [](C& c, const std::string& v) { c.node.routines.leaders.strategy = *routine::parse_lock_strategy(v); }),
            millis_key("poll_interval_ms", 20, kMaxIntervalMs,
                       "milliseconds between two asks of a device group while a routine waits for a lock or an "
                       "outcome",

@@ -36,6 +36,8 @@ constexpr std::string_view kHelp = R"(    devices
         color_temp=2500..9000, locked=true|false, target=5..35. A command
         is actuated at most once, even across a leader's crash; reusing a
         COMMAND_ID (--id) makes a retry of an unanswered command safe.
+        It is ok only once the device shows the values set; a device that
+        answers but does not change fails it as not effective.
         The exit status tells the outcome (see EXIT STATUS). A command
         that precondition rules apply to is refused (exit 3), naming the
         rules: a routine runs its precondition commands first, an ad hoc
@@ -155,6 +157,7 @@ int exit_status_of(const std::string& status) {
   if (status == "driver_error") return 5;
   if (status == "timeout") return 6;
   if (status == "interrupted") return 7;
+  if (status == "not_effective") return 10;
   return kExitFailure;
 }
 

@@ -115,7 +115,9 @@ EXIT STATUS
     --ignore-preconditions was not given), 4 device down, 5 driver
     error, 6 the device did not
     answer in time, 7 interrupted (its leader died while actuating: it may
-    or may not have happened); 1 if no outcome arrived in time. For device
+    or may not have happened), 10 not effective (the device answered but
+    never showed the values set: a stuck actuator); 1 if no outcome arrived
+    in time. For device
     add, device remove, routine add, remove, enable and disable, and
     precondition add and remove, 1 if any change was refused. For plan, 1
     if a command cannot be planned (rules that conflict or form a cycle,

@@ -152,6 +152,8 @@ std::string status_text(proto::CommandStatus status) {
       return "interrupted";
     case proto::COMMAND_FENCED:
       return "fenced";
+    case proto::COMMAND_NOT_EFFECTIVE:
+      return "not effective";
     default:
       return "pending";
   }

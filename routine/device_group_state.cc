@@ -147,7 +147,8 @@ void DeviceGroupState::apply_update(std::string_view update) {
       return;
     }
     case proto::DeviceUpdate::kLock:
-      locks_.request(decoded->lock().device(), decoded->lock().holder(), decoded->lock().wait());
+      locks_.request(decoded->lock().device(), decoded->lock().holder(), decoded->lock().wait(),
+                     decoded->lock().started_us());
       return;
     case proto::DeviceUpdate::kUnlock:
       locks_.release(decoded->unlock().device(), decoded->unlock().holder());

@@ -1,5 +1,7 @@
 #include "routine/device_leaders.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/log.h"
@@ -21,6 +23,14 @@ proto::CommandStatus status_of(DriverFailure failure) {
       return proto::COMMAND_DRIVER_ERROR;
   }
   return proto::COMMAND_DRIVER_ERROR;
+}
+
+// Whether a device's `state` has every value a command set.
+bool shows(const Attributes& state, const Attributes& values) {
+  return std::all_of(values.begin(), values.end(), [&state](const auto& wanted) {
+    const auto it = state.find(wanted.first);
+    return it != state.end() && it->second == wanted.second;
+  });
 }
 
 }  // namespace
@@ -93,6 +103,7 @@ DeviceLeaders::DeviceLeaders(core::Env& env, kgroup::GroupHost& host, const kgro
       commands_failed_(metrics.counter("device_commands_total", {{"result", "failed"}})),
       notifications_(metrics.counter("device_notifications_total")),
       driver_errors_(metrics.counter("device_driver_errors_total")),
+      actuations_not_effective_(metrics.counter("device_actuations_not_effective_total")),
       locks_reclaimed_(metrics.counter("device_locks_reclaimed_total")),
       handoffs_imported_(metrics.counter("device_handoffs_total", {{"result", "imported"}})),
       handoffs_fresh_(metrics.counter("device_handoffs_total", {{"result", "fresh"}})) {
@@ -445,13 +456,80 @@ void DeviceLeaders::actuate(const SessionKey& key, const std::string& command_id
   if (fault_points().actuate_twice) w.driver->actuate(command->values, command_id, [](const DriverResult&) {});
   w.driver->actuate(command->values, command_id, [this, key, command_id, device](const DriverResult& result) {
     if (result) {
-      finish_command(key, command_id, proto::COMMAND_OK, {}, result.value());
-    } else {
-      driver_errors_.add();
-      finish_command(key, command_id, status_of(result.error().failure),
-                     fmt::format("{}: {}", to_string(result.error().failure), result.error().reason), {});
+      confirm_actuation(key, command_id, device, result.value(), env_.now() + options_.actuation_stall);
+      return;
     }
+    driver_errors_.add();
+    finish_command(key, command_id, status_of(result.error().failure),
+                   fmt::format("{}: {}", to_string(result.error().failure), result.error().reason), {});
     poll(key, device);
+  });
+}
+
+void DeviceLeaders::confirm_actuation(const SessionKey& key, const std::string& command_id, const std::string& device,
+                                      Attributes seen, core::TimePoint stall_deadline) {
+  Session* s = session(key);
+  const DeviceGroupState* st = state(key);
+  const DeviceGroupState::Command* command = st == nullptr ? nullptr : st->command(command_id);
+  const auto watch = s == nullptr ? decltype(s->watches)::iterator{} : s->watches.find(device);
+  // Not leading any more: the successor finds it actuating and reports it
+  // interrupted.
+  if (s == nullptr || command == nullptr || command->done() || watch == s->watches.end()) return;
+  Watch& w = *watch->second;
+  sanitize_state(w.spec.kind, seen);
+  if (shows(seen, command->values) || options_.actuation_stall == core::Duration::zero() || !w.driver ||
+      fault_points().trust_actuation_reports) {
+    finish_command(key, command_id, proto::COMMAND_OK, {}, seen);
+    poll(key, device);
+    return;
+  }
+  // The driver is the watch's: destroyed with it, it calls back no more.
+  w.driver->read([this, key, command_id, device, seen, stall_deadline](const DriverResult& read) {
+    Session* again = session(key);
+    const auto found = again == nullptr ? decltype(again->watches)::iterator{} : again->watches.find(device);
+    if (again == nullptr || found == again->watches.end()) return;
+    const DeviceGroupState* now_state = state(key);
+    const DeviceGroupState::Command* now_command = now_state == nullptr ? nullptr : now_state->command(command_id);
+    if (now_command == nullptr || now_command->done()) return;
+    Attributes state = read ? read.value() : seen;
+    sanitize_state(found->second->spec.kind, state);
+    core::TimePoint deadline = stall_deadline;
+    bool moved = false;
+    for (const auto& [name, wanted] : now_command->values) {
+      const auto before = seen.find(name);
+      const auto after = state.find(name);
+      if (after != state.end() && (before == seen.end() || before->second != after->second)) moved = true;
+    }
+    if (moved) deadline = env_.now() + options_.actuation_stall;  // progress: wait on
+    const bool done = shows(state, now_command->values);
+    if (!done && env_.now() >= deadline) {
+      const DeviceSpec& spec = found->second->spec;
+      if (read) {
+        actuations_not_effective_.add();
+        finish_command(key, command_id, proto::COMMAND_NOT_EFFECTIVE,
+                       fmt::format("actuation failure: the device still shows {}, unchanged for {:g} s, after the "
+                                   "command set {}",
+                                   format_attributes(spec.kind, state),
+                                   std::chrono::duration<double>(options_.actuation_stall).count(),
+                                   format_attributes(spec.kind, now_command->values)),
+                       state);
+      } else {
+        finish_command(key, command_id, proto::COMMAND_TIMEOUT,
+                       fmt::format("actuated, but no read of the device showed its effect: {}", read.error().reason),
+                       {});
+      }
+      poll(key, device);
+      return;
+    }
+    if (done) {
+      finish_command(key, command_id, proto::COMMAND_OK, {}, state);
+      poll(key, device);
+      return;
+    }
+    found->second->retry_timer.start(options_.actuation_check_interval,
+                                     [this, key, command_id, device, state, deadline] {
+                                       confirm_actuation(key, command_id, device, state, deadline);
+                                     });
   });
 }
 

@@ -52,6 +52,15 @@ struct DeviceLeaderOptions {
   // (KgroupConfig::write_attempt_timeout), so a group created meanwhile
   // elsewhere is found.
   core::Duration handoff_absent_wait = std::chrono::seconds(5);
+  // APEX §7.3, actuation failures: a command its driver reports done is
+  // finished ok only once the device shows the values it set (in the
+  // driver's reply, or in a read every actuation_check_interval after it).
+  // While the commanded attributes keep changing (a curtain on its way) the
+  // wait goes on; after actuation_stall with no change it fails
+  // (COMMAND_NOT_EFFECTIVE), and a must command's routine rolls back. Zero
+  // stall: the driver's report is trusted.
+  core::Duration actuation_check_interval = std::chrono::milliseconds(250);
+  core::Duration actuation_stall = std::chrono::seconds(5);
   // Largest update payload a group commits (ReplicaOptions::max_update_bytes
   // less the 8-byte write id): imports are cut to it.
   size_t max_update_bytes = 692;
@@ -159,6 +168,11 @@ class DeviceLeaders {
   void on_reading(const SessionKey& key, const std::string& device, const DriverResult& result);
   void run_commands(const SessionKey& key);
   void actuate(const SessionKey& key, const std::string& command_id);
+  // Finishes an actuated command ok once `device` shows its values (`seen`,
+  // then reads), or fails it when nothing changes toward them until
+  // `stall_deadline` (APEX §7.3).
+  void confirm_actuation(const SessionKey& key, const std::string& command_id, const std::string& device,
+                         Attributes seen, core::TimePoint stall_deadline);
   void finish_command(const SessionKey& key, const std::string& command_id, proto::CommandStatus status,
                       std::string detail, const Attributes& state_after);
   using Committed = std::function<void(bool committed)>;
@@ -209,6 +223,7 @@ class DeviceLeaders {
   core::Counter& commands_failed_;
   core::Counter& notifications_;
   core::Counter& driver_errors_;
+  core::Counter& actuations_not_effective_;
   core::Counter& locks_reclaimed_;
   core::Counter& handoffs_imported_;
   core::Counter& handoffs_fresh_;

@@ -12,7 +12,7 @@ void DeviceLocks::grant(Lock& lock, std::string holder) {
   lock.token = ++lock.last_token;
 }
 
-void DeviceLocks::request(const std::string& device, const std::string& holder, bool wait) {
+void DeviceLocks::request(const std::string& device, const std::string& holder, bool wait, int64_t started_us) {
   if (device.empty() || holder.empty()) return;
   Lock& lock = locks_[device];
   if (lock.holder == holder || std::find(lock.waiting.begin(), lock.waiting.end(), holder) != lock.waiting.end()) {
@@ -20,10 +20,14 @@ void DeviceLocks::request(const std::string& device, const std::string& holder, 
   }
   if (lock.free() || fault_points().ignore_locks) {
     std::erase(lock.waiting, holder);
+    if (!lock.holder.empty()) lock.started_us.erase(lock.holder);
     grant(lock, holder);
   } else if (wait && lock.waiting.size() < kMaxWaiting) {
     lock.waiting.push_back(holder);
+  } else {
+    return;
   }
+  if (started_us != 0) lock.started_us[holder] = started_us;
 }
 
 std::optional<std::string> DeviceLocks::release(const std::string& device, const std::string& holder) {
@@ -31,9 +35,10 @@ std::optional<std::string> DeviceLocks::release(const std::string& device, const
   if (it == locks_.end()) return std::nullopt;
   Lock& lock = it->second;
   if (lock.holder != holder) {
-    std::erase(lock.waiting, holder);
+    if (std::erase(lock.waiting, holder) != 0) lock.started_us.erase(holder);
     return std::nullopt;
   }
+  lock.started_us.erase(holder);
   lock.holder.clear();
   lock.token = 0;
   if (lock.waiting.empty()) return std::nullopt;
@@ -48,6 +53,10 @@ proto::LockStatusMsg DeviceLocks::status(const std::string& device, const std::s
   const Lock* lock = find(device);
   if (lock == nullptr) return status;
   status.set_current_holder(lock->holder);
+  status.set_holder_token(lock->token);
+  if (const auto started = lock->started_us.find(lock->holder); started != lock->started_us.end()) {
+    status.set_holder_started_us(started->second);
+  }
   if (lock->holder == holder) {
     status.set_state(proto::LOCK_HELD);
     status.set_token(lock->token);
@@ -76,6 +85,7 @@ std::vector<proto::DeviceLockMsg> DeviceLocks::to_proto() const {
     msg.set_token(lock.token);
     for (const auto& waiting : lock.waiting) msg.add_waiting(waiting);
     msg.set_last_token(lock.last_token);
+    msg.mutable_started_us()->insert(lock.started_us.begin(), lock.started_us.end());
   }
   return out;
 }
@@ -95,6 +105,10 @@ bool DeviceLocks::restore(const google::protobuf::RepeatedPtrField<proto::Device
     if (lock.token > lock.last_token || (lock.free() && (lock.token != 0 || !lock.waiting.empty())) ||
         lock.waiting.size() > kMaxWaiting) {
       return false;
+    }
+    for (const auto& [named, started] : msg.started_us()) {
+      if (named.empty() || seen.count(named) == 0) return false;  // an age of nobody here
+      lock.started_us.emplace(named, started);
     }
     if (msg.device().empty() || !locks.emplace(msg.device(), std::move(lock)).second) return false;
   }

@@ -40,13 +40,17 @@ class DeviceLocks {
     uint64_t token = 0;
     std::deque<std::string> waiting;
     uint64_t last_token = 0;
+    // When the holder's and each waiter's invocation was triggered, as their
+    // requests said (aggressive ones only): the age wound-wait compares
+    // (routine/routine_leaders.h), told to whoever reads the lock.
+    std::map<std::string, int64_t> started_us;
     bool free() const { return holder.empty(); }
   };
 
   // Holder already holding or waiting: nothing changes. Free lock: granted.
-  // Held by another: queued if `wait` (SLA), else nothing (OLA: the
-  // requester reads LOCK_NONE and backs off).
-  void request(const std::string& device, const std::string& holder, bool wait);
+  // Held by another: queued if `wait` (SLA, aggressive), else nothing (OLA:
+  // the requester reads LOCK_NONE and backs off).
+  void request(const std::string& device, const std::string& holder, bool wait, int64_t started_us = 0);
   // The holder gives it up (the next waiting one is granted), or a waiting
   // one leaves the queue. Unknown holders: nothing changes. Returns the
   // holder granted by this release, if any.

@@ -1,5 +1,7 @@
 #include "routine/emulated_device.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace mesh::routine {
@@ -48,7 +50,12 @@ class EmulatedDriver : public DeviceDriver {
 }  // namespace
 
 void EmulatedDevice::actuate(core::TimePoint at, const std::string& command_id, const Attributes& values) {
-  actuations_.push_back({at, command_id, values});
+  const bool already = std::all_of(values.begin(), values.end(), [this](const auto& wanted) {
+    const auto it = state_.find(wanted.first);
+    return it != state_.end() && it->second == wanted.second;
+  });
+  actuations_.push_back({at, command_id, values, !stuck_ || already});
+  if (stuck_) return;
   for (const auto& [name, value] : values) state_[name] = value;
 }
 

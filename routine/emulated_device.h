@@ -20,6 +20,8 @@ class EmulatedDevice {
     core::TimePoint at;
     std::string command_id;
     Attributes values;
+    // False when the device was stuck and did not already show `values`.
+    bool took_effect = true;
   };
 
   EmulatedDevice(DeviceSpec spec, Attributes initial) : spec_(std::move(spec)), state_(std::move(initial)) {}
@@ -32,6 +34,9 @@ class EmulatedDevice {
   // The world changes the device: a sensor reading, a power cut of the device.
   void set_state(Attributes state) { state_ = std::move(state); }
   void set_up(bool up) { up_ = up; }
+  // A stuck actuator: it answers and logs every actuation, but its state
+  // does not change (APEX §7.3's actuation failure).
+  void set_stuck(bool stuck) { stuck_ = stuck; }
   void actuate(core::TimePoint at, const std::string& command_id, const Attributes& values);
 
   // Time a read or actuation takes, and how long a driver waits for a device
@@ -43,6 +48,7 @@ class EmulatedDevice {
   DeviceSpec spec_;
   Attributes state_;
   bool up_ = true;
+  bool stuck_ = false;
   std::vector<Actuation> actuations_;
 };
 

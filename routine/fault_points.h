@@ -45,6 +45,16 @@ struct FaultPoints {
   // on it instead of their last, so another routine can write the device
   // between two of theirs (serializability).
   bool lease_after_first_use = false;
+  // Wound-wait: an invocation that waits for a younger one's lock never
+  // wounds it, so wait cycles through aggressive invocations deadlock.
+  bool never_wound = false;
+  // Wound-wait: conservative (SLA, OLA) invocations can be wounded too (their
+  // lock requests carry an age) and abort even while executing, as an
+  // aggressive one does (APEX §7.1: once executing, they never lose).
+  bool conservative_woundable = false;
+  // Device leaders finish a command ok as soon as its driver reports it
+  // done, without seeing its effect (APEX §7.3 actuation failures).
+  bool trust_actuation_reports = false;
 };
 
 FaultPoints& fault_points();

@@ -24,20 +24,69 @@ core::Expected<PreconditionGraph, std::string> graph_of(const RoutineSpec& spec,
   return graph;
 }
 
+// Adds the devices of command `index`'s PEGs to `out`.
+std::optional<std::string> add_stage_devices(const RoutineSpec& spec, const Catalog& catalog, size_t index,
+                                             ComboReservation& out) {
+  out.devices.insert(spec.commands[index].device);
+  if (catalog.precondition_rules().empty()) return std::nullopt;
+  for (const auto& [attribute, value] : spec.commands[index].values) {
+    auto graph = graph_of(spec, index, attribute, value, catalog);
+    if (!graph) return graph.error();
+    if (graph->vertices.size() > 1) out.has_preconditions = true;
+    for (const auto& vertex : graph->vertices) out.devices.insert(vertex.condition.variable.device);
+  }
+  return std::nullopt;
+}
+
+// Appends command `index`'s precondition commands to `plan`, deduced from
+// `states`, and leaves in `states` what they and the command set.
+std::optional<std::string> plan_stage_into(const RoutineSpec& spec, const Catalog& catalog, size_t index,
+                                           DeviceStates& states, const DeductionPolicy& policy,
+                                           std::vector<PreconditionCommand>& plan) {
+  const RoutineCommand& command = spec.commands[index];
+  for (const auto& [attribute, value] : command.values) {
+    auto graph = graph_of(spec, index, attribute, value, catalog);
+    if (!graph) return graph.error();
+    if (graph->vertices.size() == 1) continue;
+    auto combo = deduce(*graph, policy, states);
+    if (!combo) {
+      return fmt::format("command {} ({}): {}", index + 1, graph->vertices.front().condition.text(), combo.error());
+    }
+    for (const auto& stage : combo->stages) {
+      for (const PlanStep& step : stage) {
+        if (step.subject) continue;
+        if (step.action == StepAction::check) {
+          // Every device of the PEG was read before planning: a reading
+          // still unknown could not be read, so it cannot be checked.
+          return fmt::format("command {}: {} could not be read, so [{}] {} cannot be checked", index + 1,
+                             step.variable.text(), step.vertex, step.condition);
+        }
+        if (step.action != StepAction::set) continue;
+        plan.push_back({static_cast<uint32_t>(index), step.variable.device,
+                        Attributes{{step.variable.attribute, step.value}}, graph->vertices[step.vertex].required_by});
+        states[step.variable.device][step.variable.attribute] = step.value;
+      }
+    }
+  }
+  for (const auto& [attribute, value] : command.values) states[command.device][attribute] = value;
+  return std::nullopt;
+}
+
 }  // namespace
 
 core::Expected<ComboReservation, std::string> combo_devices(const RoutineSpec& spec, const Catalog& catalog) {
   ComboReservation out;
-  out.devices = command_devices(spec);
-  if (catalog.precondition_rules().empty()) return out;
   for (size_t i = 0; i < spec.commands.size(); ++i) {
-    for (const auto& [attribute, value] : spec.commands[i].values) {
-      auto graph = graph_of(spec, i, attribute, value, catalog);
-      if (!graph) return core::Unexpected(graph.error());
-      if (graph->vertices.size() > 1) out.has_preconditions = true;
-      for (const auto& vertex : graph->vertices) out.devices.insert(vertex.condition.variable.device);
-    }
+    if (auto problem = add_stage_devices(spec, catalog, i, out)) return core::Unexpected(std::move(*problem));
   }
+  return out;
+}
+
+core::Expected<ComboReservation, std::string> stage_devices(const RoutineSpec& spec, const Catalog& catalog,
+                                                            size_t index) {
+  ComboReservation out;
+  if (index >= spec.commands.size()) return out;
+  if (auto problem = add_stage_devices(spec, catalog, index, out)) return core::Unexpected(std::move(*problem));
   return out;
 }
 
@@ -47,34 +96,21 @@ core::Expected<std::vector<PreconditionCommand>, std::string> plan_preconditions
                                                                                  const DeductionPolicy& policy) {
   std::vector<PreconditionCommand> plan;
   for (size_t i = 0; i < spec.commands.size(); ++i) {
-    const RoutineCommand& command = spec.commands[i];
-    for (const auto& [attribute, value] : command.values) {
-      auto graph = graph_of(spec, i, attribute, value, catalog);
-      if (!graph) return core::Unexpected(graph.error());
-      if (graph->vertices.size() == 1) continue;
-      auto combo = deduce(*graph, policy, states);
-      if (!combo) {
-        return core::Unexpected(
-            fmt::format("command {} ({}): {}", i + 1, graph->vertices.front().condition.text(), combo.error()));
-      }
-      for (const auto& stage : combo->stages) {
-        for (const PlanStep& step : stage) {
-          if (step.subject) continue;
-          if (step.action == StepAction::check) {
-            // Every device of the PEG was read before planning: a reading
-            // still unknown could not be read, so it cannot be checked.
-            return core::Unexpected(fmt::format("command {}: {} could not be read, so [{}] {} cannot be checked",
-                                                i + 1, step.variable.text(), step.vertex, step.condition));
-          }
-          if (step.action != StepAction::set) continue;
-          plan.push_back({static_cast<uint32_t>(i), step.variable.device,
-                          Attributes{{step.variable.attribute, step.value}},
-                          graph->vertices[step.vertex].required_by});
-          states[step.variable.device][step.variable.attribute] = step.value;
-        }
-      }
+    if (auto problem = plan_stage_into(spec, catalog, i, states, policy, plan)) {
+      return core::Unexpected(std::move(*problem));
     }
-    for (const auto& [attribute, value] : command.values) states[command.device][attribute] = value;
+  }
+  return plan;
+}
+
+core::Expected<std::vector<PreconditionCommand>, std::string> plan_stage(const RoutineSpec& spec,
+                                                                         const Catalog& catalog, size_t index,
+                                                                         DeviceStates states,
+                                                                         const DeductionPolicy& policy) {
+  std::vector<PreconditionCommand> plan;
+  if (index >= spec.commands.size()) return plan;
+  if (auto problem = plan_stage_into(spec, catalog, index, states, policy, plan)) {
+    return core::Unexpected(std::move(*problem));
   }
   return plan;
 }

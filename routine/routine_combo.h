@@ -57,6 +57,14 @@ namespace mesh::routine {
 // The plan lists only the precondition commands, each placed before the
 // routine command it serves (expand() rebuilds the whole list), which keeps
 // the committed step small.
+//
+// The aggressive strategy (§7.2, routine/routine_leaders.h) does not wait
+// for every lock: it holds one stage at a time (stage_devices: a routine
+// command's graph) and plans that stage alone (plan_stage) from the states
+// read once its devices are held. Its precondition commands go after every
+// command planned before, so no index that already ran moves. Consistency
+// holds as above, per stage: while the stage runs nobody else writes its
+// devices, and earlier stages' devices stay held to the end.
 
 // A precondition command the plan inserts.
 struct PreconditionCommand {
@@ -88,6 +96,11 @@ struct ComboReservation {
 // The error names the routine command whose PEG cannot be built (conflicting
 // rules, a cycle) or whose device is unknown.
 core::Expected<ComboReservation, std::string> combo_devices(const RoutineSpec& spec, const Catalog& catalog);
+// The same for routine command `index` alone: what the aggressive strategy
+// must hold before that command's stage (its precondition commands and the
+// command) runs.
+core::Expected<ComboReservation, std::string> stage_devices(const RoutineSpec& spec, const Catalog& catalog,
+                                                            size_t index);
 
 // The rules whose graphs reach a command setting `values` on `device` (an
 // ad hoc command's), in id order; empty when none apply. The error says
@@ -105,6 +118,15 @@ core::Expected<std::vector<PreconditionCommand>, std::string> plan_preconditions
                                                                                  const Catalog& catalog,
                                                                                  DeviceStates states,
                                                                                  const DeductionPolicy& policy);
+
+// The precondition commands of routine command `index` alone, deduced from
+// `states` as they are when its stage begins (the aggressive strategy plans
+// each stage once it holds that stage's devices; every command before it
+// has run). plan_preconditions is these stages in turn.
+core::Expected<std::vector<PreconditionCommand>, std::string> plan_stage(const RoutineSpec& spec,
+                                                                         const Catalog& catalog, size_t index,
+                                                                         DeviceStates states,
+                                                                         const DeductionPolicy& policy);
 
 // The whole command list: for each routine command, the precondition
 // commands placed before it (in plan order), then the command itself.

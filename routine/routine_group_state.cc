@@ -1,5 +1,6 @@
 #include "routine/routine_group_state.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -73,7 +74,18 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     undo.set_status(result.status);
     undo.set_detail(result.detail);
   }
-  if (invocation.plan) *msg.mutable_plan() = to_proto(*invocation.plan);
+  if (invocation.plan) {
+    *msg.mutable_plan() = to_proto(*invocation.plan);
+    msg.mutable_plan()->set_stages(invocation.planned_stages);
+  }
+  if (invocation.wound) {
+    auto& wound = *msg.mutable_wound();
+    wound.set_tag(invocation.tag);
+    wound.set_device(invocation.wound->device);
+    wound.set_token(invocation.wound->token);
+    wound.set_by(invocation.wound->by);
+    wound.set_by_started_us(invocation.wound->by_started_us);
+  }
   if (invocation.baseline) *msg.mutable_baseline() = to_proto(*invocation.baseline);
   msg.set_triggered_at_us(invocation.triggered_at_us);
   msg.set_locked_at_us(invocation.locked_at_us);
@@ -110,7 +122,14 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
     result.status = undo.status();
     result.detail = undo.detail();
   }
-  if (msg.has_plan()) invocation.plan = from_proto(msg.plan());
+  if (msg.has_plan()) {
+    invocation.plan = from_proto(msg.plan());
+    invocation.planned_stages = msg.plan().stages();
+  }
+  if (msg.has_wound()) {
+    invocation.wound = RoutineGroupState::Invocation::Wound{msg.wound().device(), msg.wound().token(), msg.wound().by(),
+                                                            msg.wound().by_started_us()};
+  }
   if (msg.has_baseline()) invocation.baseline = from_proto(msg.baseline());
   invocation.triggered_at_us = msg.triggered_at_us();
   invocation.locked_at_us = msg.locked_at_us();
@@ -179,15 +198,29 @@ void RoutineGroupState::apply_trigger(const proto::RoutineTrigger& trigger) {
   }
 }
 
+void RoutineGroupState::hold_lock(Invocation& invocation, const proto::LockHeldStep& lock) {
+  const std::string& device = lock.device();
+  if (device.empty()) return;
+  if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS) {
+    invocation.locks[device] = lock.token();
+  } else if (invocation.phase == proto::PHASE_EXECUTING && invocation.abort_reason.empty() &&
+             invocation.locks.count(device) == 0 && invocation.leased.count(device) == 0) {
+    // The aggressive strategy takes locks while it runs; a lock already
+    // recorded keeps its token.
+    invocation.locks[device] = lock.token();
+  }
+}
+
 void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
   const auto it = invocations_.find(step.seq());
   if (it == invocations_.end() || it->second.done()) return;
   Invocation& invocation = it->second;
   switch (step.kind_case()) {
     case proto::InvocationStep::kLockHeld:
-      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS && !step.lock_held().device().empty()) {
-        invocation.locks[step.lock_held().device()] = step.lock_held().token();
-      }
+      hold_lock(invocation, step.lock_held());
+      return;
+    case proto::InvocationStep::kLocksHeld:
+      for (const auto& lock : step.locks_held().locks()) hold_lock(invocation, lock);
       return;
     case proto::InvocationStep::kLockLeased:
       if (invocation.phase == proto::PHASE_EXECUTING) {
@@ -198,7 +231,9 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       }
       return;
     case proto::InvocationStep::kLockDropped:
-      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS) invocation.locks.erase(step.lock_dropped());
+      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS || invocation.may_yield()) {
+        invocation.locks.erase(step.lock_dropped());
+      }
       return;
     case proto::InvocationStep::kResourceHeld:
       if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS && !step.resource_held().resource().empty()) {
@@ -251,18 +286,54 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       }
       return;
     case proto::InvocationStep::kPlan: {
-      // Once, before any command: every later index counts its commands.
-      if (invocation.phase != proto::PHASE_EXECUTING || invocation.plan || !invocation.commands.empty() ||
-          !invocation.abort_reason.empty()) {
+      if (invocation.phase != proto::PHASE_EXECUTING || !invocation.abort_reason.empty()) return;
+      auto plan = from_proto(step.plan());
+      const uint32_t stage = step.plan().stages();
+      if (stage == 0) {
+        // The whole plan, once, before any command: every later index
+        // counts its commands.
+        if (invocation.plan || !invocation.commands.empty()) return;
+        for (size_t i = 1; i < plan.size(); ++i) {
+          if (plan[i].before < plan[i - 1].before) return;  // not a plan this code wrote
+        }
+        invocation.plan = std::move(plan);
         return;
       }
-      auto plan = from_proto(step.plan());
-      for (size_t i = 1; i < plan.size(); ++i) {
-        if (plan[i].before < plan[i - 1].before) return;  // not a plan this code wrote
-      }
-      invocation.plan = std::move(plan);
+      // One stage, after the one before it: its commands go after every
+      // command already planned, so no index that ran moves.
+      // Stages without precondition commands are not planned at all.
+      const uint32_t planned = invocation.plan ? invocation.planned_stages : 0;
+      if ((invocation.plan && planned == 0) || stage <= planned) return;
+      if (std::any_of(plan.begin(), plan.end(), [stage](const auto& c) { return c.before != stage - 1; })) return;
+      if (!invocation.plan) invocation.plan.emplace();
+      invocation.plan->insert(invocation.plan->end(), plan.begin(), plan.end());
+      invocation.planned_stages = stage;
       return;
     }
+    case proto::InvocationStep::kWounded: {
+      const auto& wounded = step.wounded();
+      const bool running =
+          invocation.phase == proto::PHASE_ACQUIRING_LOCKS || invocation.phase == proto::PHASE_EXECUTING;
+      if (!running || wounded.tag() != invocation.tag || invocation.wound || wounded.device().empty() ||
+          invocation.leased.count(wounded.device()) != 0) {
+        return;
+      }
+      // A lock the invocation recorded under another token is not the grant
+      // the wound names; one it has not recorded yet (granted to a request
+      // of its own, not committed here) may be.
+      const auto held = invocation.locks.find(wounded.device());
+      if (held != invocation.locks.end() && held->second != wounded.token()) return;
+      invocation.wound = Invocation::Wound{wounded.device(), wounded.token(), wounded.by(), wounded.by_started_us()};
+      return;
+    }
+    case proto::InvocationStep::kWoundYielded:
+      if ((invocation.phase == proto::PHASE_ACQUIRING_LOCKS || invocation.may_yield()) && invocation.locks.empty()) {
+        invocation.wound.reset();
+        // Deduced from states read under the locks it gave back: stale.
+        invocation.plan.reset();
+        invocation.planned_stages = 0;
+      }
+      return;
     case proto::InvocationStep::kAbort:
       if (invocation.phase == proto::PHASE_EXECUTING && invocation.abort_reason.empty() && !step.abort().empty()) {
         invocation.abort_reason = step.abort();

@@ -91,6 +91,22 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     // Set once its precondition commands were deduced (APEX,
     // routine/routine_combo.h); command indexes then count them too.
     std::optional<std::vector<PreconditionCommand>> plan;
+    // Aggressive strategy: the routine commands whose precondition commands
+    // `plan` holds so far (each stage is planned when it is reached); 0
+    // with a plan: it is the whole routine's (conservative).
+    uint32_t planned_stages = 0;
+    // Another invocation waits for `device`, which this (aggressive) one
+    // holds (APEX wound-wait, routine/routine_leaders.h): while acquiring,
+    // or executing with nothing run yet (may_yield), it gives every lock
+    // back and then clears the wound (`wound_yielded`, which also drops a
+    // plan made under those locks); once a command ran, it aborts.
+    struct Wound {
+      std::string device;
+      uint64_t token = 0;
+      std::string by;
+      int64_t by_started_us = 0;
+    };
+    std::optional<Wound> wound;
     // GSV, S-GSV: the watched devices' event counts at the start of
     // EXECUTING, committed before the plan and the first command.
     std::optional<AvailabilityBaseline> baseline;
@@ -99,6 +115,10 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     int64_t releasing_at_us = 0;
     int64_t ended_at_us = 0;
     bool done() const { return phase == proto::PHASE_DONE; }
+    // Executing, yet nothing ran: it may still give its locks back and take
+    // them again (an aggressive invocation wounded before its first
+    // command); a plan made under those locks is dropped when it does.
+    bool may_yield() const { return phase == proto::PHASE_EXECUTING && commands.empty() && abort_reason.empty(); }
   };
 
   static std::string encode(const proto::RoutineUpdate& update) { return update.SerializeAsString(); }
@@ -131,6 +151,7 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
   void apply_update(std::string_view update);
   void apply_trigger(const proto::RoutineTrigger& trigger);
   void apply_step(const proto::InvocationStep& step);
+  static void hold_lock(Invocation& invocation, const proto::LockHeldStep& lock);
 
   std::map<uint64_t, Invocation> invocations_;
   std::deque<uint64_t> finished_order_;

@@ -1,6 +1,7 @@
 #include "routine/routine_leaders.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include <fmt/format.h>
 
@@ -28,7 +29,7 @@ bool succeeded(proto::CommandStatus status) { return status == proto::COMMAND_OK
 // restores each of these.
 bool may_have_acted(proto::CommandStatus status) {
   return status == proto::COMMAND_OK || status == proto::COMMAND_TIMEOUT || status == proto::COMMAND_INTERRUPTED ||
-         status == proto::COMMAND_DRIVER_ERROR;
+         status == proto::COMMAND_DRIVER_ERROR || status == proto::COMMAND_NOT_EFFECTIVE;
 }
 
 // The command a rollback undoes next: the newest that may have acted and is
@@ -84,6 +85,15 @@ std::string rollback_report(const RoutineGroupState::Invocation& invocation) {
 // plan's precondition commands (none before it is planned).
 std::vector<ComboCommand> combo_of(const RoutineSpec& spec, const RoutineGroupState::Invocation& invocation) {
   return expand(spec, invocation.plan.value_or(std::vector<PreconditionCommand>{}));
+}
+
+// The routine command that command `index` of the combo is, or serves.
+uint32_t stage_of(const std::vector<ComboCommand>& commands, size_t index) {
+  if (index < commands.size() && commands[index].serves) return *commands[index].serves;
+  const auto routine_commands_before =
+      std::count_if(commands.begin(), commands.begin() + static_cast<std::ptrdiff_t>(index),
+                    [](const ComboCommand& c) { return !c.serves; });
+  return static_cast<uint32_t>(routine_commands_before);
 }
 
 // "routine:ID" -> "ID"
@@ -144,6 +154,7 @@ RoutineLeaders::RoutineLeaders(core::Env& env, kgroup::GroupHost& host, const kg
       rollback_commands_(metrics.counter("routine_rollback_commands_total")),
       failure_aborts_(metrics.counter("routine_failure_aborts_total")),
       lock_retries_(metrics.counter("routine_lock_retries_total")),
+      wounds_(metrics.counter("routine_wounds_total")),
       wait_ms_(metrics.histogram("routine_wait_ms")),
       end_to_end_ms_(metrics.histogram("routine_end_to_end_ms")),
       latency_overhead_(metrics.histogram("routine_latency_overhead")) {
@@ -419,6 +430,10 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         });
         return;
       }
+      if (invocation.wound) {
+        yield_to_wound(key, invocation, devices);
+        return;
+      }
       for (const auto& [resource, grant] : invocation.resources) {
         if (!holds_here(resource, grant)) {
           core::log("routine").info(
@@ -439,11 +454,15 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
       for (const auto& device : devices) {
         if (invocation.locks.count(device) == 0) missing.push_back(device);
       }
-      if (missing.empty()) {
+      const LockStrategy strategy = strategy_of(*spec);
+      if (missing.empty() || strategy == LockStrategy::aggressive) {
+        // Aggressive: every lock is asked for now and each is waited for
+        // only when a command needs it.
+        if (!missing.empty()) ask_all(key, seq, missing);
         enter_phase(key, seq, proto::PHASE_EXECUTING);
         return;
       }
-      if (strategy_of(*spec) == LockStrategy::ola) {
+      if (strategy == LockStrategy::ola) {
         acquire_ola(key, seq, missing);
       } else {
         acquire_sla(key, seq, missing);
@@ -459,12 +478,28 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         stop(key, seq, *reason);
         return;
       }
+      const bool aggressive = strategy_of(*spec) == LockStrategy::aggressive;
       if (invocation.abort_reason.empty()) {
         if (const auto reason = lost_resource(invocation)) {
           // Its device locks still fence everyone else off its devices, so
           // undoing what ran restores exactly what was there: abort (roll
           // back) rather than stop and leave a partial routine behind.
-          abort_for_lost_resource(key, invocation, combo_of(*spec, invocation), *reason);
+          abort_running(key, invocation, combo_of(*spec, invocation), *reason);
+          return;
+        }
+        if (invocation.wound && aggressive && invocation.may_yield()) {
+          // Nothing ran yet: rather than end aborted having done nothing
+          // (a plan made under these locks is dropped with them).
+          yield_to_wound(key, invocation, devices);
+          return;
+        }
+        if (invocation.wound && (aggressive || fault_points().conservative_woundable)) {
+          // Wound-wait (APEX §7.2): the holder loses and aborts; its locks
+          // undo what it ran, then go to the one that waits.
+          abort_running(key, invocation, combo_of(*spec, invocation),
+                        fmt::format("wounded: invocation {}, {}, waits for {} (APEX wound-wait)", invocation.wound->by,
+                                    invocation.wound->by_started_us == 0 ? "conservative" : "triggered earlier",
+                                    invocation.wound->device));
           return;
         }
       }
@@ -477,7 +512,8 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         take_baseline(key, seq, watched_by(devices));
         return;
       }
-      if (!invocation.plan && invocation.commands.empty() && reservation && reservation->has_preconditions) {
+      if (!aggressive && !invocation.plan && invocation.commands.empty() && reservation &&
+          reservation->has_preconditions) {
         plan_combo(key, seq, reservation->devices);
         return;
       }
@@ -510,7 +546,36 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
           }
         }
       }
-      if (options_.visibility == Visibility::ev && next < commands.size()) {
+      if (aggressive && next < commands.size() && !devices.empty()) {
+        // The stage of the next command: the routine command it is or
+        // serves, with that command's precondition graph. Its devices must
+        // be held, and its precondition commands planned from their states
+        // read then, before it runs.
+        const uint32_t stage = stage_of(commands, next);
+        auto needed = stage_devices(*spec, catalog_, stage);
+        if (!needed) {
+          commit_abort(key, seq, "its precondition rules cannot be applied: " + needed.error());
+          return;
+        }
+        std::vector<std::string> missing;
+        for (const auto& device : needed->devices) {
+          if (invocation.locks.count(device) == 0 && invocation.leased.count(device) == 0) missing.push_back(device);
+        }
+        if (!missing.empty()) {
+          acquire_stage(key, seq, missing);
+          return;
+        }
+        const bool planned = invocation.plan && (invocation.planned_stages == 0 || invocation.planned_stages > stage);
+        if (needed->has_preconditions && !planned) {
+          plan_one_stage(key, seq, stage, needed->devices);
+          return;
+        }
+      }
+      const bool holds_every_lock = std::all_of(devices.begin(), devices.end(), [&invocation](const auto& device) {
+        return invocation.locks.count(device) != 0 || invocation.leased.count(device) != 0;
+      });
+      // Two-phase locking: no lock is given up before the last is taken.
+      if (options_.visibility == Visibility::ev && next < commands.size() && holds_every_lock) {
         if (const auto device = lease_candidate(invocation, commands, next)) {
           post_lease(key, seq, *device, invocation.locks.at(*device));
           return;
@@ -595,13 +660,8 @@ void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std:
       leave_devices(holder, std::vector<std::string>(missing.begin() + 1, missing.end()));
     }
   }
-  const kgroup::GroupTarget target = selector_.device_group(device);
-  proto::DeviceUpdate request;
-  request.mutable_lock()->set_device(device);
-  request.mutable_lock()->set_holder(holder);
-  request.mutable_lock()->set_wait(true);
-  write_device(device, request.SerializeAsString(),
-               [this, key, seq, device, holder, target, held_before, alive = alive_](const auto& written) {
+  write_device(device, lock_payload(key, seq, device, true),
+               [this, key, seq, device, holder, held_before, alive = alive_](const auto& written) {
                  if (!*alive) return;
                  if (!written) {
                    core::log("routine").debug("lock request {} on {}: {}", holder, device, written.error());
@@ -622,6 +682,7 @@ void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std:
                                  if (!read) {
                                    core::log("routine").debug("lock status {} on {}: {}", holder, device, read.error());
                                  }
+                                 if (reply) wound_if_younger(key, seq, device, reply->lock());
                                  idle(key, seq, options_.poll_interval);
                                  return;
                                }
@@ -716,13 +777,8 @@ void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std:
     give_back(key, seq, taken, backoff);
   };
   for (const std::string& device : missing) {
-    const kgroup::GroupTarget target = selector_.device_group(device);
-    proto::DeviceUpdate request;
-    request.mutable_lock()->set_device(device);
-    request.mutable_lock()->set_holder(holder);
-    request.mutable_lock()->set_wait(false);
-    write_device(device, request.SerializeAsString(),
-                 [this, device, holder, target, round, finish, alive = alive_](const auto& written) {
+    write_device(device, lock_payload(key, seq, device, false),
+                 [this, device, holder, round, finish, alive = alive_](const auto& written) {
                    if (!*alive) return;
                    if (!written) {
                      round->refused = true;
@@ -747,7 +803,7 @@ void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std:
 }
 
 void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<std::string> devices,
-                               core::Duration then_wait) {
+                               core::Duration then_wait, bool then_clear_wound) {
   // Recorded locks are dropped here first, then released at their device
   // groups: a crash in between leaves a lock this invocation will ask for
   // again (and get at once), never a recorded lock it no longer holds.
@@ -756,7 +812,17 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
   auto remaining = std::make_shared<std::vector<std::string>>(devices);
   auto next = std::make_shared<std::function<void()>>();
   const std::string holder = holder_of(key, seq);
-  *next = [this, key, seq, remaining, next, then_wait, holder]() {
+  // Wounded: once every lock is given back, the wound is cleared.
+  auto done = [this, key, seq, then_wait, then_clear_wound]() {
+    if (!then_clear_wound) {
+      idle(key, seq, then_wait);
+      return;
+    }
+    step(
+        key, seq, [](proto::InvocationStep& s) { s.set_wound_yielded(true); },
+        [this, key, seq](bool committed) { after_step(key, seq, committed); });
+  };
+  *next = [this, key, seq, remaining, next, done, holder]() {
     const RoutineGroupState* st = state(key);
     const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
     if (invocation == nullptr) return;
@@ -776,18 +842,203 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
     const std::string routine = routine_id(key);
     auto awaiting = std::make_shared<size_t>(remaining->size());
     if (*awaiting == 0) {
-      idle(key, seq, then_wait);
+      done();
       return;
     }
     for (const std::string& device : *remaining) {
-      write_device(device, unlock_payload(device, holder),
-                   [this, key, seq, awaiting, then_wait, alive = alive_](const auto&) {
-                     if (!*alive || --*awaiting != 0) return;
-                     idle(key, seq, then_wait);
-                   });
+      write_device(device, unlock_payload(device, holder), [awaiting, done, alive = alive_](const auto&) {
+        if (!*alive || --*awaiting != 0) return;
+        done();
+      });
     }
   };
   (*next)();
+}
+
+void RoutineLeaders::yield_to_wound(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                                    const std::vector<std::string>& devices) {
+  // Nothing ran yet, so it gives every lock back (its queue places too),
+  // and takes them again with its age unchanged: once the oldest, nobody
+  // wounds it.
+  core::log("routine").info("routine {} invocation {}: invocation {} waits for {}: giving its locks back",
+                            routine_id(key), invocation.seq, invocation.wound->by, invocation.wound->device);
+  lock_retries_.add();
+  give_back(key, invocation.seq, devices, core::Duration::zero(), /*then_clear_wound=*/true);
+}
+
+std::string RoutineLeaders::lock_payload(const SessionKey& key, uint64_t seq, const std::string& device,
+                                         bool wait) const {
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  proto::DeviceUpdate request;
+  request.mutable_lock()->set_device(device);
+  request.mutable_lock()->set_holder(holder_of(key, seq));
+  request.mutable_lock()->set_wait(wait);
+  // Only aggressive invocations can be wounded, so only their requests
+  // carry an age (routine/routine_leaders.h, "Wound-wait").
+  const RoutineSpec* spec = spec_of(key);
+  const bool woundable =
+      spec != nullptr && (strategy_of(*spec) == LockStrategy::aggressive || fault_points().conservative_woundable);
+  if (invocation != nullptr && woundable) request.mutable_lock()->set_started_us(invocation->triggered_at_us);
+  return request.SerializeAsString();
+}
+
+void RoutineLeaders::ask_all(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices) {
+  for (const std::string& device : devices) {
+    write_device(device, lock_payload(key, seq, device, true), [](const auto&) {});
+  }
+}
+
+void RoutineLeaders::acquire_stage(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices) {
+  // Every lock of the stage at once: one status read per device, a request
+  // only where the group knows none (ask_all's was lost, or this leader is
+  // new), and every grant found committed in one step.
+  struct Round {
+    size_t awaiting = 0;
+    std::map<std::string, uint64_t> granted;
+  };
+  auto round = std::make_shared<Round>();
+  round->awaiting = devices.size();
+  const std::string holder = holder_of(key, seq);
+  auto finish = [this, key, seq, round] {
+    if (--round->awaiting != 0) return;
+    if (round->granted.empty()) {
+      idle(key, seq, options_.poll_interval);
+      return;
+    }
+    step(
+        key, seq,
+        [&round](proto::InvocationStep& s) {
+          for (const auto& [device, token] : round->granted) {
+            auto& lock = *s.mutable_locks_held()->add_locks();
+            lock.set_device(device);
+            lock.set_token(token);
+          }
+        },
+        [this, key, seq](bool committed) { after_step(key, seq, committed); });
+  };
+  for (const std::string& device : devices) {
+    proto::DeviceQuery query;
+    query.mutable_lock()->set_device(device);
+    query.mutable_lock()->set_holder(holder);
+    read_device(device, query.SerializeAsString(),
+                [this, key, seq, device, round, finish, alive = alive_](const auto& read) {
+                  if (!*alive) return;
+                  const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                  if (reply && reply->lock().state() == proto::LOCK_HELD) {
+                    round->granted[device] = reply->lock().token();
+                  } else if (reply) {
+                    // Queued or not (a full queue takes no one), the holder may have to
+                    // make way.
+                    wound_if_younger(key, seq, device, reply->lock());
+                    if (reply->lock().state() != proto::LOCK_WAITING) {
+                      write_device(device, lock_payload(key, seq, device, true), [](const auto&) {});
+                    }
+                  }
+                  finish();
+                });
+  }
+}
+
+void RoutineLeaders::wound_if_younger(const SessionKey& key, uint64_t seq, const std::string& device,
+                                      const proto::LockStatusMsg& status) {
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const RoutineSpec* spec = spec_of(key);
+  const std::string& holder = status.current_holder();
+  // A holder without an age is conservative: it is never wounded.
+  if (invocation == nullptr || spec == nullptr || holder.empty() || status.holder_started_us() == 0 ||
+      fault_points().never_wound) {
+    return;
+  }
+  // A conservative invocation outranks every aggressive one; two aggressive
+  // ones go by age: trigger times at the routine leaders' clocks, ties by
+  // holder name, so every pair orders one way everywhere.
+  const std::string self = holder_name(routine_id(key), *invocation);
+  const bool aggressive = strategy_of(*spec) == LockStrategy::aggressive;
+  if (holder == self || (aggressive && std::make_tuple(invocation->triggered_at_us, self) >
+                                           std::make_tuple(status.holder_started_us(), holder))) {
+    return;
+  }
+  // "ROUTINE#SEQ.TAG"
+  const size_t hash = holder.find('#');
+  const size_t dot = holder.rfind('.');
+  if (hash == std::string::npos || dot == std::string::npos || dot < hash) return;
+  uint64_t wounded_seq = 0;
+  uint32_t tag = 0;
+  const std::string_view seq_text = std::string_view(holder).substr(hash + 1, dot - hash - 1);
+  const std::string_view tag_text = std::string_view(holder).substr(dot + 1);
+  if (std::from_chars(seq_text.data(), seq_text.data() + seq_text.size(), wounded_seq).ec != std::errc{} ||
+      std::from_chars(tag_text.data(), tag_text.data() + tag_text.size(), tag, 16).ec != std::errc{}) {
+    return;
+  }
+  const std::string sent_key = fmt::format("{} {} {}", holder, device, status.holder_token());
+  const core::TimePoint now = env_.now();
+  std::erase_if(wounds_sent_, [&](const auto& sent) { return now - sent.second >= options_.request_timeout; });
+  if (!wounds_sent_.emplace(sent_key, now).second) return;
+  core::log("routine").info("routine {} invocation {}: waits for {}, held by aggressive {}{}: wounding it",
+                            routine_id(key), seq, device, holder, aggressive ? ", triggered later" : "");
+  proto::RoutineUpdate update;
+  auto& step = *update.mutable_step();
+  step.set_seq(wounded_seq);
+  step.set_at_us(now_us());
+  auto& wounded = *step.mutable_wounded();
+  wounded.set_tag(tag);
+  wounded.set_device(device);
+  wounded.set_token(status.holder_token());
+  wounded.set_by(self);
+  wounded.set_by_started_us(aggressive ? invocation->triggered_at_us : 0);
+  wounds_.add();
+  client_.write_to(kgroup::GroupTarget{kgroup::TargetKind::routine, holder.substr(0, hash)},
+                   RoutineGroupState::encode(update), options_.request_timeout, [holder, device](const auto& written) {
+                     if (!written) {
+                       core::log("routine").debug("wounding {} for {}: {}", holder, device, written.error());
+                     }
+                   });
+}
+
+void RoutineLeaders::plan_one_stage(const SessionKey& key, uint64_t seq, uint32_t stage,
+                                    const std::set<std::string>& devices) {
+  read_states(key, seq, devices, [this, key, seq, stage](const DeviceStates& states) {
+    const RoutineSpec* spec = spec_of(key);
+    const RoutineGroupState* st = state(key);
+    const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+    if (spec == nullptr || invocation == nullptr) {
+      idle(key, seq);
+      return;
+    }
+    auto plan = plan_stage(*spec, catalog_, stage, states, options_.deduction);
+    std::string reason;
+    if (!plan) {
+      reason = "its preconditions cannot be met: " + plan.error();
+    } else {
+      std::vector<PreconditionCommand> whole = invocation->plan.value_or(std::vector<PreconditionCommand>{});
+      whole.insert(whole.end(), plan->begin(), plan->end());
+      if (const size_t bytes = to_proto(whole).ByteSizeLong(); bytes > kMaxPlanBytes) {
+        reason = fmt::format("its {} precondition commands take {} bytes, more than one committed record carries ({})",
+                             whole.size(), bytes, kMaxPlanBytes);
+      }
+      for (const auto& command : *plan) {
+        if (reason.empty() && invocation->locks.count(command.device) == 0) {
+          reason = fmt::format(
+              "a precondition command sets {}, which it does not hold: the precondition rules "
+              "changed while it ran; run it again",
+              command.device);
+        }
+      }
+    }
+    if (!reason.empty()) {
+      commit_abort(key, seq, reason);
+      return;
+    }
+    core::log("routine").info("routine {} invocation {}: command {} needs {} precondition command(s)", routine_id(key),
+                              seq, stage + 1, plan->size());
+    auto msg = to_proto(*plan);
+    msg.set_stages(stage + 1);
+    step(
+        key, seq, [&msg](proto::InvocationStep& s) { *s.mutable_plan() = msg; },
+        [this, key, seq](bool committed) { after_step(key, seq, committed); });
+  });
 }
 
 std::optional<std::string> RoutineLeaders::lease_candidate(const RoutineGroupState::Invocation& invocation,
@@ -1238,8 +1489,8 @@ void RoutineLeaders::commit_abort(const SessionKey& key, uint64_t seq, const std
       [this, key, seq](bool committed) { after_step(key, seq, committed); });
 }
 
-void RoutineLeaders::abort_for_lost_resource(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
-                                             const std::vector<ComboCommand>& commands, const std::string& reason) {
+void RoutineLeaders::abort_running(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                                   const std::vector<ComboCommand>& commands, const std::string& reason) {
   const uint64_t seq = invocation.seq;
   auto abort = [this, key, seq, reason] { commit_abort(key, seq, reason); };
   const auto next = static_cast<uint32_t>(invocation.commands.size());

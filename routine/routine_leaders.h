@@ -84,6 +84,56 @@ struct RoutineLeaderOptions {
 //    is committed here (LockHeld, with its fencing token) before the next
 //    step. Under WV no device is locked: the invocation goes on to
 //    EXECUTING once it holds its resources.
+//  - Aggressive strategy (APEX §7.2, `lock = "aggressive"`): non-
+//    conservative strict 2PL. Once its resources are held the invocation
+//    asks for every device lock at once (each queued at its device group,
+//    the paper's AR) and enters EXECUTING without waiting. Before each
+//    command it waits only for the locks of that command's stage (the
+//    routine command it is or serves, with that command's precondition
+//    graph), confirmed together (one status read per device, one committed
+//    step for all those granted); a stage with precondition rules is
+//    planned once its devices are held, from their states read then (a
+//    staged plan, one committed step per stage, routine/routine_combo.h).
+//    No lock is given up before the end (strict): a rollback needs none
+//    again, and nobody changes a precondition it set. Locks taken in any
+//    order can wait in a cycle, so:
+//  - Wound-wait (APEX §7.1.1 arbitration, and how it meets our ordered
+//    locking): an aggressive invocation's lock requests carry its age (its
+//    trigger time; ties by holder name), a conservative one's carry none,
+//    and a waiter reads the holder's age and token with the lock's status.
+//    An aggressive invocation waiting for a lock wounds the holder if the
+//    holder is aggressive and younger; an SLA invocation waiting wounds an
+//    aggressive holder whatever its age; nobody wounds a conservative
+//    holder. A wound is a `wounded` step committed in the holder's routine
+//    group, naming the device and the holder's token (the paper forwards
+//    the challenge to the holder). The wounded invocation, if it has run
+//    nothing yet, gives every lock back and acquires again, keeping its
+//    age (and planning again: a plan deduced under those locks is
+//    dropped); otherwise it aborts and rolls back under the locks it still
+//    holds (an undo needs no new lock), then releases.
+//    Where this departs from the paper: there, a conservative combo still
+//    reserving loses to an older challenger, as its all-at-once
+//    reservations can close wait cycles among themselves; SLA's ordered
+//    reservations cannot, so a conservative invocation is never wounded,
+//    and once executing it never loses to contention either (§7.1's rule,
+//    kept). Why no deadlock: a wait cycle among conservative invocations
+//    alone cannot form (SLA's order; OLA never waits), and any cycle with an
+//    aggressive member has an edge into one: an aggressive waiter waits for
+//    an aggressive or a conservative holder, a conservative waiter for a
+//    conservative or (wounding it) an aggressive one. Take the cycle's
+//    aggressive members: if a conservative member waits for one, it wounds
+//    it; if none does, the cycle is aggressive members only, and its oldest
+//    wounds the younger one it waits for. A wounded invocation lets go
+//    without waiting for anything, so the cycle breaks. (A waiter queued
+//    behind another waits for it only until that one holds the lock, which
+//    it then sees and wounds by the same rules. Resources are taken before
+//    any device, as above.) Every invocation ends: a conservative one as
+//    SLA or OLA always did, an aggressive one completes or is wounded into
+//    an abort, with feedback; under heavy conservative load aggressive
+//    routines can abort again and again, which their history says. Why
+//    serializable: strict 2PL, in the order of the invocations' last lock
+//    grants; the devices' logs follow it because a device group actuates
+//    only under the lock (fencing).
 //  - Preconditions (APEX, routine/routine_combo.h): when precondition
 //    rules apply to its commands, the invocation also locks every device of
 //    their precondition graphs (under every visibility model: the rules'
@@ -254,7 +304,30 @@ class RoutineLeaders {
   // Locks recorded by an invocation still acquiring them, or nothing.
   std::optional<size_t> recorded_locks(const SessionKey& key, uint64_t seq) const;
   void acquire_ola(const SessionKey& key, uint64_t seq, const std::vector<std::string>& missing);
-  void give_back(const SessionKey& key, uint64_t seq, std::vector<std::string> devices, core::Duration then_wait);
+  // Drops the recorded locks, releases `devices`, then waits `then_wait`
+  // (or, wounded, commits that the wound was yielded to).
+  void give_back(const SessionKey& key, uint64_t seq, std::vector<std::string> devices, core::Duration then_wait,
+                 bool then_clear_wound = false);
+  // Wounded before anything ran: gives every lock back, then clears the
+  // wound, and acquires again.
+  void yield_to_wound(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                      const std::vector<std::string>& devices);
+  // Aggressive: asks for every lock in `devices` at once (each queued at its
+  // device group), without waiting for the answers.
+  void ask_all(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
+  // Aggressive, while executing: reads the status of every lock in
+  // `devices` at once, asks again for those their groups do not know, and
+  // commits every one granted in one step.
+  void acquire_stage(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
+  // The lock request of an invocation for `device` (wait: queued if held).
+  std::string lock_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool wait) const;
+  // Wound-wait: if the holder `status` names started after this invocation,
+  // tells its routine group (at most once per grant and request_timeout).
+  void wound_if_younger(const SessionKey& key, uint64_t seq, const std::string& device,
+                        const proto::LockStatusMsg& status);
+  // Aggressive: reads the stage's devices, deduces routine command
+  // `stage`'s precondition commands and commits them, or aborts.
+  void plan_one_stage(const SessionKey& key, uint64_t seq, uint32_t stage, const std::set<std::string>& devices);
   // Sends command `index` of the invocation, or with `undo` the command
   // that restores what it changed (its recorded state_before), and then
   // polls its outcome, which is committed as a command or undo step.
@@ -301,9 +374,10 @@ class RoutineLeaders {
   // follows.
   void commit_abort(const SessionKey& key, uint64_t seq, const std::string& reason);
   // Records the outcome of a next command a previous leader may have sent,
-  // then commits the abort for the lost resource (the rollback follows).
-  void abort_for_lost_resource(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
-                               const std::vector<ComboCommand>& commands, const std::string& reason);
+  // then commits the abort (the rollback follows): for a lost resource, or
+  // a wound.
+  void abort_running(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                     const std::vector<ComboCommand>& commands, const std::string& reason);
   // An aborted invocation's next rollback step: undo the newest command
   // that may have acted, or, when none is left, go on to release.
   void roll_back(const SessionKey& key, const RoutineGroupState::Invocation& invocation);
@@ -393,6 +467,8 @@ class RoutineLeaders {
   std::map<std::string, core::TimePoint> unled_claims_since_;  // holder -> since no session here drives it
   // Locks device leaders answered a renewal about as lost: holder -> device -> token.
   std::map<std::string, std::map<std::string, uint64_t>> lost_locks_;
+  // Wounds sent: "HOLDER DEVICE TOKEN" -> when (sent again after request_timeout).
+  std::map<std::string, core::TimePoint> wounds_sent_;
   // SLA: holder -> when it last left the queues of the devices after the
   // one it waits for (a request of an earlier leader of the invocation,
   // or one sent before it started over, may be granted there out of order).
@@ -409,6 +485,7 @@ class RoutineLeaders {
   core::Counter& rollback_commands_;
   core::Counter& failure_aborts_;
   core::Counter& lock_retries_;
+  core::Counter& wounds_;
   core::Histogram& wait_ms_;
   core::Histogram& end_to_end_ms_;
   core::Histogram& latency_overhead_;  // ok invocations only

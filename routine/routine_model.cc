@@ -57,6 +57,8 @@ std::string_view to_string(LockStrategy strategy) {
       return "sla";
     case LockStrategy::ola:
       return "ola";
+    case LockStrategy::aggressive:
+      return "aggressive";
   }
   return "default";
 }
@@ -65,6 +67,7 @@ std::optional<LockStrategy> parse_lock_strategy(std::string_view text) {
   if (text == "default") return LockStrategy::mesh_default;
   if (text == "sla") return LockStrategy::sla;
   if (text == "ola") return LockStrategy::ola;
+  if (text == "aggressive") return LockStrategy::aggressive;
   return std::nullopt;
 }
 
@@ -253,7 +256,7 @@ core::Expected<RoutineSpec, std::string> from_proto(const proto::RoutineSpecMsg&
   if (!msg.lock_strategy().empty()) {
     const auto strategy = parse_lock_strategy(msg.lock_strategy());
     if (!strategy || *strategy == LockStrategy::mesh_default) {
-      return fail(fmt::format("unknown lock strategy '{}' (sla or ola)", msg.lock_strategy()));
+      return fail(fmt::format("unknown lock strategy '{}' (sla, ola or aggressive)", msg.lock_strategy()));
     }
     spec.lock_strategy = *strategy;
   }

@@ -21,6 +21,10 @@ enum class LockStrategy {
   mesh_default,  // written "default"
   sla,           // one lock at a time, in increasing device id
   ola,           // all at once; on a refusal release all and retry later
+  // APEX's aggressive strategy (apex.md §7.2, routine/routine_leaders.h):
+  // every lock asked for at once, queued, and each command run as soon as
+  // the locks its stage needs are held; an older invocation can wound it.
+  aggressive,
 };
 std::string_view to_string(LockStrategy strategy);
 std::optional<LockStrategy> parse_lock_strategy(std::string_view text);

@@ -802,6 +802,8 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "devices.poll_interval_ms",
                           "devices.down_after_failures",
                           "devices.command_timeout_ms",
+                          "devices.actuation_stall_ms",
+                          "devices.actuation_check_ms",
                           "devices.catalog_sync_interval_ms",
                           "devices.subscription_renew_ms",
                           "devices.subscription_lease_ms",
@@ -820,7 +822,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 114u);
+  EXPECT_EQ(keys.size(), 116u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
@@ -1076,6 +1078,12 @@ TEST_F(ConfigTest, DevicesCatalogIsLoadedAndItsErrorsNameFileLineAndKey) {
   EXPECT_THAT(error_of(kMinimal + "[devices]\nsubscription_renew_ms = 5000\nsubscription_lease_ms = 4000\n"),
               HasSubstr("must exceed devices.subscription_renew_ms"));
   EXPECT_THAT(error_of(kMinimal + "[devices]\npoll_interval_ms = 1\n"), HasSubstr("devices.poll_interval_ms"));
+  // APEX §7.3: 0 trusts the driver's report; reads no closer than 10 ms.
+  const AgentConfig trusting = parse(kMinimal + "[devices]\nactuation_stall_ms = 0\nactuation_check_ms = 100\n");
+  EXPECT_EQ(trusting.node.devices.leaders.actuation_stall, std::chrono::milliseconds(0));
+  EXPECT_EQ(trusting.node.devices.leaders.actuation_check_interval, std::chrono::milliseconds(100));
+  EXPECT_EQ(parse(kMinimal).node.devices.leaders.actuation_stall, std::chrono::seconds(5));
+  EXPECT_THAT(error_of(kMinimal + "[devices]\nactuation_check_ms = 5\n"), HasSubstr("devices.actuation_check_ms"));
 }
 
 TEST_F(ConfigTest, RoutinesSection) {
@@ -1086,6 +1094,8 @@ TEST_F(ConfigTest, RoutinesSection) {
   EXPECT_EQ(config.node.devices.leaders.lock_reclaim_after, std::chrono::milliseconds(5000));
   EXPECT_EQ(parse(kMinimal).node.routines.leaders.strategy, routine::LockStrategy::sla);
   EXPECT_THAT(error_of(kMinimal + "[routines]\nlock_strategy = \"fifo\"\n"), HasSubstr("routines.lock_strategy"));
+  EXPECT_EQ(parse(kMinimal + "[routines]\nlock_strategy = \"aggressive\"\n").node.routines.leaders.strategy,
+            routine::LockStrategy::aggressive);
   EXPECT_EQ(parse(kMinimal).node.routines.leaders.visibility, routine::Visibility::psv);
   EXPECT_EQ(parse(kMinimal + "[routines]\nvisibility = \"gsv\"\n").node.routines.leaders.visibility,
             routine::Visibility::gsv);

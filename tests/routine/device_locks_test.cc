@@ -56,6 +56,34 @@ TEST(DeviceLocks, TryRequestDoesNotQueue) {
   EXPECT_EQ(locks.status("lamp", "b#1").current_holder(), "a#1");
 }
 
+// Wound-wait compares ages: each request's trigger time travels with it,
+// and whoever reads the lock learns the holder's age and token.
+TEST(DeviceLocks, AgesTravelWithRequestsAndNameTheHolder) {
+  DeviceLocks locks;
+  locks.request("lamp", "young#1", true, 200);
+  locks.request("lamp", "old#1", true, 100);
+  locks.request("lamp", "ageless#1", true);
+  const auto waiting = locks.status("lamp", "old#1");
+  EXPECT_EQ(waiting.state(), proto::LOCK_WAITING);
+  EXPECT_EQ(waiting.current_holder(), "young#1");
+  EXPECT_EQ(waiting.holder_started_us(), 200);
+  EXPECT_EQ(waiting.holder_token(), 1u);
+  locks.release("lamp", "young#1");
+  EXPECT_EQ(locks.status("lamp", "ageless#1").holder_started_us(), 100);
+  EXPECT_EQ(locks.find("lamp")->started_us, (std::map<std::string, int64_t>{{"old#1", 100}}));
+  google::protobuf::RepeatedPtrField<proto::DeviceLockMsg> msgs;
+  for (auto& msg : locks.to_proto()) *msgs.Add() = msg;
+  DeviceLocks restored;
+  ASSERT_TRUE(restored.restore(msgs));
+  EXPECT_EQ(restored.status("lamp", "ageless#1").holder_started_us(), 100);
+  locks.release("lamp", "old#1");  // the ageless one holds it now: no age told
+  EXPECT_EQ(locks.status("lamp", "x#1").holder_started_us(), 0);
+  EXPECT_TRUE(locks.find("lamp")->started_us.empty());
+  // An age of someone neither holding nor waiting is not a lock this code wrote.
+  (*msgs.Mutable(0)->mutable_started_us())["stranger#1"] = 5;
+  EXPECT_FALSE(restored.restore(msgs));
+}
+
 TEST(DeviceLocks, RestoreRejectsInconsistentLocks) {
   google::protobuf::RepeatedPtrField<proto::DeviceLockMsg> msgs;
   auto& msg = *msgs.Add();

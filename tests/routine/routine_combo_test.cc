@@ -127,6 +127,44 @@ TEST(RoutineCombo, AnEarlierCommandsEffectCountsForALaterPrecondition) {
   EXPECT_EQ((*plan)[0].before, 1u);
 }
 
+// The aggressive strategy holds and plans one routine command's stage at a
+// time: its devices are that command's graph's, and its plan is what the
+// whole plan would hold for it, from the states as the stage begins.
+TEST(RoutineCombo, StagesReserveAndPlanOneCommandAtATime) {
+  const Catalog catalog = garden(garden_rules());
+  const RoutineSpec spec = routine({set("lamp", true), set("outlet_1", false), set("sprinkler", true)});
+  const auto first = stage_devices(spec, catalog, 0);
+  ASSERT_TRUE(first) << first.error();
+  EXPECT_FALSE(first->has_preconditions);
+  EXPECT_EQ(first->devices, (std::set<std::string>{"lamp"}));
+  const auto second = stage_devices(spec, catalog, 1);
+  ASSERT_TRUE(second) << second.error();
+  EXPECT_TRUE(second->has_preconditions);
+  EXPECT_EQ(second->devices, (std::set<std::string>{"hall_motion", "outlet_1"}));
+  const auto third = stage_devices(spec, catalog, 2);
+  ASSERT_TRUE(third) << third.error();
+  EXPECT_EQ(third->devices, (std::set<std::string>{"hall_motion", "outlet_1", "outlet_2", "sprinkler"}));
+
+  const DeviceStates at_start = {
+      {"outlet_1", {{"power", true}}}, {"outlet_2", {{"power", true}}}, {"hall_motion", {{"motion", false}}}};
+  const auto whole = plan_preconditions(spec, catalog, at_start, {});
+  ASSERT_TRUE(whole) << whole.error();
+  // When the sprinkler's stage begins, the routine has turned outlet_1 off.
+  DeviceStates at_third = at_start;
+  at_third["outlet_1"]["power"] = false;
+  const auto staged = plan_stage(spec, catalog, 2, at_third, {});
+  ASSERT_TRUE(staged) << staged.error();
+  std::vector<PreconditionCommand> of_third;
+  for (const auto& command : *whole) {
+    if (command.before == 2) of_third.push_back(command);
+  }
+  EXPECT_EQ(*staged, of_third);
+  ASSERT_EQ(staged->size(), 1u);
+  EXPECT_EQ((*staged)[0].device, "outlet_2");
+  EXPECT_TRUE(plan_stage(spec, catalog, 0, at_start, {})->empty());
+  EXPECT_TRUE(plan_stage(spec, catalog, 3, at_start, {})->empty());  // no such command
+}
+
 TEST(RoutineCombo, AReadingThatDoesNotHoldOrCannotBeReadIsAnError) {
   const Catalog catalog = garden(garden_rules());
   const RoutineSpec spec = routine({set("sprinkler", true)});

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "routine/device_codec.h"
+#include "routine/routine_combo.h"
 
 namespace mesh::routine {
 namespace {
@@ -139,13 +140,143 @@ TEST_F(RoutineGroup, APostLeaseMovesAHeldLockAsideOnlyWhileExecuting) {
   EXPECT_EQ(copy.invocation(1)->locks, state_.invocation(1)->locks);
 }
 
+// APEX wound-wait: the first wound that names a lock the invocation holds
+// (or may hold unrecorded) is kept until it gave every lock back.
+TEST_F(RoutineGroup, AWoundIsKeptOnceAndClearedOnlyByGivingEveryLockBack) {
+  trigger(100, "", 0, "r");
+  const uint32_t tag = state_.invocation(1)->tag;
+  auto wound = [&](uint32_t wounded_tag, const std::string& device, uint64_t token, const std::string& by) {
+    proto::RoutineUpdate update;
+    auto& w = *step(1, update).mutable_wounded();
+    w.set_tag(wounded_tag);
+    w.set_device(device);
+    w.set_token(token);
+    w.set_by(by);
+    w.set_by_started_us(50);
+    apply(update);
+  };
+  auto yielded = [&] {
+    proto::RoutineUpdate update;
+    step(1, update).set_wound_yielded(true);
+    apply(update);
+  };
+  lock_held(1, "lamp", 7);
+  wound(tag + 1, "lamp", 7, "twin#1.0");  // another group's invocation 1: ignored
+  wound(tag, "lamp", 6, "old#1.0");       // an earlier grant of the lamp: ignored
+  EXPECT_FALSE(state_.invocation(1)->wound);
+  wound(tag, "lamp", 7, "old#1.0");
+  wound(tag, "fan", 3, "older#1.0");  // one wound at a time
+  ASSERT_TRUE(state_.invocation(1)->wound);
+  EXPECT_EQ(state_.invocation(1)->wound->by, "old#1.0");
+  EXPECT_EQ(state_.invocation(1)->wound->device, "lamp");
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  ASSERT_TRUE(copy.invocation(1)->wound);
+  EXPECT_EQ(copy.invocation(1)->wound->by_started_us, 50);
+  yielded();  // the lamp is still recorded: not yet
+  EXPECT_TRUE(state_.invocation(1)->wound);
+  proto::RoutineUpdate drop;
+  step(1, drop).set_lock_dropped("lamp");
+  apply(drop);
+  yielded();
+  EXPECT_FALSE(state_.invocation(1)->wound);
+  // A lock granted but not recorded yet may be the one a wound names.
+  wound(tag, "fan", 3, "older#1.0");
+  EXPECT_TRUE(state_.invocation(1)->wound);
+}
+
+// An aggressive invocation wounded before its first command gives its locks
+// back and drops what it planned under them; once a command ran it cannot.
+TEST_F(RoutineGroup, AWoundBeforeTheFirstCommandDropsLocksAndPlanButNotAfterIt) {
+  trigger(100, "", 0, "r");
+  const uint32_t tag = state_.invocation(1)->tag;
+  auto wound = [&](uint64_t token) {
+    proto::RoutineUpdate update;
+    auto& w = *step(1, update).mutable_wounded();
+    w.set_tag(tag);
+    w.set_device("lamp");
+    w.set_token(token);
+    w.set_by("old#1.0");
+    apply(update);
+  };
+  auto drop_and_yield = [&] {
+    proto::RoutineUpdate drop;
+    step(1, drop).set_lock_dropped("lamp");
+    apply(drop);
+    proto::RoutineUpdate yielded;
+    step(1, yielded).set_wound_yielded(true);
+    apply(yielded);
+  };
+  phase(1, proto::PHASE_EXECUTING);
+  lock_held(1, "lamp", 7);
+  proto::RoutineUpdate planned;
+  auto& msg = *step(1, planned).mutable_plan();
+  msg = to_proto(std::vector<PreconditionCommand>{{0, "fan", {{"power", false}}, {"one_of_two"}}});
+  msg.set_stages(1);
+  apply(planned);
+  ASSERT_TRUE(state_.invocation(1)->plan);
+  wound(7);
+  drop_and_yield();
+  EXPECT_FALSE(state_.invocation(1)->wound);
+  EXPECT_TRUE(state_.invocation(1)->locks.empty());
+  EXPECT_FALSE(state_.invocation(1)->plan);
+  EXPECT_EQ(state_.invocation(1)->planned_stages, 0u);
+
+  lock_held(1, "lamp", 8);
+  command(1, 0, proto::COMMAND_OK);
+  wound(8);
+  drop_and_yield();  // a command ran: the lock stays, and so does the wound (it aborts)
+  EXPECT_TRUE(state_.invocation(1)->wound);
+  EXPECT_EQ(state_.invocation(1)->locks, (std::map<std::string, uint64_t>{{"lamp", 8}}));
+}
+
+// The aggressive strategy plans each routine command's stage on its own;
+// stages only move forward, and a whole plan and staged ones never mix.
+TEST_F(RoutineGroup, StagedPlansGrowOneStageAtATime) {
+  trigger(100, "", 0, "r");
+  auto plan_step = [&](uint64_t seq, uint32_t stages, std::vector<PreconditionCommand> commands) {
+    proto::RoutineUpdate update;
+    auto& msg = *step(seq, update).mutable_plan();
+    msg = to_proto(commands);
+    msg.set_stages(stages);
+    apply(update);
+  };
+  const PreconditionCommand fan_off{0, "fan", {{"power", false}}, {"one_of_two"}};
+  const PreconditionCommand lamp_off{2, "lamp", {{"power", false}}, {"one_of_two"}};
+  plan_step(1, 1, {fan_off});  // not executing: ignored
+  EXPECT_FALSE(state_.invocation(1)->plan);
+  phase(1, proto::PHASE_EXECUTING);
+  plan_step(1, 1, {fan_off});
+  plan_step(1, 1, {fan_off});  // repeated: ignored
+  plan_step(1, 3, {fan_off});  // a command of another stage: ignored
+  EXPECT_EQ(state_.invocation(1)->planned_stages, 1u);
+  command(1, 0, proto::COMMAND_OK);
+  plan_step(1, 3, {lamp_off});  // stage 1 had no preconditions
+  plan_step(1, 2, {});          // backwards: ignored
+  plan_step(1, 0, {});          // a whole plan after staged ones: ignored
+  ASSERT_TRUE(state_.invocation(1)->plan);
+  EXPECT_EQ(*state_.invocation(1)->plan, (std::vector<PreconditionCommand>{fan_off, lamp_off}));
+  EXPECT_EQ(state_.invocation(1)->planned_stages, 3u);
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.invocation(1)->planned_stages, 3u);
+  EXPECT_EQ(*copy.invocation(1)->plan, *state_.invocation(1)->plan);
+
+  trigger(101, "", 0, "r2");
+  phase(2, proto::PHASE_EXECUTING);
+  plan_step(2, 0, {fan_off});
+  plan_step(2, 1, {fan_off});  // staged after a whole plan: ignored
+  EXPECT_EQ(state_.invocation(2)->plan->size(), 1u);
+  EXPECT_EQ(state_.invocation(2)->planned_stages, 0u);
+}
+
 TEST_F(RoutineGroup, StepsOnlyMoveForward) {
   trigger(100, "", 0, "r");
   lock_held(1, "lamp", 7);
   command(1, 0, proto::COMMAND_OK);  // not executing yet: ignored
   EXPECT_TRUE(state_.invocation(1)->commands.empty());
   phase(1, proto::PHASE_EXECUTING);
-  lock_held(1, "fan", 2);  // locks are taken only while acquiring
+  lock_held(1, "lamp", 9);  // a recorded lock keeps its token
   EXPECT_EQ(state_.invocation(1)->locks, (std::map<std::string, uint64_t>{{"lamp", 7}}));
   command(1, 0, proto::COMMAND_OK);
   command(1, 0, proto::COMMAND_DRIVER_ERROR);  // a second outcome of one command: ignored

@@ -53,6 +53,10 @@ TEST(RoutineModel, ProtoRoundTrip) {
   const auto back = from_proto(msg);
   ASSERT_TRUE(back) << back.error();
   EXPECT_EQ(*back, spec);
+  RoutineSpec aggressive = spec;
+  aggressive.lock_strategy = LockStrategy::aggressive;
+  EXPECT_EQ(to_proto(aggressive).lock_strategy(), "aggressive");
+  EXPECT_EQ(from_proto(to_proto(aggressive))->lock_strategy, LockStrategy::aggressive);
   EXPECT_EQ(back->trigger_text, spec.trigger_text);
 
   RoutineSpec manual;
@@ -105,7 +109,7 @@ TEST(RoutineModel, DecodingRefusesBadMessages) {
   EXPECT_EQ(refused([](proto::RoutineSpecMsg& m) { m.set_min_retrigger_ms(UINT64_MAX); }),
             "routine night_hall: min_retrigger must be at most 604800000 ms");
   EXPECT_EQ(refused([](proto::RoutineSpecMsg& m) { m.set_lock_strategy("default"); }),
-            "routine night_hall: unknown lock strategy 'default' (sla or ola)");
+            "routine night_hall: unknown lock strategy 'default' (sla, ola or aggressive)");
   EXPECT_EQ(refused([](proto::RoutineSpecMsg& m) { m.add_uses(""); }),
             "routine night_hall: a resource name in uses must not be empty");
   EXPECT_EQ(refused([](proto::RoutineSpecMsg& m) { m.set_trigger("manual"); }),

@@ -99,6 +99,12 @@ struct Plan {
   // device again ("coffee on ... coffee off"), so an EV routine must keep
   // that device until its last command there.
   bool revisits = false;
+  // Routines override the mesh's lock strategy in turn (SLA, OLA,
+  // aggressive), so conservative and aggressive invocations contend.
+  bool mixed_strategies = false;
+  // Actuators now and then get stuck for a few seconds: they answer every
+  // command but do not change (APEX §7.3's actuation failure).
+  bool stuck_actuators = false;
 };
 
 struct Outcome {
@@ -113,6 +119,8 @@ struct Outcome {
   uint64_t undone_to_user_value = 0;
   uint64_t actuations = 0;
   uint64_t precondition_commands = 0;  // run by plans
+  uint64_t wound_aborts = 0;           // aggressive invocations an older one wounded (APEX wound-wait)
+  uint64_t not_effective = 0;          // commands that failed as not effective (a stuck actuator)
   bool partitioned = false;
 };
 
@@ -400,6 +408,11 @@ Outcome run(const Plan& plan, uint64_t seed) {
     world.routines.push_back(make_routine(fmt::format("r{}", r), sensor_routine ? "motion.motion == on" : "manual",
                                           devices, rng, rng.below(2) == 1, plan.preconditions));
     world.routines.back().uses = uses;
+    if (plan.mixed_strategies) {
+      constexpr routine::LockStrategy kInTurn[] = {routine::LockStrategy::sla, routine::LockStrategy::ola,
+                                                   routine::LockStrategy::aggressive};
+      world.routines.back().lock_strategy = kInTurn[r % 3];
+    }
     if (plan.preconditions && r > 0) world.routines.back().commands.front().values = {{"power", true}};
     // With failures, routines hold their devices longer after commands, so
     // failures and restarts also fall between a routine's last command on a
@@ -474,6 +487,16 @@ Outcome run(const Plan& plan, uint64_t seed) {
     sim.simulator().after(milliseconds(rng.between(1000, 4000)), fail_device);
   };
   if (plan.device_failures) fail_device();
+  // Its own generator, so the other plans' scenarios stay as they were.
+  core::Rng stuck_rng(seed ^ 0x57c4a7ull);
+  std::function<void()> stick_device = [&] {
+    if (sim.simulator().now() >= stop) return;
+    EmulatedDevice* device = world.find(fmt::format("d{}", stuck_rng.below(actuators)));
+    device->set_stuck(true);
+    sim.simulator().after(milliseconds(stuck_rng.between(2000, 8000)), [device] { device->set_stuck(false); });
+    sim.simulator().after(milliseconds(stuck_rng.between(3000, 8000)), stick_device);
+  };
+  if (plan.stuck_actuators) stick_device();
   // The device groups' failure and restart events, sampled: for event k
   // of a device, the last sample whose groups had not applied it and the
   // first whose had, so its group committed it between the two.
@@ -552,10 +575,12 @@ Outcome run(const Plan& plan, uint64_t seed) {
   std::map<std::string, Span> spans;  // "ROUTINE#SEQ.TAG"
   std::map<std::string, int> actuated;
   std::map<std::string, core::TimePoint> actuated_at;  // command id -> its first actuation
+  std::map<std::string, std::string> stuck_at;         // command id -> its device, stuck when it came
   for (auto& device : world.devices) {
     for (const auto& a : device->actuations()) {
       ++actuated[a.command_id];
       actuated_at.try_emplace(a.command_id, a.at);
+      if (!a.took_effect) stuck_at[a.command_id] = device->spec().id;
       ++out.actuations;
       const auto hash = a.command_id.rfind('#');
       if (hash == std::string::npos) continue;
@@ -569,6 +594,14 @@ Outcome run(const Plan& plan, uint64_t seed) {
   }
   // Safety: invocations that share a device or a resource never
   // interleave their actuations; under GSV no two invocations do.
+  const auto strategy_of = [&](const std::string& routine_id) {
+    for (const auto& spec : world.routines) {
+      if (spec.id == routine_id && spec.lock_strategy != routine::LockStrategy::mesh_default) {
+        return spec.lock_strategy;
+      }
+    }
+    return plan.strategy;
+  };
   for (auto a = spans.begin(); a != spans.end(); ++a) {
     for (auto b = std::next(a); b != spans.end(); ++b) {
       const std::string ra = a->first.substr(0, a->first.find('#'));
@@ -580,9 +613,13 @@ Outcome run(const Plan& plan, uint64_t seed) {
       const bool device_conflict = std::any_of(da.begin(), da.end(), [&db](const auto& d) { return db.count(d) != 0; });
       const auto shared = std::find_if(ua.begin(), ua.end(), [&ub](const auto& u) { return ub.count(u) != 0; });
       const bool global = routine::is_global(plan.visibility);
-      // EV's post-leases let routines sharing a device overlap (the
-      // precedence check below judges them); resources still exclude.
-      const bool excludes_on_devices = device_conflict && plan.visibility != routine::Visibility::ev;
+      // EV's post-leases let routines sharing a device overlap, and so does
+      // the aggressive strategy, which runs a command before it holds a
+      // later one's device (the precedence check below judges both);
+      // resources still exclude.
+      const bool excludes_on_devices = device_conflict && plan.visibility != routine::Visibility::ev &&
+                                       strategy_of(ra) != routine::LockStrategy::aggressive &&
+                                       strategy_of(rb) != routine::LockStrategy::aggressive;
       if (!excludes_on_devices && shared == ua.end() && !global) continue;
       const bool disjoint = a->second.last < b->second.first || b->second.last < a->second.first;
       if (!disjoint) {
@@ -629,6 +666,12 @@ Outcome run(const Plan& plan, uint64_t seed) {
         if (result.status == proto::COMMAND_OK && actuated[id] != 1) {
           out.violations.push_back(fmt::format("command {} recorded ok but actuated {} times", id, actuated[id]));
         }
+        // APEX §7.3: ok means the device showed the command's values.
+        if (result.status == proto::COMMAND_OK && stuck_at.count(id) != 0) {
+          out.violations.push_back(
+              fmt::format("command {} recorded ok, but {} was stuck and did not change", id, stuck_at[id]));
+        }
+        if (result.status == proto::COMMAND_NOT_EFFECTIVE) ++out.not_effective;
       }
     }
     // Every member of the leader's group instance that applied as far holds
@@ -661,8 +704,19 @@ Outcome run(const Plan& plan, uint64_t seed) {
       const auto failed = std::find_if(invocation.commands.begin(), invocation.commands.end(), [&](const auto& c) {
         return c.second.status != proto::COMMAND_OK && c.first < commands.size() && commands[c.first].command.must;
       });
+      if (invocation.abort_reason.starts_with("wounded")) {
+        ++out.wound_aborts;
+        // APEX §7.1: a conservative combo that began executing never loses
+        // to contention.
+        const auto strategy =
+            spec.lock_strategy == routine::LockStrategy::mesh_default ? plan.strategy : spec.lock_strategy;
+        if (strategy != routine::LockStrategy::aggressive) {
+          out.violations.push_back(fmt::format("conservative ({}) invocation {} aborted for contention: {}",
+                                               routine::to_string(strategy), name, invocation.abort_reason));
+        }
+      }
       if (failed == invocation.commands.end()) {
-        if (!invocation.abort_reason.empty()) ++out.failure_aborts;
+        if (!invocation.abort_reason.empty() && !invocation.abort_reason.starts_with("wounded")) ++out.failure_aborts;
         continue;
       }
       for (uint32_t later = failed->first + 1; later < commands.size(); ++later) {
@@ -770,6 +824,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
                                                std::get<bool>(expected.at("power")), undone));
         }
       }
+      if (!a.took_effect) continue;  // a stuck actuator kept its state
       for (const auto& [attribute, value] : a.values) now[attribute] = value;
     }
   }
@@ -788,7 +843,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     for (auto& device : world.devices) {
       for (const auto& a : device->actuations()) {
         const auto power = a.values.find("power");
-        if (power == a.values.end()) continue;
+        if (power == a.values.end() || !a.took_effect) continue;
         timeline.push_back({a.at, device->spec().id, std::get<bool>(power->second), a.command_id});
       }
     }
@@ -864,6 +919,8 @@ struct Totals {
   uint64_t undone_to_user_value = 0;
   uint64_t actuations = 0;
   uint64_t precondition_commands = 0;
+  uint64_t wound_aborts = 0;
+  uint64_t not_effective = 0;
   uint64_t partitioned = 0;
 };
 
@@ -886,18 +943,21 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.undone_to_user_value += o.undone_to_user_value;
     totals.actuations += o.actuations;
     totals.precondition_commands += o.precondition_commands;
+    totals.wound_aborts += o.wound_aborts;
+    totals.not_effective += o.not_effective;
     totals.partitioned += o.partitioned ? 1 : 0;
     if (test_support::report_violations("ROUTINE_AGENT", seed, o.violations)) return;
   }
   std::printf(
       "seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu aborted=%llu failure_aborts=%llu "
-      "undone=%llu undone_to_user_value=%llu actuations=%llu precondition_commands=%llu\n",
+      "undone=%llu undone_to_user_value=%llu actuations=%llu precondition_commands=%llu wound_aborts=%llu "
+      "not_effective=%llu\n",
       static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
       static_cast<unsigned long long>(totals.invocations), static_cast<unsigned long long>(totals.ok),
       static_cast<unsigned long long>(totals.aborted), static_cast<unsigned long long>(totals.failure_aborts),
       static_cast<unsigned long long>(totals.undone), static_cast<unsigned long long>(totals.undone_to_user_value),
-      static_cast<unsigned long long>(totals.actuations),
-      static_cast<unsigned long long>(totals.precondition_commands));
+      static_cast<unsigned long long>(totals.actuations), static_cast<unsigned long long>(totals.precondition_commands),
+      static_cast<unsigned long long>(totals.wound_aborts), static_cast<unsigned long long>(totals.not_effective));
 }
 
 TEST(RoutineAgentSim, SlaIsSafeAndLiveAcrossACrash) {
@@ -1009,6 +1069,41 @@ TEST(RoutineAgentSim, PreconditionCombosKeepEveryRuleAcrossCrashesAndFailures) {
   }
 }
 
+// APEX's aggressive strategy (§7.2) on whole agents: every lock asked for
+// at once, each stage run once its devices are held, an older invocation
+// wounding a younger holder. Alone, and mixed with SLA and OLA routines
+// (conservative ones that began executing must never be wounded into an
+// abort), with actuator failures and crashes: every rule holds in the
+// devices' logs, and every invocation ends (no deadlock).
+TEST(RoutineAgentSim, AggressiveCombosWoundYoungerHoldersYetKeepEveryRule) {
+  for (const bool mixed : {false, true}) {
+    Plan plan;
+    plan.preconditions = true;
+    plan.strategy = routine::LockStrategy::aggressive;
+    plan.mixed_strategies = mixed;
+    plan.device_failures = true;
+    Totals t;
+    sweep(plan, 1, 4, t);
+    EXPECT_GT(t.precondition_commands, 0u) << (mixed ? "mixed" : "aggressive");
+    EXPECT_GT(t.ok, 0u) << (mixed ? "mixed" : "aggressive");
+  }
+}
+
+// APEX §7.3 actuation failures: actuators get stuck now and then (they
+// answer but do not change). Their commands must fail as not effective,
+// never be recorded ok, and their routines roll back; the devices' logs
+// say which actuations took effect.
+TEST(RoutineAgentSim, StuckActuatorsFailTheirCommandsAndRollBack) {
+  Plan plan;
+  plan.stuck_actuators = true;
+  Totals t;
+  sweep(plan, 1, 4, t);
+  EXPECT_GT(t.not_effective, 0u);
+  EXPECT_GT(t.aborted, 0u);
+  EXPECT_GT(t.undone, 0u);
+  EXPECT_GT(t.ok, 0u);
+}
+
 TEST(RoutineAgentSim, OlaIsSafeAndLiveAcrossACrash) {
   Plan plan;
   plan.strategy = routine::LockStrategy::ola;
@@ -1028,6 +1123,9 @@ struct DeliberateBug {
   bool preconditions = false;
   bool user_undo = false;
   bool revisits = false;
+  routine::LockStrategy strategy = routine::LockStrategy::sla;
+  bool mixed_strategies = false;
+  bool stuck_actuators = false;
 };
 
 TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
@@ -1053,6 +1151,14 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
        "but the routine's undo value is", routine::Visibility::psv, true, false, true},
       {"EV gives a device up after its first command on it, not its last", &routine::FaultPoints::lease_after_first_use,
        "precedence cycle", routine::Visibility::ev, false, false, false, true},
+      {"aggressive invocations wait for younger holders instead of wounding them", &routine::FaultPoints::never_wound,
+       "after quiescence", routine::Visibility::psv, false, true, false, false, routine::LockStrategy::aggressive},
+      {"conservative invocations can be wounded, also while executing", &routine::FaultPoints::conservative_woundable,
+       "aborted for contention", routine::Visibility::psv, false, true, false, false, routine::LockStrategy::aggressive,
+       true},
+      {"a command is ok once its driver says so, effect or not", &routine::FaultPoints::trust_actuation_reports,
+       "was stuck and did not change", routine::Visibility::psv, false, false, false, false, routine::LockStrategy::sla,
+       false, true},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;
@@ -1065,6 +1171,9 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       plan.preconditions = bug.preconditions;
       plan.user_undo = bug.user_undo;
       plan.revisits = bug.revisits;
+      plan.strategy = bug.strategy;
+      plan.mixed_strategies = bug.mixed_strategies;
+      plan.stuck_actuators = bug.stuck_actuators;
       for (const auto& violation : run(plan, seed).violations) {
         if (violation.find(bug.expected) != std::string::npos) {
           caught = seed;
