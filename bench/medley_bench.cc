@@ -140,12 +140,13 @@ mesh::membership::MedleyOptions medley_options(double alpha, uint32_t max_health
 
 // The options before the traffic tuning (the "before" column of
 // BM_TrafficBreakdown): every silent probe suspects at once, updates are
-// retransmitted 4 * ceil(log10(N + 1)) times, push-pull every 30 s at any N
-// with any live member.
+// retransmitted 4 * ceil(log10(N + 1)) times, push-pull of whole lists every
+// 30 s at any N with any live member.
 mesh::membership::MedleyOptions untuned_options() {
   mesh::membership::MedleyOptions o = medley_options(3.0, 8);
   o.silent_probes_to_suspect = 1;
   o.push_pull_scale_threshold = 0;
+  o.push_pull_members_per_bucket = 0;
   return o;
 }
 

@@ -108,6 +108,19 @@ core::Duration GroupReplica::promise_wait(core::NodeId candidate) const {
 }
 
 void GroupReplica::on_member_event(const membership::MemberEvent& event) {
+  if (event.kind == membership::MemberEventKind::joined || event.kind == membership::MemberEventKind::recovered) {
+    // A group born undersized (genesis on a node whose view held only itself
+    // or a few nodes, as while a mesh boots) must hand over as soon as the
+    // view can give it k members, not at its next commit: a group that gets
+    // no write meanwhile stays on one node, and that node's crash alone then
+    // loses its acknowledged writes, and once membership declares the node
+    // failed, genesis elsewhere finds no group of the target and creates a
+    // second one. Checked at the next heartbeat round rather than here: a
+    // sync brings many members one event at a time, and the first event's
+    // selection would hand over to a group still short of k.
+    view_grew_ = true;
+    return;
+  }
   const bool gone =
       event.kind == membership::MemberEventKind::failed || event.kind == membership::MemberEventKind::left;
   if (!gone || event.member.id == self_ || !is_member(event.member.id)) return;

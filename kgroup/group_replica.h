@@ -403,6 +403,9 @@ class GroupReplica {
   bool draining_ = false;
   bool progress_again_ = false;
   bool sealing_ = false;
+  // A member joined or came back since the last heartbeat round: the round
+  // checks whether an undersized group can now hand over (maybe_reselect).
+  bool view_grew_ = false;
   bool pulling_ = false;
   bool inheriting_ = false;  // the pulled state is proposed, not yet applied
   size_t pull_from_ = 0;     // index into the source members

@@ -18,7 +18,9 @@ void GroupReplica::maybe_reselect() {
   // every failure; the group then hands over to the k best live nodes. A
   // group formed with fewer members than its selection now has (genesis
   // while few nodes were live) hands over too: with one or two members it
-  // tolerates no failure at all.
+  // tolerates no failure at all. Checked after commits, on a member's
+  // failure, and at the first heartbeat round after a member joined the
+  // view (a group nothing is written to must not stay undersized).
   size_t failed = 0;
   for (core::NodeId id : config_.members) failed += is_live(id) ? 0 : 1;
   const size_t f = faults_tolerated(config_.members.size());

@@ -42,6 +42,10 @@ void GroupReplica::on_heartbeat() {
     step_down(options_.election_backoff);
     return;
   }
+  if (view_grew_) {
+    view_grew_ = false;
+    maybe_reselect();
+  }
   for (auto& [member, progress] : progress_) {
     if (!progress.inflight) send_append(member);
   }

@@ -59,6 +59,9 @@ Medley::Medley(core::Env& env, core::Messenger& messenger, core::Metrics& metric
       refutations_(metrics.counter("membership_refutations_total")),
       decode_errors_(metrics.counter("membership_decode_errors_total")),
       syncs_(metrics.counter("membership_syncs_total")),
+      digest_matches_(metrics.counter("membership_sync_digest_matches_total")),
+      passive_probes_(metrics.counter("membership_passive_feedback_probes_total")),
+      boosts_granted_(metrics.counter("membership_probe_boosts_granted_total")),
       message_bytes_(metrics.histogram("membership_message_bytes")) {
   std::weak_ptr<bool> alive = alive_;
   messenger_.on_datagram(kBodyType, [this, alive](const core::Message& m) {
@@ -146,7 +149,7 @@ void Medley::join_attempt() {
     const MemberEntry* e = table_.find(contact);
     if (e != nullptr && is_live(e->member.state)) continue;
     core::log("membership").debug("join attempt self={} via={}", self().to_string(), contact.to_string());
-    sync_from(contact, true, core::NodeId());
+    sync_from(contact, true, core::NodeId(), Pull::whole_list);
     break;
   }
   join_timer_.start(alone ? options_.join_retry : options_.reconnect_interval, [this] { join_attempt(); });
@@ -225,6 +228,7 @@ std::vector<Medley::MemberStatus> Medley::status(bool include_gone) const {
 void Medley::tick() {
   finish_probe();
   reap();
+  expire_boosts();
   start_probe();
   // At most one extra ping per period for a refused revival.
   while (!reconnect_soon_.empty()) {
@@ -248,19 +252,21 @@ void Medley::start_probe() {
     const MemberEntry* e = table_.find(id);
     if (e != nullptr && is_live(e->member.state)) target = id;
   }
+  if (!target) {
+    target = passive_feedback_target();
+    if (target) {
+      passive_probed_[*target] = env_.now();
+      passive_probes_.add();
+    }
+  }
   if (!target) target = selector_.next(distances_, env_.rng());
   if (!target) return;
   probe_ = Probe{};
   probe_->seq = next_seq_++;
   probe_->target = *target;
   probes_.add();
-  proto::MembershipBody body;
-  proto::Ping* ping = body.mutable_ping();
-  ping->set_seq(probe_->seq);
-  ping->set_target(target->value());
-  fill_updates(*target, ping->mutable_updates());
-  send(*target, body, Sent::ping);
   const uint64_t seq = probe_->seq;
+  send_ping(*target, seq);
   indirect_timer_.start(health_.scale(options_.probe_timeout), [this, seq] { probe_indirect(seq); });
 }
 
@@ -276,14 +282,7 @@ void Medley::probe_indirect(uint64_t seq) {
   // A second direct ping alongside the indirect ones (memberlist sends a TCP
   // ping here): on a multi-hop path one lost datagram should not be enough
   // to suspect a member.
-  {
-    proto::MembershipBody body;
-    proto::Ping* ping = body.mutable_ping();
-    ping->set_seq(seq);
-    ping->set_target(probe_->target.value());
-    fill_updates(probe_->target, ping->mutable_updates());
-    send(probe_->target, body, Sent::ping);
-  }
+  send_ping(probe_->target, seq);
   for (core::NodeId helper : helpers) {
     indirect_probes_.add();
     proto::MembershipBody body;
@@ -369,12 +368,84 @@ void Medley::reconnect() {
 void Medley::send_reconnect_ping(core::NodeId target) {
   // Not a probe: no suspicion follows silence. The ping carries the
   // target's failed record, which a live target refutes in its ack.
+  send_ping(target, next_seq_++);
+}
+
+void Medley::send_ping(core::NodeId target, uint64_t seq) {
   proto::MembershipBody body;
   proto::Ping* ping = body.mutable_ping();
-  ping->set_seq(next_seq_++);
+  ping->set_seq(seq);
   ping->set_target(target.value());
   fill_updates(target, ping->mutable_updates());
+  if (options_.active_feedback_radius_hops > 0 && rarely_probed()) {
+    const std::optional<uint32_t> hops = distances_.hops_to(target);
+    ping->set_probe_me_more(hops && *hops <= options_.active_feedback_radius_hops);
+  }
   send(target, body, Sent::ping);
+}
+
+std::optional<core::NodeId> Medley::passive_feedback_target() const {
+  const core::TimePoint now = env_.now();
+  std::optional<core::NodeId> oldest;
+  core::TimePoint oldest_at{};
+  for (core::NodeId id : table_.live_others()) {
+    if (!near_for_feedback(id)) continue;
+    // Never heard from directly: silent since it became live here.
+    core::TimePoint since = table_.find(id)->state_since;
+    if (auto heard_it = last_heard_.find(id); heard_it != last_heard_.end()) since = std::max(since, heard_it->second);
+    // One passive probe per silence: an unanswered one goes on through the
+    // ordinary silent-probe rules.
+    if (auto probed_it = passive_probed_.find(id); probed_it != passive_probed_.end()) {
+      since = std::max(since, probed_it->second);
+    }
+    if (now - since > options_.passive_feedback_after && (!oldest || since < oldest_at)) {
+      oldest = id;
+      oldest_at = since;
+    }
+  }
+  return oldest;
+}
+
+void Medley::note_probed(core::NodeId from, uint64_t seq) {
+  if (last_probe_of_me_ == std::pair{from, seq}) return;
+  last_probe_of_me_ = {from, seq};
+  const core::TimePoint now = env_.now();
+  // Gaps between probes only: the wait for the first one is the join.
+  if (last_probed_) {
+    const auto gap = static_cast<double>((now - *last_probed_).count());
+    probe_gap_average_us_ =
+        probe_gap_average_us_ ? *probe_gap_average_us_ + options_.active_feedback_alpha * (gap - *probe_gap_average_us_)
+                              : gap;
+  }
+  last_probed_ = now;
+}
+
+bool Medley::rarely_probed() const {
+  if (options_.active_feedback_gap <= core::Duration::zero() || !last_probed_ || !probe_gap_average_us_) return false;
+  // The gap still open counts once it is longer than the average: a node
+  // nobody probes any more must not wait for a probe to notice.
+  const auto open = static_cast<double>((env_.now() - *last_probed_).count());
+  const double average = *probe_gap_average_us_;
+  const double estimate = open > average ? average + options_.active_feedback_alpha * (open - average) : average;
+  return estimate > static_cast<double>(options_.active_feedback_gap.count());
+}
+
+void Medley::grant_boost(core::NodeId member) {
+  const MemberEntry* e = table_.find(member);
+  if (e == nullptr || !is_live(e->member.state)) return;
+  boosted_until_[member] = env_.now() + options_.active_feedback_hold;
+  if (selector_.boosted(member)) return;
+  boosts_granted_.add();
+  selector_.boost(member, options_.active_feedback_boost, distances_);
+}
+
+void Medley::expire_boosts() {
+  const core::TimePoint now = env_.now();
+  std::erase_if(boosted_until_, [this, now](const auto& entry) {
+    if (now < entry.second) return false;
+    selector_.end_boost(entry.first);
+    return true;
+  });
 }
 
 core::Duration Medley::push_pull_interval() const {
@@ -417,12 +488,12 @@ void Medley::push_pull() {
     }
   }
   push_pull_timer_.start(push_pull_interval(), [this] { push_pull(); });
-  if (!others.empty()) sync_from(others[pick], true, core::NodeId());
+  if (!others.empty()) sync_from(others[pick], true, core::NodeId(), Pull::differences);
 }
 
 void Medley::catch_up_from(core::NodeId peer) {
   if (!running_ || left_ || peer == self() || peer.is_unspecified()) return;
-  sync_from(peer, true, core::NodeId());
+  sync_from(peer, true, core::NodeId(), Pull::differences);
 }
 
 void Medley::reap() {
@@ -434,6 +505,7 @@ void Medley::reap() {
   for (core::NodeId id : gone) {
     table_.erase(id);
     last_heard_.erase(id);
+    passive_probed_.erase(id);
   }
   std::erase_if(silent_probes_, [this](const auto& entry) {
     const MemberEntry* e = table_.find(entry.first);
@@ -514,8 +586,22 @@ void Medley::merge(const MemberRecord& record, bool from_sync) {
     queue_.enqueue(result.new_accuser || !record.has_info ? record : table_.record_of(record.member.id));
   }
   const MemberEntry* after = table_.find(record.member.id);
+  if (result.event == MemberEventKind::suspected && record.accuser != self() && near_for_feedback(record.member.id)) {
+    // Passive feedback for a member in doubt: a near member suspected by
+    // another node is probed next, so a crash gets its independent
+    // confirmations (each shortens the suspicion timeout) from the nodes
+    // around it, not only from its own neighbours: a node with two
+    // neighbours otherwise waits out most of suspicion_max_mult.
+    verify_.insert(record.member.id);
+  }
   if (result.event) emit(*result.event, after->member);
   if (was_suspect || after->member.state == MemberState::suspect) arm_suspicion_timer();
+}
+
+bool Medley::near_for_feedback(core::NodeId id) const {
+  if (options_.passive_feedback_after <= core::Duration::zero()) return false;
+  const std::optional<uint32_t> hops = distances_.hops_to(id);
+  return hops && *hops <= options_.passive_feedback_radius_hops;
 }
 
 void Medley::about_self(const MemberRecord& record) {
@@ -653,7 +739,7 @@ void Medley::on_datagram(const core::Message& message) {
   heard(message.src);
   // A node we do not know is talking to us: our lists differ by at least
   // that node, so pull its list (it is usually near: probes are skewed).
-  if (running_ && table_.find(message.src) == nullptr) sync_from(message.src, true, core::NodeId());
+  if (running_ && table_.find(message.src) == nullptr) sync_from(message.src, true, core::NodeId(), Pull::differences);
   switch (body->kind_case()) {
     case proto::MembershipBody::kPing:
       handle_ping(message.src, body->ping());
@@ -678,7 +764,9 @@ void Medley::on_datagram(const core::Message& message) {
 
 void Medley::handle_ping(core::NodeId from, const proto::Ping& ping) {
   merge_updates(ping.updates());
+  if (ping.probe_me_more()) grant_boost(from);
   if (core::NodeId(ping.target()) != self()) return;
+  note_probed(from, ping.seq());
   proto::MembershipBody body;
   proto::Ack* ack = body.mutable_ack();
   ack->set_seq(ping.seq());
@@ -731,12 +819,7 @@ void Medley::handle_ping_req(core::NodeId from, const proto::PingReq& req) {
     // the end of its protocol period.
     it->second.timer->start(timeout, [this, seq] { relays_.erase(seq); });
   });
-  proto::MembershipBody body;
-  proto::Ping* ping = body.mutable_ping();
-  ping->set_seq(seq);
-  ping->set_target(target.value());
-  fill_updates(target, ping->mutable_updates());
-  send(target, body, Sent::ping);
+  send_ping(target, seq);
 }
 
 void Medley::handle_nack(const proto::Nack& nack) {
@@ -745,7 +828,7 @@ void Medley::handle_nack(const proto::Nack& nack) {
 
 // ---- Sync ---------------------------------------------------------------------------
 
-void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after) {
+void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after, Pull pull) {
   if (after.is_unspecified()) {
     if (syncing_.contains(peer)) return;
     syncing_.insert(peer);
@@ -756,6 +839,12 @@ void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after) {
   to_wire(table_.record_of(self()), req->mutable_sender());
   req->set_after(after.value());
   req->set_reverse(reverse && after.is_unspecified());
+  if (pull == Pull::differences && options_.push_pull_members_per_bucket > 0) {
+    // Recomputed for every chunk: buckets the last chunk repaired are
+    // skipped from here on.
+    const MemberDigest mine = digest();
+    req->mutable_bucket_digests()->Add(mine.hashes().begin(), mine.hashes().end());
+  }
   core::RetryPolicy retry;
   retry.deadline = options_.sync_request_deadline;
   std::string bytes = body.SerializeAsString();
@@ -763,7 +852,7 @@ void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after) {
   auto id = std::make_shared<uint64_t>(0);
   *id = messenger_.request(
       peer, kBodyType, std::move(bytes),
-      [this, peer, reverse, id, alive = std::weak_ptr<bool>(alive_)](const core::RequestResult& result) {
+      [this, peer, reverse, pull, id, alive = std::weak_ptr<bool>(alive_)](const core::RequestResult& result) {
         if (!alive.lock()) return;
         pending_requests_.erase(*id);
         if (result.status != core::RequestStatus::ok) {
@@ -785,7 +874,7 @@ void Medley::sync_from(core::NodeId peer, bool reverse, core::NodeId after) {
           last = std::max(last, record->member.id);
         }
         if (response->sync_response().more() && !last.is_unspecified() && !left_) {
-          sync_from(peer, reverse, last);
+          sync_from(peer, reverse, last, pull);
         } else {
           syncing_.erase(peer);
         }
@@ -806,11 +895,20 @@ void Medley::on_sync_request(const core::Message& request, core::Responder respo
   auto sender = from_wire(req.sender(), limits_);
   if (sender && sender->member.id == request.src) merge(*sender, false);
   const core::NodeId after(req.after());
+  // A request without digests (an older node) gets the whole list.
+  std::optional<MemberDigest> theirs;
+  std::optional<MemberDigest> mine;
+  if (req.bucket_digests_size() > 0) {
+    theirs.emplace(std::vector<uint32_t>(req.bucket_digests().begin(), req.bucket_digests().end()));
+    mine.emplace(table_, theirs->hashes().size());
+  }
+  const bool lists_agree = theirs && *theirs == *mine;
+  if (lists_agree) digest_matches_.add();
   proto::MembershipBody reply;
   proto::SyncResponse* resp = reply.mutable_sync_response();
   size_t budget = options_.max_message_bytes > kHeaderBytes ? options_.max_message_bytes - kHeaderBytes : 0;
-  for (auto it = table_.entries().upper_bound(after); it != table_.entries().end(); ++it) {
-    if (!it->second.has_info) continue;
+  for (auto it = table_.entries().upper_bound(after); it != table_.entries().end() && !lists_agree; ++it) {
+    if (!it->second.has_info || (theirs && !mine->differs_for(it->first, *theirs))) continue;
     const MemberRecord record = table_.record_of(it->first);
     const size_t size = wire_size(record);
     if (size > budget || static_cast<size_t>(resp->members_size()) >= limits_.max_records) {
@@ -823,7 +921,16 @@ void Medley::on_sync_request(const core::Message& request, core::Responder respo
   std::string bytes = reply.SerializeAsString();
   count_sent(request.src, Sent::sync_response, bytes.size());
   responder.respond(std::move(bytes));
-  if (req.reverse() && after.is_unspecified() && running_) sync_from(request.src, false, core::NodeId());
+  if (req.reverse() && after.is_unspecified() && running_ && !lists_agree) {
+    sync_from(request.src, false, core::NodeId(), Pull::differences);
+  }
+}
+
+MemberDigest Medley::digest() const {
+  size_t with_info = 0;
+  for (const auto& [id, e] : table_.entries()) with_info += e.has_info ? 1 : 0;
+  return MemberDigest(
+      table_, MemberDigest::bucket_count(with_info, options_.push_pull_members_per_bucket, limits_.max_digest_buckets));
 }
 
 }  // namespace mesh::membership

@@ -16,6 +16,7 @@
 #include "membership/hop_distances.h"
 #include "membership/local_health.h"
 #include "membership/medley_options.h"
+#include "membership/member_digest.h"
 #include "membership/member_table.h"
 #include "membership/member_view.h"
 #include "membership/membership_codec.h"
@@ -38,7 +39,12 @@ namespace mesh::membership {
 // travel piggy-backed on pings and acks. Lifeguard's local health, dynamic
 // suspicion timeouts and buddy refutation keep a struggling node from
 // accusing healthy ones. Joining, push-pull anti-entropy and partition
-// merging use a chunked full-list pull over core's reliable requests.
+// merging use a chunked list pull over core's reliable requests; a
+// push-pull first compares per-bucket digests of the two lists and sends only
+// the members of buckets that differ. Medley's feedback shortens the
+// detection tail: a near member not heard from for a while, or suspected by
+// another node, is probed (passive), and a node probed too rarely asks its
+// near members to probe it more (active).
 //
 // Sans-IO: time, timers and randomness from the Env; messages through the
 // Messenger (body type Envelope.membership), which this object owns the
@@ -121,6 +127,19 @@ class Medley final : public MemberView {
 
   void tick();
   void start_probe();
+  // Passive feedback: the near live member heard from longest ago, if that
+  // is over passive_feedback_after (and it was not passive-probed since).
+  std::optional<core::NodeId> passive_feedback_target() const;
+  // Within passive_feedback_radius_hops, with passive feedback on.
+  bool near_for_feedback(core::NodeId id) const;
+  // Active feedback: a probe of this node arrived.
+  void note_probed(core::NodeId from, uint64_t seq);
+  // Active feedback: whether this node is probed too rarely (its moving
+  // average gap between probes, with the open gap, over active_feedback_gap).
+  bool rarely_probed() const;
+  void grant_boost(core::NodeId member);
+  void expire_boosts();
+  void send_ping(core::NodeId target, uint64_t seq);
   void probe_indirect(uint64_t seq);
   void finish_probe();
   void reconnect();
@@ -130,8 +149,15 @@ class Medley final : public MemberView {
   void reap();
   void join_attempt();
 
-  // Pulls `peer`'s full list chunk by chunk, starting after `after`.
-  void sync_from(core::NodeId peer, bool reverse, core::NodeId after);
+  // What a pull asks for: the whole list, or the members of the buckets
+  // where the peer's digest differs from ours. Join attempts ask for the
+  // whole list: their contact is either not a member yet (a joiner knows
+  // nobody, another group shares nothing) or crashed, and a request to a
+  // crashed node is retransmitted until its deadline, so it stays small.
+  enum class Pull : uint8_t { whole_list, differences };
+  // Pulls `peer`'s list chunk by chunk, starting after `after`.
+  void sync_from(core::NodeId peer, bool reverse, core::NodeId after, Pull pull);
+  MemberDigest digest() const;
 
   void merge_updates(const google::protobuf::RepeatedPtrField<proto::MemberRecord>& updates);
   void merge(const MemberRecord& record, bool from_sync);
@@ -179,6 +205,14 @@ class Medley final : public MemberView {
   std::set<core::NodeId> reconnect_soon_;  // failed members to ping soon (refused revivals)
   std::map<core::NodeId, uint32_t> silent_probes_;  // alive members: silent probes in a row
   uint32_t fast_push_pulls_ = 0;  // push-pulls left at the unscaled interval
+  std::map<core::NodeId, core::TimePoint> passive_probed_;  // last passive-feedback probe, by member
+  // Active feedback: the last probe of this node, who sent it (a second
+  // direct ping of the same probe is not a new probe), and the moving
+  // average of the gaps between probes, in microseconds.
+  std::optional<core::TimePoint> last_probed_;
+  std::pair<core::NodeId, uint64_t> last_probe_of_me_{};
+  std::optional<double> probe_gap_average_us_;
+  std::map<core::NodeId, core::TimePoint> boosted_until_;  // members that asked to be probed more
   std::set<uint64_t> pending_requests_;  // messenger msg_ids, cancelled on destruction
 
   std::map<ListenerHandle, Listener> listeners_;
@@ -201,6 +235,9 @@ class Medley final : public MemberView {
   core::Counter& refutations_;
   core::Counter& decode_errors_;
   core::Counter& syncs_;
+  core::Counter& digest_matches_;  // sync requests answered with nothing: the lists agreed
+  core::Counter& passive_probes_;
+  core::Counter& boosts_granted_;
   core::Histogram& message_bytes_;  // membership body bytes per message sent
   // The series of every message sent, by type, and of the records piggy-
   // backed on them, by state (alive, suspect, failed, left), each found on

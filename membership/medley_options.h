@@ -67,6 +67,28 @@ struct MedleyOptions {
   uint32_t silence_radius_hops = 6;
   uint32_t far_nacks_to_suspect = 2;
 
+  // Medley's feedback for the detection tail. Passive: a live member within
+  // passive_feedback_radius_hops not heard from (no message or ack from it)
+  // for passive_feedback_after is probed next, ahead of the skewed draw, and
+  // so is one another node suspects (its confirmations shorten the
+  // suspicion; a crashed node with two neighbours otherwise has two
+  // accusers). The radius keeps that from turning into probing every member
+  // every 40 s, which at 400 members is SWIM's traffic, and beyond
+  // silence_radius_hops an unanswered probe proves nothing anyway. 0 s: off.
+  core::Duration passive_feedback_after = std::chrono::seconds(40);
+  uint32_t passive_feedback_radius_hops = 2;
+  // Active: this node keeps a moving average (weight active_feedback_alpha)
+  // of the gap between the probes it receives, the gap still open counted
+  // once it is longer. While that is above active_feedback_gap (a corner
+  // node with few neighbours), its pings to members within
+  // active_feedback_radius_hops ask them to multiply its probe weight by
+  // active_feedback_boost for active_feedback_hold. 0 s gap: off.
+  core::Duration active_feedback_gap = std::chrono::seconds(8);
+  double active_feedback_alpha = 0.125;
+  uint32_t active_feedback_radius_hops = 2;
+  double active_feedback_boost = 4.0;
+  core::Duration active_feedback_hold = std::chrono::seconds(30);
+
   // Suspicion (Lifeguard): starts at max = suspicion_max_mult * min and
   // shrinks toward min = suspicion_mult * max(1, log10 N) * probe_period as
   // independent accusers confirm it.
@@ -95,6 +117,13 @@ struct MedleyOptions {
   // After this node learns of a joined member, this many push-pulls run at
   // the unscaled interval.
   uint32_t push_pull_fast_rounds = 2;
+  // Digest-based push-pull: a sync request carries per-bucket hashes of the
+  // requester's table (membership/member_digest.h), about this many members
+  // per bucket, at most CodecLimits::max_digest_buckets buckets; only the
+  // members of buckets that differ travel back, and nothing when all match.
+  // Smaller buckets send fewer needless records per difference but a longer
+  // digest. 0: whole lists (as an older node asks).
+  size_t push_pull_members_per_bucket = 4;
   // Serf-style reconnect: every interval, probe one failed member so lists
   // merge after a partition heals (the probe carries the member's failed
   // record; a live member refutes it).

@@ -146,6 +146,9 @@ core::Expected<proto::MembershipBody, std::string> decode_body(std::string_view 
       auto sender = from_wire(body.sync_request().sender(), limits);
       if (!sender) return fail(sender.error());
       if (sender->member.state != MemberState::alive) return fail("sync sender not alive");
+      if (static_cast<size_t>(body.sync_request().bucket_digests_size()) > limits.max_digest_buckets) {
+        return fail("too many digest buckets");
+      }
       break;
     }
     case proto::MembershipBody::kSyncResponse: {

@@ -17,6 +17,7 @@ struct CodecLimits {
   size_t max_metadata_entries = 16;
   size_t max_metadata_bytes = 384;
   size_t max_records = 256;  // per message (a sync chunk is far smaller in practice)
+  size_t max_digest_buckets = 256;  // per sync request: 1 KB of hashes, within a datagram
 };
 
 void to_wire(const MemberRecord& record, proto::MemberRecord* out);

@@ -20,6 +20,9 @@ size_t weighted_index(const std::vector<double>& weights, double sum, core::Rng&
   return 0;
 }
 
+// At most this chance per draw goes to one boosted member.
+constexpr double kMaxBoostChance = 0.5;
+
 uint64_t total_copies(const std::vector<double>& weights, double scale) {
   uint64_t total = 0;
   for (double w : weights) total += std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(w * scale - 1e-9)));
@@ -106,6 +109,16 @@ void ProbeTargetSelector::set_members(const std::vector<core::NodeId>& members, 
   }
 }
 
+void ProbeTargetSelector::boost(core::NodeId id, double factor, const HopDistances& distances) {
+  if (factor <= 1.0 || boosts_.contains(id) || !member_set_.contains(id)) return;
+  const std::vector<double> weights = distance_weights(members_, distances, alpha_);
+  const size_t index = static_cast<size_t>(std::lower_bound(members_.begin(), members_.end(), id) - members_.begin());
+  // Drawn first with this chance each time, the member's share grows from
+  // w to about factor * w; capped so a boosted neighbour never crowds out
+  // the rest.
+  boosts_.emplace(id, std::min(kMaxBoostChance, (factor - 1.0) * weights[index]));
+}
+
 void ProbeTargetSelector::refill(const HopDistances& distances, core::Rng& rng) {
   const std::vector<double> weights = distance_weights(members_, distances, alpha_);
   const std::vector<uint64_t> copies = bag_copies(weights, round_limit());
@@ -118,6 +131,9 @@ void ProbeTargetSelector::refill(const HopDistances& distances, core::Rng& rng) 
 
 std::optional<core::NodeId> ProbeTargetSelector::next(const HopDistances& distances, core::Rng& rng) {
   if (members_.empty()) return std::nullopt;
+  for (const auto& [id, chance] : boosts_) {
+    if (member_set_.contains(id) && rng.unit() < chance) return id;
+  }
   if (order_ == ProbeOrder::independent) {
     const std::vector<double> weights = distance_weights(members_, distances, alpha_);
     return members_[weighted_index(weights, 1.0, rng)];

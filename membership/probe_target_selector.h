@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <vector>
@@ -39,6 +40,17 @@ class ProbeTargetSelector {
   void set_members(const std::vector<core::NodeId>& members, const HopDistances& distances, core::Rng& rng);
   std::optional<core::NodeId> next(const HopDistances& distances, core::Rng& rng);
 
+  // Multiplies `id`'s share of the draws by about `factor` (> 1) until
+  // end_boost(id) (Medley's active feedback: a member probed too rarely
+  // asked for it): each draw first picks it with chance (factor - 1) * w,
+  // w its weight, at most one half. Drawn apart from the bag, so the boost
+  // starts and ends at once (a bag round can last thousands of periods)
+  // and leaves the round's completeness bound alone. Boosting a boosted
+  // member, or one not among the candidates, changes nothing.
+  void boost(core::NodeId id, double factor, const HopDistances& distances);
+  void end_boost(core::NodeId id) { boosts_.erase(id); }
+  bool boosted(core::NodeId id) const { return boosts_.contains(id); }
+
   // Bag size of the round being drawn (0 in independent order).
   size_t round_size() const { return round_size_; }
   size_t round_limit() const { return bag_limit_factor_ * members_.size(); }
@@ -52,6 +64,7 @@ class ProbeTargetSelector {
   std::vector<core::NodeId> members_;  // sorted
   std::set<core::NodeId> member_set_;
   std::vector<core::NodeId> bag_;      // drawn from the back
+  std::map<core::NodeId, double> boosts_;  // extra chance per draw, by member
   size_t round_size_ = 0;
   size_t round_members_ = 0;  // members when the round was built
 };

@@ -94,6 +94,54 @@ void sweep(const SimScenario& scenario, uint64_t first_seed, uint64_t count) {
       });
 }
 
+// A group born with one member (genesis on a node whose view held only
+// itself, as while a mesh boots) hands over to k members as soon as its
+// leader's view has them, even with nothing written to it meanwhile; the
+// one node's crash then loses nothing it acknowledged. Before, only a
+// commit or a member failure made the leader check its size, so such a group
+// could stay on one node until its epoch ended (KgroupAgentSim's genesis
+// sweep, seed 33, once Medley's feedback declared that node failed before
+// it came back: a second group of the target was created).
+TEST(MigrationSim, UndersizedGroupHandsOverWhenTheViewGrows) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    sim::KgroupWorldOptions options = world_options({7, 3, 0.0});
+    options.epoch_length = std::chrono::hours(1);
+    KgroupWorld world(seed, options);
+    GroupConfig config;
+    config.target = GroupTarget{TargetKind::device, "lonely"};
+    config.members = {world.id(0)};
+    world.add_group(config);
+    const std::string target = config.target.to_string();
+    world.boot(0);  // alone: its view holds only itself
+    world.run_for(milliseconds(1000));
+    GroupReplica* alone = world.replica(0, config);
+    ASSERT_NE(alone, nullptr) << "seed " << seed;
+    std::optional<SubmitResult> result;
+    const uint64_t value = world.submit(*alone, target, [&](const SubmitResult& r) { result = r; });
+    world.run_for(milliseconds(500));
+    ASSERT_TRUE(result && result->status == SubmitStatus::committed) << "seed " << seed;
+
+    for (size_t i = 1; i < world.size(); ++i) {
+      world.boot(i);
+      world.announce_alive(i);
+    }
+    world.run_for(milliseconds(2000));  // no writes meanwhile
+    const auto latest = world.newest(target);
+    ASSERT_TRUE(latest) << "seed " << seed;
+    EXPECT_GE(latest->generation(), 1u) << "seed " << seed << ": the one-member group never handed over";
+
+    world.crash(0);
+    world.announce_failed(0);
+    world.run_for(milliseconds(3000));
+    GroupReplica* leader = world.serving_leader(target);
+    ASSERT_NE(leader, nullptr) << "seed " << seed << ": no group of " << target << " serves without n0";
+    EXPECT_EQ(leader->config().members.size(), 3u) << "seed " << seed;
+    EXPECT_TRUE(KgroupWorld::counter_log(*leader).position_of(value).has_value())
+        << "seed " << seed << ": the acknowledged write is gone with n0";
+    EXPECT_TRUE(world.checker().failures().empty()) << "seed " << seed;
+  }
+}
+
 TEST(MigrationSim, K3EpochsUnderLoad) { sweep({7, 3, 0.0}, 10000, 100); }
 TEST(MigrationSim, K3EpochsUnderLoadLossy) { sweep({7, 3, 0.02}, 11000, 100); }
 TEST(MigrationSim, K5EpochsUnderLoad) { sweep({9, 5, 0.01}, 12000, 100); }

@@ -1,10 +1,14 @@
 // Medley's protocol rules on tiny meshes without loss: a node refutes a
 // suspicion of itself by raising its incarnation, garbage is counted and
 // dropped, local health rises when probes fail and falls when they succeed,
-// and a list larger than one datagram is pulled in chunks.
+// a list larger than one datagram is pulled in chunks, a push-pull sends
+// only the members whose digest bucket differs, and Medley's passive and
+// active feedback probe silent near members and rarely probed nodes.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
+#include <utility>
 
 #include "core/log.h"
 #include "proto/wire.pb.h"
@@ -221,6 +225,238 @@ TEST(Medley, LargeListIsPulledInChunks) {
   size_t with_summary = 0;
   for (const Member& m : world.medley(world.size() - 1)->live_members()) with_summary += m.metadata.count("summary");
   EXPECT_EQ(with_summary, world.size() - 1);
+}
+
+// Stands in for a node at `index` of the world's topology without Medley:
+// sends hand-made sync requests from that address and answers every pull
+// with an empty list, keeping the ones it got.
+class SyncProbe {
+ public:
+  SyncProbe(MedleyWorld& world, size_t index)
+      : world_(world),
+        self_(world.id(index)),
+        env_(world.simulator(), 99, static_cast<uint32_t>(index), 0),
+        messenger_(env_, world.routing().transport(self_), metrics_, core::Messenger::Options{}) {
+    world.network().set_node_up(self_, true);
+    messenger_.serve(kBodyType, [this](const core::Message& m, core::Responder responder) {
+      auto body = decode_body(m.body, CodecLimits{});
+      if (body && body->kind_case() == proto::MembershipBody::kSyncRequest) {
+        pulls_.emplace_back(m.src, body->sync_request());
+      }
+      proto::MembershipBody reply;
+      reply.mutable_sync_response();
+      responder.respond(reply.SerializeAsString());
+    });
+  }
+
+  MemberRecord self_record() const {
+    MemberRecord r;
+    r.member.id = self_;
+    r.member.name = "probe";
+    r.has_info = true;
+    return r;
+  }
+
+  // One request to `to`, the world run until it is answered.
+  std::optional<proto::SyncResponse> pull(core::NodeId to, const std::vector<uint32_t>& digests) {
+    proto::MembershipBody body;
+    proto::SyncRequest* req = body.mutable_sync_request();
+    to_wire(self_record(), req->mutable_sender());
+    req->set_reverse(true);
+    for (uint32_t hash : digests) req->add_bucket_digests(hash);
+    std::optional<proto::SyncResponse> out;
+    messenger_.request(to, kBodyType, body.SerializeAsString(), [&out](const core::RequestResult& result) {
+      if (result.status != core::RequestStatus::ok) return;
+      auto response = decode_body(result.response.body, CodecLimits{});
+      if (response && response->kind_case() == proto::MembershipBody::kSyncResponse) out = response->sync_response();
+    });
+    world_.run_for(std::chrono::milliseconds(200));
+    return out;
+  }
+
+  // The pulls `from` made of this node (not join attempts: those ask for a
+  // reverse pull), and forgets them.
+  std::vector<proto::SyncRequest> take_pulls_from(core::NodeId from) {
+    std::vector<proto::SyncRequest> out;
+    for (const auto& [src, req] : pulls_) {
+      if (src == from && !req.reverse()) out.push_back(req);
+    }
+    pulls_.clear();
+    return out;
+  }
+
+ private:
+  MedleyWorld& world_;
+  core::NodeId self_;
+  sim::SimEnv env_;
+  core::Metrics metrics_;
+  core::Messenger messenger_;
+  std::vector<std::pair<core::NodeId, proto::SyncRequest>> pulls_;
+};
+
+// A request without digests (an older node) gets the whole list; with the
+// digest of an equal list, nothing and no pull back; with one bucket
+// differing, only that bucket's members, and a pull back carrying the
+// responder's own digest.
+TEST(Medley, DigestPushPullSendsOnlyDifferingBuckets) {
+  constexpr size_t kBuckets = 3;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    MedleyWorld world(sim::line(6), seed, WorldOptions{});
+    for (size_t i = 0; i < 5; ++i) world.boot(i);
+    world.run_for(seconds(20));
+    SyncProbe probe(world, 5);
+    const core::NodeId responder = world.id(1);
+
+    const auto full = probe.pull(responder, {});
+    ASSERT_TRUE(full) << "seed=" << seed;
+    EXPECT_EQ(static_cast<size_t>(full->members_size()), world.medley(1)->status(true).size()) << "seed=" << seed;
+    MemberTable copy(probe.self_record().member);
+    for (const auto& wire : full->members()) {
+      auto record = from_wire(wire, CodecLimits{});
+      ASSERT_TRUE(record);
+      if (record->member.id != copy.self()) copy.apply(*record, core::TimePoint{});
+    }
+    const MemberDigest digest(copy, kBuckets);
+    probe.take_pulls_from(responder);
+
+    const auto agreed = probe.pull(responder, digest.hashes());
+    ASSERT_TRUE(agreed) << "seed=" << seed;
+    EXPECT_EQ(agreed->members_size(), 0) << "seed=" << seed;
+    EXPECT_FALSE(agreed->more()) << "seed=" << seed;
+    EXPECT_EQ(world.metrics(1)->total("membership_sync_digest_matches_total"), 1u) << "seed=" << seed;
+    EXPECT_TRUE(probe.take_pulls_from(responder).empty()) << "seed=" << seed;
+
+    std::vector<uint32_t> one_off = digest.hashes();
+    const size_t bucket = MemberDigest::bucket_of(world.id(3), kBuckets);
+    one_off[bucket] ^= 1;
+    const auto differing = probe.pull(responder, one_off);
+    ASSERT_TRUE(differing) << "seed=" << seed;
+    EXPECT_LT(differing->members_size(), full->members_size()) << "seed=" << seed;
+    bool has_member_3 = false;
+    for (const auto& wire : differing->members()) {
+      EXPECT_EQ(MemberDigest::bucket_of(core::NodeId(wire.id()), kBuckets), bucket) << "seed=" << seed;
+      has_member_3 = has_member_3 || core::NodeId(wire.id()) == world.id(3);
+    }
+    EXPECT_TRUE(has_member_3) << "seed=" << seed;
+    const auto back = probe.take_pulls_from(responder);
+    ASSERT_EQ(back.size(), 1u) << "seed=" << seed;
+    EXPECT_GT(back[0].bucket_digests_size(), 0) << "seed=" << seed;
+  }
+}
+
+// With piggy-backing off, push-pull alone spreads every node's new metadata
+// to every node, digests or not; with digests it sends far fewer bytes.
+TEST(Medley, DigestPushPullConvergesWithFewerBytes) {
+  std::map<size_t, uint64_t> response_bytes;  // by members per bucket
+  for (size_t per_bucket : {size_t{4}, size_t{0}}) {
+    WorldOptions options;
+    options.medley.max_piggyback = 0;
+    options.medley.push_pull_interval = seconds(5);
+    options.medley.push_pull_scale_threshold = 0;
+    options.medley.push_pull_members_per_bucket = per_bucket;
+    MedleyWorld world(sim::grid_for(16), 1, options);
+    boot_all(world);
+    world.run_for(seconds(120));
+    ASSERT_TRUE(everyone_sees_everyone(world)) << "per_bucket=" << per_bucket;
+    auto sync_response_bytes = [&world] {
+      uint64_t total = 0;
+      for (size_t i = 0; i < world.size(); ++i) {
+        total += world.metrics(i)->counter("membership_sent_bytes_total", {{"type", "sync_response"}}).value();
+      }
+      return total;
+    };
+    const uint64_t before = sync_response_bytes();
+    for (size_t i = 0; i < world.size(); ++i) ASSERT_TRUE(world.medley(i)->set_metadata("v", std::to_string(i)));
+    world.run_for(seconds(150));
+    response_bytes[per_bucket] = sync_response_bytes() - before;
+    for (size_t i = 0; i < world.size(); ++i) {
+      for (size_t j = 0; j < world.size(); ++j) {
+        const auto m = world.medley(i)->member(world.id(j));
+        ASSERT_TRUE(m) << "per_bucket=" << per_bucket;
+        EXPECT_EQ(m->metadata.count("v") != 0 ? m->metadata.at("v") : "", std::to_string(j))
+            << "per_bucket=" << per_bucket << " observer=" << i << " member=" << j;
+      }
+    }
+  }
+  EXPECT_LT(2 * response_bytes[4], response_bytes[0]);
+}
+
+// Passive feedback: with a steep skew (alpha 12) node 0 probes node 2, two
+// hops away, about once per bag round (hundreds of periods) and hears from
+// it as rarely; passive feedback probes it once it has been silent for
+// passive_feedback_after.
+TEST(Medley, PassiveFeedbackProbesASilentNearMember) {
+  constexpr auto kAfter = seconds(10);
+  for (bool passive : {true, false}) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      WorldOptions options;
+      options.medley.alpha = 12;
+      options.medley.bag_limit_factor = 100;
+      options.medley.passive_feedback_after = passive ? core::Duration(kAfter) : core::Duration::zero();
+      options.medley.passive_feedback_radius_hops = 2;
+      MedleyWorld world(sim::line(4), seed, options);
+      boot_all(world);
+      world.run_for(seconds(30));
+      core::Duration longest_silence{};
+      for (int s = 0; s < 300; ++s) {
+        world.run_for(seconds(1));
+        for (const auto& status : world.medley(0)->status(false)) {
+          if (status.member.id != world.id(2)) continue;
+          const core::TimePoint heard = status.last_heard.value_or(core::TimePoint{});
+          longest_silence = std::max(longest_silence, world.simulator().now() - heard);
+        }
+      }
+      const uint64_t passive_probes = world.metrics(0)->total("membership_passive_feedback_probes_total");
+      if (passive) {
+        EXPECT_GT(passive_probes, 0u) << "seed=" << seed;
+        EXPECT_LE(longest_silence, kAfter + seconds(3)) << "seed=" << seed;
+      } else {
+        EXPECT_EQ(passive_probes, 0u) << "seed=" << seed;
+        EXPECT_GT(longest_silence, kAfter + seconds(3)) << "seed=" << seed;
+      }
+    }
+  }
+}
+
+// Active feedback: a leaf of a 16-leaf star is probed by the hub once every
+// 16 periods on average and by the other leaves (two hops, alpha 12, one
+// probe per 1 600-period round) almost never, so it asks the hub to probe it
+// more, and the hub boosts it for a while. On a
+// short line every node is probed every period or two and nobody asks.
+TEST(Medley, RarelyProbedNodeIsBoostedByItsNeighbours) {
+  sim::Topology star;
+  star.kind = "star";
+  star.positions.push_back({0, 0, 0});
+  for (int leaf = 1; leaf <= 16; ++leaf) {
+    star.positions.push_back({static_cast<double>(leaf), 1, 0});
+    star.edges.emplace_back(0, leaf);
+  }
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    WorldOptions options;
+    options.medley.alpha = 12;
+    options.medley.bag_limit_factor = 100;
+    MedleyWorld world(star, seed, options);
+    boot_all(world);
+    // A boosted leaf is probed about four times as often, stops asking,
+    // and the boost lapses after active_feedback_hold: look all along.
+    std::set<size_t> boosted_leaves;
+    for (int s = 0; s < 120; ++s) {
+      world.run_for(seconds(1));
+      for (size_t leaf = 1; leaf < world.size(); ++leaf) {
+        if (world.medley(0)->selector().boosted(world.id(leaf))) boosted_leaves.insert(leaf);
+      }
+    }
+    EXPECT_GT(world.metrics(0)->total("membership_probe_boosts_granted_total"), 0u) << "seed=" << seed;
+    EXPECT_GT(boosted_leaves.size(), 0u) << "seed=" << seed;
+
+    MedleyWorld line(sim::line(5), seed, WorldOptions{});
+    boot_all(line);
+    line.run_for(seconds(120));
+    for (size_t i = 0; i < line.size(); ++i) {
+      EXPECT_EQ(line.metrics(i)->total("membership_probe_boosts_granted_total"), 0u)
+          << "seed=" << seed << " node=" << i;
+    }
+  }
 }
 
 }  // namespace

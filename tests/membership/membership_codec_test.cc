@@ -111,6 +111,22 @@ TEST(MembershipCodec, RejectsBadBodies) {
   EXPECT_FALSE(decode_body(body.SerializeAsString(), limits)) << "too many records";
 }
 
+// A digest-based sync request: bounded by max_digest_buckets, which keeps the
+// request within a datagram.
+TEST(MembershipCodec, SyncRequestDigestIsBounded) {
+  const CodecLimits limits;
+  proto::MembershipBody body;
+  to_wire(alive_record(), body.mutable_sync_request()->mutable_sender());
+  for (size_t i = 0; i < limits.max_digest_buckets; ++i) body.mutable_sync_request()->add_bucket_digests(0x9e3779b9u);
+  const std::string at_limit = body.SerializeAsString();
+  auto decoded = decode_body(at_limit, limits);
+  ASSERT_TRUE(decoded) << decoded.error();
+  EXPECT_EQ(static_cast<size_t>(decoded->sync_request().bucket_digests_size()), limits.max_digest_buckets);
+  EXPECT_LT(at_limit.size(), 1200u);
+  body.mutable_sync_request()->add_bucket_digests(1);
+  EXPECT_FALSE(decode_body(body.SerializeAsString(), limits)) << "too many digest buckets";
+}
+
 TEST(MembershipCodec, RandomBytesNeverCrash) {
   core::Rng rng(7);
   proto::MemberRecord good;

@@ -136,6 +136,34 @@ TEST(ProbeTargetSelector, ExactBagMatchesInversePower) {
   }
 }
 
+// Active feedback: a boosted member is drawn about `factor` times as often
+// as before in both orders, at once, and as before once the boost ends.
+TEST(ProbeTargetSelector, BoostRaisesAMembersShare) {
+  FixedHops d;
+  const auto members = members_at({1, 1, 1, 1, 1, 1, 1, 2}, d);
+  const core::NodeId far = members.back();  // weight 1/8 of a neighbour's at alpha 3
+  for (ProbeOrder order : {ProbeOrder::bag, ProbeOrder::independent}) {
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      core::Rng rng(seed);
+      ProbeTargetSelector selector(3.0, order, 1000);
+      selector.set_members(members, d, rng);
+      auto share_of_far = [&](int draws) {
+        int hits = 0;
+        for (int i = 0; i < draws; ++i) hits += *selector.next(d, rng) == far ? 1 : 0;
+        return static_cast<double>(hits) / draws;
+      };
+      const double before = share_of_far(2000);
+      selector.boost(far, 4.0, d);
+      EXPECT_TRUE(selector.boosted(far));
+      const double boosted = share_of_far(2000);
+      selector.end_boost(far);
+      const double after = share_of_far(2000);
+      EXPECT_GT(boosted, 2.5 * before) << "seed=" << seed << " order=" << static_cast<int>(order);
+      EXPECT_LT(after, 2.0 * before) << "seed=" << seed << " order=" << static_cast<int>(order);
+    }
+  }
+}
+
 TEST(ProbeTargetSelector, BagFlattenedToLimitKeepsOrder) {
   FixedHops d;
   const auto members = members_at(kHops, d);
