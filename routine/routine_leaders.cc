@@ -916,11 +916,10 @@ void RoutineLeaders::acquire_stage(const SessionKey& key, uint64_t seq, const st
   });
 }
 
-bool RoutineLeaders::may_ask(const std::string& holder, const std::string& device, AskKind kind) {
+bool RoutineLeaders::may_ask(const std::string& holder, const std::string& device) {
   const core::TimePoint now = env_.now();
   std::erase_if(asked_at_, [&](const auto& asked) { return now - asked.second >= options_.poll_interval; });
-  return asked_at_.emplace(fmt::format("{} {} {}", holder, device, kind == AskKind::place ? "place" : "take"), now)
-      .second;
+  return asked_at_.emplace(holder + " " + device, now).second;
 }
 
 void RoutineLeaders::collect_grants(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices,
@@ -968,7 +967,7 @@ void RoutineLeaders::collect_grants(const SessionKey& key, uint64_t seq, const s
                   } else if (reply) {
                     NotHeld action = not_held(device, reply->lock());
                     if (action.stop && !round->stop_reason) round->stop_reason = std::move(action.stop);
-                    if (action.ask && may_ask(holder, device, AskKind::take)) {
+                    if (action.ask && may_ask(holder, device)) {
                       ++round->awaiting;
                       write_device(device, std::move(*action.ask), [round, finish, alive](const auto& written) {
                         if (!*alive) return;

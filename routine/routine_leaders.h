@@ -361,12 +361,10 @@ class RoutineLeaders {
   };
   using OnNotHeld = std::function<NotHeld(const std::string& device, const proto::LockStatusMsg& status)>;
   void collect_grants(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices, OnNotHeld not_held);
-  // Whether `holder` may send a request of this `kind` (a place in a
-  // lineage, or the lock itself) for `device` now: once per poll_interval,
-  // so a request that changes nothing (a full queue) is not repeated at
-  // every read.
-  enum class AskKind { place, take };
-  bool may_ask(const std::string& holder, const std::string& device, AskKind kind);
+  // Whether `holder` may send a lock request for `device` now: once per
+  // poll_interval, so a request that changes nothing (a full queue) is not
+  // repeated at every read.
+  bool may_ask(const std::string& holder, const std::string& device);
   // The lock request of an invocation for `device` (wait: queued if held).
   std::string lock_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool wait) const;
   // Wound-wait: if the holder `status` names started after this invocation,
@@ -543,7 +541,7 @@ class RoutineLeaders {
   std::map<std::string, core::TimePoint> unled_claims_since_;  // holder -> since no session here drives it
   // Locks device leaders answered a renewal about as lost: holder -> device -> token.
   std::map<std::string, std::map<std::string, uint64_t>> lost_locks_;
-  // Requests sent while placing or collecting grants: "HOLDER DEVICE KIND" -> when.
+  // Lock requests sent while collecting grants: "HOLDER DEVICE" -> when.
   std::map<std::string, core::TimePoint> asked_at_;
   // Wounds sent: "HOLDER DEVICE TOKEN" -> when (sent again after request_timeout).
   std::map<std::string, core::TimePoint> wounds_sent_;

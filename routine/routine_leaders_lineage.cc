@@ -190,7 +190,7 @@ void RoutineLeaders::place_everywhere(const SessionKey& key, uint64_t seq, const
               ++round->placed;
             } else if (below_floor(key_us, holder, lock)) {
               round->refused_by = device;
-            } else if (may_ask(holder, device, AskKind::place)) {
+            } else if (may_ask(holder, device)) {
               ++round->awaiting;
               write_device(device, place_payload(key, seq, device, all_from_start, all_from_start, 0),
                            [round, finish, alive](const auto& written) {
