@@ -71,6 +71,7 @@ proto::CommandRecordMsg to_proto(const DeviceGroupState::Command& command) {
   msg.set_after_lease(command.after_lease);
   msg.set_accepted_position(command.accepted_position);
   msg.set_actuating(command.actuating);
+  msg.set_actuated_position(command.actuated_position);
   *msg.mutable_outcome() = command.outcome;
   return msg;
 }
@@ -143,6 +144,7 @@ void DeviceGroupState::apply_update(std::string_view update) {
         return;
       }
       it->second.actuating = true;
+      it->second.actuated_position = position_;
       record_state_before(it->second);
       return;
     }
@@ -252,23 +254,23 @@ std::optional<std::string> DeviceGroupState::restore_after_lease(Command& undo) 
 
 void DeviceGroupState::hand_over_undo_value(const Command& undo, const std::string& attribute, const Value& value) {
   // The routine's own last write of the attribute, then the first command
-  // of another holder that wrote it after that.
+  // of another holder that wrote it after that, both in the order they
+  // began actuating (commands refused before that wrote nothing).
   uint64_t own_position = 0;
   for (const auto& [id, command] : commands_) {
     if (command.device == undo.device && command.lock_holder == undo.lock_holder && !command.after_lease &&
-        (command.actuating || command.done()) && command.values.count(attribute) != 0) {
-      own_position = std::max(own_position, command.accepted_position);
+        command.actuated_position != 0 && command.values.count(attribute) != 0) {
+      own_position = std::max(own_position, command.actuated_position);
     }
   }
   if (own_position == 0) return;  // forgotten: nothing to hand over to
   Command* overwriter = nullptr;
   for (auto& [id, command] : commands_) {
     if (command.device != undo.device || command.lock_holder == undo.lock_holder ||
-        command.accepted_position <= own_position || !(command.actuating || command.done()) ||
-        command.values.count(attribute) == 0) {
+        command.actuated_position <= own_position || command.values.count(attribute) == 0) {
       continue;
     }
-    if (overwriter == nullptr || command.accepted_position < overwriter->accepted_position) overwriter = &command;
+    if (overwriter == nullptr || command.actuated_position < overwriter->actuated_position) overwriter = &command;
   }
   if (overwriter == nullptr) return;
   Attributes before = from_proto(overwriter->outcome.state_before());
@@ -525,6 +527,7 @@ bool DeviceGroupState::restore(std::string_view snapshot) {
     command.after_lease = msg.after_lease();
     command.accepted_position = msg.accepted_position();
     command.actuating = msg.actuating();
+    command.actuated_position = msg.actuated_position();
     command.outcome = msg.outcome();
     if (command.id.empty() || !commands.emplace(command.id, command).second) return false;
     if (command.done()) finished.push_back(command.id);

@@ -114,6 +114,10 @@ class DeviceGroupState : public kgroup::ClientStateMachine {
     bool after_lease = false;
     uint64_t accepted_position = 0;
     bool actuating = false;
+    // When it began actuating (0: never): the order in which commands wrote
+    // the device. Not accepted_position: a command sent first may begin
+    // actuating later, and one refused before actuating wrote nothing.
+    uint64_t actuated_position = 0;
     proto::CommandOutcome outcome;  // status COMMAND_PENDING until done
     bool done() const { return outcome.status() != proto::COMMAND_PENDING; }
   };

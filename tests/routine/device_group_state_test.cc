@@ -527,5 +527,26 @@ TEST_F(DeviceGroupStateAfterLease, IsRefusedWhenEveryAttributeWasOverwrittenAndN
   EXPECT_TRUE(state_.command("r2#1#0.undo")->actuating);
 }
 
+TEST_F(DeviceGroupStateAfterLease, HandsTheUndoValueToTheFirstCommandThatWroteNotOneRefusedBeforeWriting) {
+  apply(observed("lamp", true, {{"power", false}}));
+  lock("r1#1");
+  run("r1#1#0", "r1#1", {{"power", true}}, false, true);
+  unlock("r1#1");
+  // Sent after r1's write, but refused without a lock: it wrote nothing.
+  run("r3#1#0", "r3#1", {{"power", false}}, false, false);
+  ASSERT_EQ(state_.command("r3#1#0")->outcome.status(), proto::COMMAND_FENCED);
+  lock("r2#1");
+  run("r2#1#0", "r2#1", {{"power", true}}, false, true);
+  run("r1#1#0.undo", "r1#1", {{"power", false}}, true, false);
+  EXPECT_EQ(state_.command("r1#1#0.undo")->outcome.status(), proto::COMMAND_REFUSED);
+  // r2 overwrote r1: were r2 to abort, it restores what was there before r1.
+  EXPECT_EQ(from_proto(state_.command("r2#1#0")->outcome.state_before()), (Attributes{{"power", false}}));
+  EXPECT_EQ(state_.command("r3#1#0")->actuated_position, 0u);
+  DeviceGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.command("r2#1#0")->actuated_position, state_.command("r2#1#0")->actuated_position);
+  EXPECT_GT(copy.command("r2#1#0")->actuated_position, copy.command("r1#1#0")->actuated_position);
+}
+
 }  // namespace
 }  // namespace mesh::routine
