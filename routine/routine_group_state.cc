@@ -56,6 +56,7 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     held.set_resource(resource);
     held.set_token(grant.token);
     held.set_holder(grant.holder);
+    held.set_for_rollback(grant.for_rollback);
   }
   msg.set_stop_reason(invocation.stop_reason);
   for (const auto& [index, result] : invocation.commands) {
@@ -86,6 +87,12 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     wound.set_by(invocation.wound->by);
     wound.set_by_started_us(invocation.wound->by_started_us);
   }
+  if (invocation.make_way) {
+    auto& make_way = *msg.mutable_make_way();
+    make_way.set_resource(invocation.make_way->resource);
+    make_way.set_by(invocation.make_way->by);
+    for (const auto& device : invocation.make_way->devices) make_way.add_devices(device);
+  }
   if (invocation.baseline) *msg.mutable_baseline() = to_proto(*invocation.baseline);
   msg.set_triggered_at_us(invocation.triggered_at_us);
   msg.set_serial_key_us(invocation.serial_key_us);
@@ -110,7 +117,9 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
   invocation.detail = msg.detail();
   for (const auto& lock : msg.locks()) invocation.locks[lock.device()] = lock.token();
   for (const auto& lock : msg.leased()) invocation.leased[lock.device()] = lock.token();
-  for (const auto& held : msg.resources()) invocation.resources[held.resource()] = {held.token(), held.holder()};
+  for (const auto& held : msg.resources()) {
+    invocation.resources[held.resource()] = {held.token(), held.holder(), held.for_rollback()};
+  }
   invocation.stop_reason = msg.stop_reason();
   for (int i = 0; i < msg.commands_size(); ++i) {
     auto& result = invocation.commands[msg.commands(i).index()];
@@ -133,6 +142,12 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
   if (msg.has_wound()) {
     invocation.wound = RoutineGroupState::Invocation::Wound{msg.wound().device(), msg.wound().token(), msg.wound().by(),
                                                             msg.wound().by_started_us()};
+  }
+  if (msg.has_make_way()) {
+    invocation.make_way =
+        RoutineGroupState::Invocation::MakeWay{msg.make_way().resource(),
+                                               msg.make_way().by(),
+                                               {msg.make_way().devices().begin(), msg.make_way().devices().end()}};
   }
   if (msg.has_baseline()) invocation.baseline = from_proto(msg.baseline());
   invocation.triggered_at_us = msg.triggered_at_us();
@@ -166,9 +181,26 @@ void RoutineGroupState::apply_update(std::string_view update) {
     case proto::RoutineUpdate::kStep:
       apply_step(decoded->step());
       return;
+    case proto::RoutineUpdate::kMakeWay:
+      apply_make_way(decoded->make_way());
+      return;
     case proto::RoutineUpdate::kHello:
     case proto::RoutineUpdate::KIND_NOT_SET:
       return;
+  }
+}
+
+void RoutineGroupState::apply_make_way(const proto::MakeWay& make_way) {
+  if (make_way.resource().empty() || make_way.by().empty() || make_way.devices().empty()) return;
+  for (auto& [seq, invocation] : invocations_) {
+    // Only invocations going forward: one rolling back needs no device it
+    // does not hold.
+    const bool running = invocation.phase == proto::PHASE_ACQUIRING_LOCKS || invocation.phase == proto::PHASE_EXECUTING;
+    if (!running || !invocation.abort_reason.empty() || invocation.resources.count(make_way.resource()) == 0) {
+      continue;
+    }
+    invocation.make_way =
+        Invocation::MakeWay{make_way.resource(), make_way.by(), {make_way.devices().begin(), make_way.devices().end()}};
   }
 }
 
@@ -243,14 +275,23 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
         invocation.locks.erase(step.lock_dropped());
       }
       return;
-    case proto::InvocationStep::kResourceHeld:
-      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS && !step.resource_held().resource().empty()) {
-        invocation.resources[step.resource_held().resource()] = {step.resource_held().token(),
-                                                                 step.resource_held().holder()};
-      }
+    case proto::InvocationStep::kResourceHeld: {
+      const proto::ResourceHeldStep& held = step.resource_held();
+      if (held.resource().empty()) return;
+      // Taken in order while acquiring; or taken again, one the invocation
+      // had, by a rollback that found its grant lost.
+      const bool acquiring = invocation.phase == proto::PHASE_ACQUIRING_LOCKS && !held.for_rollback();
+      const bool retaken = invocation.phase == proto::PHASE_EXECUTING && !invocation.abort_reason.empty() &&
+                           held.for_rollback() && invocation.resources.count(held.resource()) != 0;
+      if (acquiring || retaken) invocation.resources[held.resource()] = {held.token(), held.holder(), retaken};
       return;
+    }
     case proto::InvocationStep::kResourceDropped:
-      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS) invocation.resources.erase(step.resource_dropped());
+      if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS) {
+        invocation.resources.erase(step.resource_dropped());
+        if (invocation.make_way && invocation.make_way->resource == step.resource_dropped())
+          invocation.make_way.reset();
+      }
       return;
     case proto::InvocationStep::kStop:
       if ((invocation.phase == proto::PHASE_ACQUIRING_LOCKS || invocation.phase == proto::PHASE_EXECUTING) &&

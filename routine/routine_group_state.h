@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,7 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
   struct ResourceGrant {
     uint64_t token = 0;
     uint32_t holder = 0;  // NodeId value
+    bool for_rollback = false;  // taken again to roll back (ResourceHeldStep.for_rollback)
     bool operator==(const ResourceGrant&) const = default;
   };
   struct Invocation {
@@ -107,6 +109,16 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
       int64_t by_started_us = 0;
     };
     std::optional<Wound> wound;
+    // A rollback waits for a resource this invocation holds, while holding
+    // devices (proto::MakeWay): if this invocation waits for one of them,
+    // it gives the resource back (routine/routine_leaders.h). Cleared when
+    // the resource is dropped.
+    struct MakeWay {
+      std::string resource;
+      std::string by;
+      std::set<std::string> devices;
+    };
+    std::optional<MakeWay> make_way;
     // GSV, S-GSV: the watched devices' event counts at the start of
     // EXECUTING, committed before the plan and the first command.
     std::optional<AvailabilityBaseline> baseline;
@@ -158,6 +170,7 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
  private:
   void apply_update(std::string_view update);
   void apply_trigger(const proto::RoutineTrigger& trigger);
+  void apply_make_way(const proto::MakeWay& make_way);
   void apply_step(const proto::InvocationStep& step);
   static void hold_lock(Invocation& invocation, const proto::LockHeldStep& lock);
 

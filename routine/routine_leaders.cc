@@ -144,6 +144,7 @@ RoutineLeaders::RoutineLeaders(core::Env& env, kgroup::GroupHost& host, const kg
       failure_aborts_(metrics.counter("routine_failure_aborts_total")),
       lock_retries_(metrics.counter("routine_lock_retries_total")),
       wounds_(metrics.counter("routine_wounds_total")),
+      made_way_(metrics.counter("routine_made_way_total")),
       rekeys_(metrics.counter("routine_ev_rekeys_total")),
       pre_leases_(metrics.counter("routine_ev_pre_leases_total")),
       placement_ms_(metrics.histogram("routine_ev_placement_ms")),
@@ -436,6 +437,15 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
           return;
         }
       }
+      if (const auto why = blocks_a_rollback(invocation, devices)) {
+        core::log("routine").info(
+            "routine {} invocation {}: giving resource {} back and taking everything again: the rollback of {} "
+            "needs it, and {}",
+            routine_id(key), seq, invocation.make_way->resource, invocation.make_way->by, *why);
+        made_way_.add();
+        start_over(key, seq, devices);
+        return;
+      }
       for (const std::string& resource : resources_of(*spec)) {
         if (invocation.resources.count(resource) == 0) {
           take_resource(key, seq, holder, resource, devices);
@@ -478,11 +488,27 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
       const bool keyed = options_.visibility == Visibility::ev;
       const bool aggressive = !keyed && strategy_of(*spec) == LockStrategy::aggressive;
       if (invocation.abort_reason.empty()) {
-        if (const auto reason = lost_resource(invocation)) {
-          // Its device locks still fence everyone else off its devices, so
-          // undoing what ran restores exactly what was there: abort (roll
-          // back) rather than stop and leave a partial routine behind.
-          abort_running(key, invocation, combo_of(*spec, invocation), *reason);
+        const std::vector<ComboCommand> commands = combo_of(*spec, invocation);
+        const auto reason = lost_resource(invocation);
+        if (const auto why = blocks_a_rollback(invocation, devices);
+            why && invocation.commands.size() < commands.size()) {
+          // Executing, so it cannot take its resources again in order: it
+          // aborts, and its own rollback (under its own grant) frees the
+          // resource.
+          made_way_.add();
+          abort_running(key, invocation, commands,
+                        fmt::format("gave resource {} back: the rollback of {} needs it, and {}",
+                                    invocation.make_way->resource, invocation.make_way->by, *why));
+          return;
+        }
+        if (reason && invocation.commands.size() < commands.size()) {
+          // Nothing more may run outside the resource. Its device locks
+          // still fence everyone else off its devices, so undoing what ran
+          // restores exactly what was there: abort (roll back, under the
+          // resource taken again) rather than stop and leave a partial
+          // routine behind. Once every command ran, nothing is left to do
+          // under the resource: the invocation ends as it would have.
+          abort_running(key, invocation, commands, *reason);
           return;
         }
         if (invocation.wound && aggressive && invocation.may_yield()) {
@@ -502,7 +528,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         }
       }
       if (!invocation.abort_reason.empty()) {
-        roll_back(key, invocation);
+        roll_back(key, invocation, devices);
         return;
       }
       if (!invocation.baseline && !invocation.plan && invocation.commands.empty() &&
@@ -1406,7 +1432,8 @@ void RoutineLeaders::enter_phase(const SessionKey& key, uint64_t seq, proto::Rou
       [this, key, seq](bool committed) { after_step(key, seq, committed); });
 }
 
-void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::Invocation& invocation) {
+void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                               const std::vector<std::string>& devices) {
   const uint64_t seq = invocation.seq;
   const auto index = next_to_undo(invocation);
   if (!index) {
@@ -1429,6 +1456,12 @@ void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::I
         },
         [this, key, seq](bool committed) { after_step(key, seq, committed); });
     return;
+  }
+  for (const auto& [resource, grant] : invocation.resources) {
+    if (!holds_here(resource, grant)) {
+      retake_for_rollback(key, invocation, resource, devices);
+      return;
+    }
   }
   core::log("routine").info("routine {} invocation {}: undoing command {}", routine_id(key), seq, *index + 1);
   if (options_.visibility != Visibility::ev) {
@@ -1637,32 +1670,40 @@ bool RoutineLeaders::holds_here(const std::string& resource, const RoutineGroupS
   return held && held->fencing_token == grant.token;
 }
 
+void RoutineLeaders::ask_camera(const SessionKey& key, uint64_t seq, const std::string& holder,
+                                const std::string& resource) {
+  Claim fresh;
+  fresh.devices_left_at = env_.now();
+  fresh.asked_at = env_.now();
+  claims_[holder][resource] = fresh;
+  core::log("routine").debug("routine {} invocation {}: asking Camera for {}", routine_id(key), seq, resource);
+  const mutex::AcquireHandle handle =
+      camera_.acquire(resource, mutex::Camera::kNoTimeout,
+                      [this, holder, resource, alive = alive_](const mutex::AcquireResult& result) {
+                        if (!*alive) return;
+                        const auto owner = claims_.find(holder);
+                        if (owner == claims_.end() || owner->second.count(resource) == 0) return;
+                        if (!result) {
+                          core::log("routine").warn("invocation {}: Camera refused {}: {}", holder, resource,
+                                                    mutex::to_string(result.error()));
+                          owner->second.erase(resource);
+                          return;
+                        }
+                        owner->second[resource].token = result->fencing_token;
+                      });
+  // The callback may have run already (and erased a refused claim).
+  if (auto owner = claims_.find(holder); owner != claims_.end()) {
+    if (auto claim = owner->second.find(resource); claim != owner->second.end()) claim->second.handle = handle;
+  }
+  idle(key, seq, options_.poll_interval);
+}
+
 void RoutineLeaders::take_resource(const SessionKey& key, uint64_t seq, const std::string& holder,
                                    const std::string& resource, const std::vector<std::string>& devices) {
   auto& claims = claims_[holder];
   const auto found = claims.find(resource);
   if (found == claims.end()) {
-    claims[resource] = Claim{0, std::nullopt, env_.now()};
-    core::log("routine").debug("routine {} invocation {}: asking Camera for {}", routine_id(key), seq, resource);
-    const mutex::AcquireHandle handle =
-        camera_.acquire(resource, mutex::Camera::kNoTimeout,
-                        [this, holder, resource, alive = alive_](const mutex::AcquireResult& result) {
-                          if (!*alive) return;
-                          const auto owner = claims_.find(holder);
-                          if (owner == claims_.end() || owner->second.count(resource) == 0) return;
-                          if (!result) {
-                            core::log("routine").warn("invocation {}: Camera refused {}: {}", holder, resource,
-                                                      mutex::to_string(result.error()));
-                            owner->second.erase(resource);
-                            return;
-                          }
-                          owner->second[resource].token = result->fencing_token;
-                        });
-    // The callback may have run already (and erased a refused claim).
-    if (auto owner = claims_.find(holder); owner != claims_.end()) {
-      if (auto claim = owner->second.find(resource); claim != owner->second.end()) claim->second.handle = handle;
-    }
-    idle(key, seq, options_.poll_interval);
+    ask_camera(key, seq, holder, resource);
     return;
   }
   if (!found->second.token) {
@@ -1689,6 +1730,108 @@ void RoutineLeaders::take_resource(const SessionKey& key, uint64_t seq, const st
         s.mutable_resource_held()->set_holder(self);
       },
       [this, key, seq](bool committed) { after_step(key, seq, committed); });
+}
+
+void RoutineLeaders::retake_for_rollback(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                                         const std::string& resource, const std::vector<std::string>& devices) {
+  const uint64_t seq = invocation.seq;
+  const std::string holder = holder_of(key, seq);
+  auto& claims = claims_[holder];
+  auto found = claims.find(resource);
+  if (found != claims.end() && found->second.token &&
+      !holds_here(resource, {*found->second.token, messages_.self().value()})) {
+    // This node's own grant, taken back by Camera since: ask anew.
+    camera_.cancel(found->second.handle);
+    claims.erase(found);
+    found = claims.end();
+  }
+  if (found == claims.end()) {
+    core::log("routine").info(
+        "routine {} invocation {}: taking resource {} again before rolling back (its grant was lost)", routine_id(key),
+        seq, resource);
+    ask_camera(key, seq, holder, resource);
+    return;
+  }
+  if (!found->second.token) {
+    // The resource's holder may be waiting for a device this invocation
+    // holds (it took the resource first, as everyone does): it is asked to
+    // give the resource back. A longer chain (the holder waits for someone
+    // who waits for this invocation) is not seen that way: after
+    // rollback_resource_wait the rollback stops and leaves what ran in
+    // place, as for a lock lost, since an undo outside the resource would
+    // break its exclusion.
+    Claim& claim = found->second;
+    if (!claim.make_way_asked_at || env_.now() - *claim.make_way_asked_at >= options_.request_timeout) {
+      claim.make_way_asked_at = env_.now();
+      std::vector<std::string> held;
+      for (const auto& device : devices) {
+        if (invocation.leased.count(device) == 0) held.push_back(device);
+      }
+      ask_to_make_way(holder, resource, held);
+    }
+    if (env_.now() - claim.asked_at >= options_.rollback_resource_wait) {
+      stop(key, seq,
+           fmt::format("resource {} was not regained within {} s to undo the commands that ran under it", resource,
+                       std::chrono::duration_cast<std::chrono::seconds>(options_.rollback_resource_wait).count()));
+      return;
+    }
+    idle(key, seq, options_.poll_interval);
+    return;
+  }
+  const uint64_t token = *found->second.token;
+  const uint32_t self = messages_.self().value();
+  step(
+      key, seq,
+      [&resource, token, self](proto::InvocationStep& s) {
+        s.mutable_resource_held()->set_resource(resource);
+        s.mutable_resource_held()->set_token(token);
+        s.mutable_resource_held()->set_holder(self);
+        s.mutable_resource_held()->set_for_rollback(true);
+      },
+      [this, key, seq](bool committed) { after_step(key, seq, committed); });
+}
+
+void RoutineLeaders::ask_to_make_way(const std::string& holder, const std::string& resource,
+                                     const std::vector<std::string>& devices) {
+  if (devices.empty()) return;
+  proto::RoutineUpdate update;
+  auto& make_way = *update.mutable_make_way();
+  make_way.set_resource(resource);
+  make_way.set_by(holder);
+  for (const auto& device : devices) make_way.add_devices(device);
+  const std::string encoded = RoutineGroupState::encode(update);
+  for (const auto& [id, spec] : catalog_.routines()) {
+    const std::vector<std::string> uses = resources_of(spec);
+    if (std::find(uses.begin(), uses.end(), resource) == uses.end()) continue;
+    core::log("routine").debug("invocation {}: asking routine {} to make way with {}", holder, id, resource);
+    client_.write_to(kgroup::GroupTarget{kgroup::TargetKind::routine, id}, encoded, options_.request_timeout,
+                     [id, resource](const auto& written) {
+                       if (!written)
+                         core::log("routine").debug("making way in {} for {}: {}", id, resource, written.error());
+                     });
+  }
+}
+
+std::optional<std::string> RoutineLeaders::blocks_a_rollback(const RoutineGroupState::Invocation& invocation,
+                                                             const std::vector<std::string>& devices) const {
+  if (!invocation.make_way || invocation.resources.count(invocation.make_way->resource) == 0) return std::nullopt;
+  // The rollback may wait for it directly (it needs a device the rollback
+  // holds) or through others (it waits for someone who does, or for a
+  // resource someone else holds). Only the first is seen from here, so an
+  // invocation that waits for anything while nothing of it ran makes way
+  // too: it loses no work. One that ran commands makes way only for a
+  // direct wait, as it has to roll back to do so.
+  if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS) return std::string("it is still acquiring");
+  std::optional<std::string> waits_for;
+  for (const auto& device : devices) {
+    if (invocation.locks.count(device) != 0 || invocation.leased.count(device) != 0) continue;
+    if (invocation.make_way->devices.count(device) != 0) {
+      return fmt::format("it waits for device {}, which the rollback holds", device);
+    }
+    if (!waits_for) waits_for = fmt::format("it waits for device {}", device);
+  }
+  if (invocation.commands.empty()) return waits_for;
+  return std::nullopt;
 }
 
 void RoutineLeaders::leave_devices(const std::string& holder, const std::vector<std::string>& devices) {

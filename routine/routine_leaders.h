@@ -57,6 +57,13 @@ struct RoutineLeaderOptions {
   core::Duration renew_interval = std::chrono::seconds(3);
   // One write or read to another group gives up after this (and is retried).
   core::Duration request_timeout = std::chrono::seconds(5);
+  // A rollback that lost a resource (its grant was reclaimed: a leader
+  // change, Camera's failure handling) waits this long to take it again
+  // before it undoes anything; then it stops and leaves what ran in place,
+  // reported in the invocation's history. The resource's holder may be
+  // queued for a device this invocation holds, a cycle only this bound
+  // breaks.
+  core::Duration rollback_resource_wait = std::chrono::seconds(30);
   // OLA: after a refusal, wait a random time in [backoff_min, backoff_max *
   // 2^(attempt-1)] (capped at backoff_cap) before trying again.
   core::Duration backoff_min = std::chrono::milliseconds(100);
@@ -166,9 +173,10 @@ struct RoutineLeaderOptions {
 //    commands are skipped, it releases everything and ends failed (aborted
 //    if nothing ran). A resource whose Camera grant this node does not hold
 //    (the routine's group changed leader while it ran) aborts it instead
-//    (below): its device locks still keep every other routine off its
-//    devices, so its rollback restores exactly what it changed, and the
-//    routine is all or nothing as SafeHome promises.
+//    (below) if commands are left to run: its device locks still keep
+//    every other routine off its devices, so its rollback restores exactly
+//    what it changed, and the routine is all or nothing as SafeHome
+//    promises.
 //  - Atomicity (SafeHome §2.2): a command that is `must` (the default) and
 //    does not succeed aborts the invocation (a committed `abort` with the
 //    reason): no later command is sent, and the commands that may have
@@ -279,7 +287,25 @@ struct RoutineLeaderOptions {
 //    cycle with the resource's holder. In EXECUTING
 //    a gap in holding may have let another invocation use the resource
 //    between two of this invocation's commands: continuing would break its
-//    isolation, so the invocation is aborted and rolled back (above).
+//    isolation, so the invocation is aborted and rolled back (above), unless
+//    every command already ran (nothing is left to do under the resource).
+//    An undo uses the resource too, so a rollback that finds a grant lost
+//    (after any abort) takes the resource again first and commits the new
+//    grant (`for_rollback`): the undo then comes after whoever held the
+//    resource in between, a use of its own. That wait holds device locks
+//    against the order above (resources first), so the resource's holder
+//    may wait for one of them, directly or through others. The rollback
+//    therefore asks every routine group whose routine uses the resource to
+//    make way (RoutineUpdate.make_way, again every `request_timeout`): a
+//    holder of the resource still acquiring gives everything back and
+//    acquires again (Camera then serves the older rollback first); one
+//    executing aborts if it waits for a device and has run nothing, or
+//    waits for a device the rollback holds (its own rollback runs under
+//    its own grant, then frees the resource). A cycle none of these breaks
+//    (a holder that ran commands waits for someone who waits for the
+//    rollback) ends after `rollback_resource_wait`: the rollback stops and
+//    leaves what ran in place, reported, rather than undo outside the
+//    resource's exclusion.
 //  - what the token guards: Camera tokens grow from holder to holder, and
 //    the committed token names the one grant under which this invocation's
 //    commands ran; a leader sends a command only while its Camera still
@@ -454,7 +480,14 @@ class RoutineLeaders {
                      const std::vector<ComboCommand>& commands, const std::string& reason);
   // An aborted invocation's next rollback step: undo the newest command
   // that may have acted, or, when none is left, go on to release.
-  void roll_back(const SessionKey& key, const RoutineGroupState::Invocation& invocation);
+  // `devices`: every device it may hold (a lost resource's holder may wait
+  // for one of them, RoutineUpdate.make_way).
+  void roll_back(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                 const std::vector<std::string>& devices);
+  // Why this invocation must give a resource back to a rollback that asked
+  // (make_way), if it must.
+  std::optional<std::string> blocks_a_rollback(const RoutineGroupState::Invocation& invocation,
+                                               const std::vector<std::string>& devices) const;
   void release(const SessionKey& key, uint64_t seq, std::vector<std::string> devices, proto::InvocationEnd end);
   // Adds an ended invocation's SafeHome latencies (routine/invocation_metrics.h)
   // to the histograms: once, by the leader that committed its end.
@@ -468,6 +501,15 @@ class RoutineLeaders {
   // order.
   void start_over(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
   // Releases `holder`'s locks on `devices` and leaves their queues.
+  // Asks Camera for `resource` on `holder`'s behalf (claims_).
+  void ask_camera(const SessionKey& key, uint64_t seq, const std::string& holder, const std::string& resource);
+  // A rollback whose resource grant was lost takes the resource again
+  // first, and commits the new grant (ResourceHeldStep.for_rollback).
+  void retake_for_rollback(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                           const std::string& resource, const std::vector<std::string>& devices);
+  // Asks every routine group whose routine uses `resource` to make way
+  // (RoutineUpdate.make_way) for `holder`'s rollback, which holds `devices`.
+  void ask_to_make_way(const std::string& holder, const std::string& resource, const std::vector<std::string>& devices);
   void leave_devices(const std::string& holder, const std::vector<std::string>& devices);
   // Commits `stop` with the reason: the invocation releases and ends.
   void stop(const SessionKey& key, uint64_t seq, const std::string& reason);
@@ -536,6 +578,8 @@ class RoutineLeaders {
     mutex::AcquireHandle handle = 0;
     std::optional<uint64_t> token;  // granted
     core::TimePoint devices_left_at{};  // last leave_devices() while waiting
+    core::TimePoint asked_at{};
+    std::optional<core::TimePoint> make_way_asked_at;  // a rollback's last ask_to_make_way()
   };
   std::map<std::string, std::map<std::string, Claim>> claims_;
   std::map<std::string, core::TimePoint> unled_claims_since_;  // holder -> since no session here drives it
@@ -562,6 +606,7 @@ class RoutineLeaders {
   core::Counter& failure_aborts_;
   core::Counter& lock_retries_;
   core::Counter& wounds_;
+  core::Counter& made_way_;  // resources given back to a rollback that lost them
   core::Counter& rekeys_;
   core::Counter& pre_leases_;
   core::Histogram& placement_ms_;

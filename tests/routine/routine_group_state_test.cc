@@ -57,6 +57,23 @@ class RoutineGroup : public ::testing::Test {
     held.set_holder(holder);
     apply(update);
   }
+  void resource_retaken(uint64_t seq, const std::string& resource, uint64_t token, uint32_t holder) {
+    proto::RoutineUpdate update;
+    auto& held = *step(seq, update).mutable_resource_held();
+    held.set_resource(resource);
+    held.set_token(token);
+    held.set_holder(holder);
+    held.set_for_rollback(true);
+    apply(update);
+  }
+  void make_way(const std::string& resource, const std::string& by, const std::vector<std::string>& devices) {
+    proto::RoutineUpdate update;
+    auto& request = *update.mutable_make_way();
+    request.set_resource(resource);
+    request.set_by(by);
+    for (const auto& device : devices) request.add_devices(device);
+    apply(update);
+  }
   void resource_dropped(uint64_t seq, const std::string& resource) {
     proto::RoutineUpdate update;
     step(seq, update).set_resource_dropped(resource);
@@ -440,6 +457,58 @@ TEST_F(RoutineGroup, ResourceGrantsAreRecordedWhileAcquiringAndTravelInSnapshots
   ASSERT_TRUE(copy.restore(state_.snapshot()));
   EXPECT_EQ(copy.invocation(1)->resources, resources);
   EXPECT_EQ(to_proto(*state_.invocation(1)).resources_size(), 2);
+}
+
+TEST_F(RoutineGroup, ARollbackRetakesOnlyAResourceItHadAndOnlyOnceAborted) {
+  trigger(100, "", 0, "req-1");
+  resource_held(1, "boiler", 3, 0x0a000001);
+  resource_retaken(1, "boiler", 4, 0x0a000001);  // acquiring: a retake is not an acquisition
+  EXPECT_EQ(state_.invocation(1)->resources.at("boiler").token, 3u);
+  lock_held(1, "lamp", 4);
+  phase(1, proto::PHASE_EXECUTING);
+  command_before(1, 0, proto::COMMAND_OK, {{"power", false}});
+  resource_retaken(1, "boiler", 5, 0x0a000002);  // not aborted: no rollback to take it for
+  EXPECT_EQ(state_.invocation(1)->resources.at("boiler").token, 3u);
+  abort(1, "resource boiler (token 3) is no longer held");
+  resource_retaken(1, "pump", 6, 0x0a000002);  // never held: nothing to take again
+  EXPECT_EQ(state_.invocation(1)->resources.count("pump"), 0u);
+  resource_held(1, "boiler", 7, 0x0a000002);  // a plain grant while rolling back: ignored
+  EXPECT_EQ(state_.invocation(1)->resources.at("boiler").token, 3u);
+  resource_retaken(1, "boiler", 8, 0x0a000002);
+  EXPECT_EQ(state_.invocation(1)->resources.at("boiler"), (RoutineGroupState::ResourceGrant{8, 0x0a000002, true}));
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.invocation(1)->resources.at("boiler"), (RoutineGroupState::ResourceGrant{8, 0x0a000002, true}));
+}
+
+TEST_F(RoutineGroup, MakeWayReachesRunningHoldersOfTheResourceUntilTheyDropIt) {
+  trigger(100, "", 0, "a");  // 1: holds boiler, acquiring
+  trigger(101, "", 0, "b");  // 2: holds pump only
+  trigger(102, "", 0, "c");  // 3: holds boiler, rolling back
+  trigger(103, "", 0, "d");  // 4: holds boiler, ended
+  for (uint64_t seq : {1, 3, 4}) resource_held(seq, "boiler", seq, 0x0a000001);
+  resource_held(2, "pump", 9, 0x0a000001);
+  for (uint64_t seq : {3, 4}) phase(seq, proto::PHASE_EXECUTING);
+  abort(3, "a must command failed");
+  phase(4, proto::PHASE_RELEASING_LOCKS);
+  end(4, proto::INVOCATION_OK);
+  ASSERT_TRUE(state_.invocation(4)->done());
+  make_way("boiler", "", {"d2"});  // a request names who asks, and the devices it holds
+  make_way("boiler", "r9#1.0000abcd", {});
+  EXPECT_FALSE(state_.invocation(1)->make_way);
+  make_way("boiler", "r9#1.0000abcd", {"d2", "d6"});
+  ASSERT_TRUE(state_.invocation(1)->make_way);
+  EXPECT_EQ(state_.invocation(1)->make_way->by, "r9#1.0000abcd");
+  EXPECT_EQ(state_.invocation(1)->make_way->devices, (std::set<std::string>{"d2", "d6"}));
+  EXPECT_FALSE(state_.invocation(2)->make_way);
+  EXPECT_FALSE(state_.invocation(3)->make_way);
+  EXPECT_FALSE(state_.invocation(4)->make_way);
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  ASSERT_TRUE(copy.invocation(1)->make_way);
+  EXPECT_EQ(copy.invocation(1)->make_way->devices, (std::set<std::string>{"d2", "d6"}));
+  resource_dropped(1, "boiler");  // given back: the request is answered
+  EXPECT_FALSE(state_.invocation(1)->make_way);
 }
 
 TEST_F(RoutineGroup, StopEndsExecutionWithItsReason) {

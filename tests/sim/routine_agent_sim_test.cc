@@ -125,6 +125,7 @@ struct Outcome {
   uint64_t keyed_before_placed = 0;
   uint64_t rekeys = 0;
   uint64_t not_effective = 0;          // commands that failed as not effective (a stuck actuator)
+  uint64_t rollback_resource_retakes = 0;  // rollbacks that took a lost resource again first
   bool partitioned = false;
 };
 
@@ -576,7 +577,21 @@ Outcome run(const Plan& plan, uint64_t seed) {
     devices_of[spec.id] = routine::combo_devices(spec, combos).value().devices;
     resources_of[spec.id] = {spec.uses.begin(), spec.uses.end()};
   }
-  std::map<std::string, Span> spans;  // "ROUTINE#SEQ.TAG"
+  // A rollback that took a lost resource again (ResourceHeldStep.
+  // for_rollback) uses it anew: its undos are a span of their own.
+  std::set<std::string> undone_under_retaken;
+  for (const auto& spec : world.routines) {
+    const routine::RoutineGroupState* state = leading_state(sim, spec.id);
+    if (state == nullptr) continue;
+    for (const auto& [seq, invocation] : state->invocations()) {
+      if (std::any_of(invocation.resources.begin(), invocation.resources.end(),
+                      [](const auto& held) { return held.second.for_rollback; })) {
+        undone_under_retaken.insert(routine::holder_name(spec.id, invocation));
+        ++out.rollback_resource_retakes;
+      }
+    }
+  }
+  std::map<std::string, Span> spans;  // "ROUTINE#SEQ.TAG", and "ROUTINE#SEQ.TAG (undo)" for those
   std::map<std::string, int> actuated;
   std::map<std::string, core::TimePoint> actuated_at;  // command id -> its first actuation
   std::map<std::string, std::string> stuck_at;         // command id -> its device, stuck when it came
@@ -588,7 +603,9 @@ Outcome run(const Plan& plan, uint64_t seed) {
       ++out.actuations;
       const auto hash = a.command_id.rfind('#');
       if (hash == std::string::npos) continue;
-      Span& span = spans[a.command_id.substr(0, hash)];
+      std::string invocation = a.command_id.substr(0, hash);
+      if (a.command_id.ends_with(".undo") && undone_under_retaken.count(invocation) != 0) invocation += " (undo)";
+      Span& span = spans[invocation];
       span.first = std::min(span.first, a.at);
       span.last = std::max(span.last, a.at);
     }
@@ -953,6 +970,7 @@ struct Totals {
   uint64_t not_effective = 0;
   uint64_t keyed_before_placed = 0;
   uint64_t rekeys = 0;
+  uint64_t rollback_resource_retakes = 0;
   uint64_t partitioned = 0;
 };
 
@@ -979,20 +997,22 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.not_effective += o.not_effective;
     totals.keyed_before_placed += o.keyed_before_placed;
     totals.rekeys += o.rekeys;
+    totals.rollback_resource_retakes += o.rollback_resource_retakes;
     totals.partitioned += o.partitioned ? 1 : 0;
     if (test_support::report_violations("ROUTINE_AGENT", seed, o.violations)) return;
   }
   std::printf(
       "seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu aborted=%llu failure_aborts=%llu "
       "undone=%llu undone_to_user_value=%llu actuations=%llu precondition_commands=%llu wound_aborts=%llu "
-      "not_effective=%llu keyed_before_placed=%llu rekeys=%llu\n",
+      "not_effective=%llu keyed_before_placed=%llu rekeys=%llu rollback_resource_retakes=%llu\n",
       static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
       static_cast<unsigned long long>(totals.invocations), static_cast<unsigned long long>(totals.ok),
       static_cast<unsigned long long>(totals.aborted), static_cast<unsigned long long>(totals.failure_aborts),
       static_cast<unsigned long long>(totals.undone), static_cast<unsigned long long>(totals.undone_to_user_value),
       static_cast<unsigned long long>(totals.actuations), static_cast<unsigned long long>(totals.precondition_commands),
       static_cast<unsigned long long>(totals.wound_aborts), static_cast<unsigned long long>(totals.not_effective),
-      static_cast<unsigned long long>(totals.keyed_before_placed), static_cast<unsigned long long>(totals.rekeys));
+      static_cast<unsigned long long>(totals.keyed_before_placed), static_cast<unsigned long long>(totals.rekeys),
+      static_cast<unsigned long long>(totals.rollback_resource_retakes));
 }
 
 TEST(RoutineAgentSim, SlaIsSafeAndLiveAcrossACrash) {

@@ -13,9 +13,12 @@
 //  - either way every lock is free afterwards.
 // When a routine's leader crashes, the Camera grants of the resources it
 // named (`uses`) die with it:
-//  - an executing invocation is stopped by the new leader (it cannot hold
+//  - an executing invocation is aborted by the new leader (it cannot hold
 //    the crashed node's grant, and another routine may use the resource
-//    meanwhile), and the resource goes to the next routine that asks;
+//    meanwhile), and the resource goes to the next routine that asks; the
+//    rollback takes the resource again before it undoes anything, and if
+//    the resource's new holder waits for a device the rollback holds, that
+//    holder makes way (gives the resource back and acquires again);
 //  - an invocation still acquiring gives the recorded grants up and takes
 //    every resource again in order, then runs after the routine holding
 //    the resource it waited for.
@@ -257,8 +260,8 @@ std::optional<core::TimePoint> last_actuation(EmulatedDevice& device) {
 
 // r (uses pump) keeps d0 for 6 s, then d1; its leader crashes in between.
 // The new leader cannot hold the crashed node's Camera grant: it aborts r
-// and undoes d0 under r's device lock (d1 never actuated), and s (uses
-// pump, d2) still gets the pump.
+// and undoes d0 under r's device lock (d1 never actuated) and a pump grant
+// of its own, and s (uses pump, d2) still gets the pump.
 std::vector<std::string> resource_lost_with_its_leader(uint64_t seed) {
   std::vector<std::string> violations;
   Bench bench(seed, {make_routine("r", {0, 1}, seconds(6), {"pump"}), make_routine("s", {2}, seconds(0), {"pump"})},
@@ -296,6 +299,55 @@ std::vector<std::string> resource_lost_with_its_leader(uint64_t seed) {
   }
   if (s->outcome != proto::INVOCATION_OK) {
     violations.push_back(fmt::format("s ended {} ('{}')", proto::InvocationOutcome_Name(s->outcome), s->detail));
+  }
+  const auto pump = r->resources.find("pump");
+  if (pump == r->resources.end() || !pump->second.for_rollback ||
+      pump->second.holder == bench.sim().id_of(victim).value()) {
+    violations.push_back("r's undo did not run under a pump grant taken again for it");
+  }
+  for (const auto& still : bench.locked()) violations.push_back("still locked: " + still);
+  return violations;
+}
+
+// As above, but s (uses pump) needs d1, which r holds: once r's leader
+// crashed, s takes the pump and waits for d1, while r's rollback waits for
+// the pump. Asked to make way, s gives the pump back and acquires again,
+// so r rolls back under the pump and s then runs: r aborted with d0 undone,
+// s ok, and s's actuation after r's undo.
+std::vector<std::string> resource_holder_makes_way_for_a_rollback(uint64_t seed) {
+  std::vector<std::string> violations;
+  Bench bench(seed, {make_routine("r", {0, 1}, seconds(6), {"pump"}), make_routine("s", {1}, seconds(0), {"pump"})},
+              seconds(1));
+  bench.start("r");
+  if (!bench.run_until([&] { return !bench.device(0).actuations().empty(); })) {
+    violations.push_back("r never actuated d0");
+    return violations;
+  }
+  const auto [victim, replica] = leader_of(bench.sim(), "routine:r");
+  if (replica == nullptr) {
+    violations.push_back("nobody leads routine:r");
+    return violations;
+  }
+  bench.sim().crash(victim);
+  bench.start("s");
+  bench.run_until([&] { return ended(bench, "r") && ended(bench, "s"); }, kAfterCrash);
+  const auto* r = bench.invocation("r", 1);
+  const auto* s = bench.invocation("s", 1);
+  if (r == nullptr || !r->done()) violations.push_back("r did not end");
+  if (s == nullptr || !s->done()) violations.push_back("s did not end");
+  if (!violations.empty()) return violations;
+  if (r->outcome != proto::INVOCATION_ABORTED || r->undone.count(0) == 0 || !r->stop_reason.empty()) {
+    violations.push_back(
+        fmt::format("r ended {} ('{}'), not rolled back", proto::InvocationOutcome_Name(r->outcome), r->detail));
+  }
+  const auto& d0 = bench.device(0).actuations();
+  const auto& d1 = bench.device(1).actuations();
+  const bool r_first_on_d1 = !d1.empty() && d1.front().command_id.find("r#1") == 0;
+  if (r_first_on_d1) violations.push_back("r went on to d1 without the pump");
+  if (s->outcome != proto::INVOCATION_OK) {
+    violations.push_back(fmt::format("s ended {} ('{}')", proto::InvocationOutcome_Name(s->outcome), s->detail));
+  } else if (d0.empty() || d1.empty() || d1.front().at < d0.back().at) {
+    violations.push_back("s actuated d1 before r's undo of d0");
   }
   for (const auto& still : bench.locked()) violations.push_back("still locked: " + still);
   return violations;
@@ -385,6 +437,10 @@ void sweep_crash(const char* name, std::vector<std::string> (*scenario)(uint64_t
 
 TEST(RoutineLostLockSim, AResourceLostWithItsLeaderAbortsAndRollsBackTheInvocation) {
   sweep_crash("resource lost with its leader", resource_lost_with_its_leader);
+}
+
+TEST(RoutineLostLockSim, AResourceHolderWaitingForARollbackMakesWay) {
+  sweep_crash("resource holder makes way", resource_holder_makes_way_for_a_rollback);
 }
 
 TEST(RoutineLostLockSim, ANewLeaderTakesTheResourcesAgainWhileAcquiring) {
