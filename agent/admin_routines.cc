@@ -48,6 +48,7 @@ proto::InvocationMetricsMsg describe_metrics(const routine::RoutineSpec& spec, c
   if (metrics.end_to_end) out.set_end_to_end_us(us(*metrics.end_to_end));
   if (metrics.back_to_back) out.set_back_to_back_us(us(*metrics.back_to_back));
   if (metrics.latency_overhead) out.set_latency_overhead(*metrics.latency_overhead);
+  if (metrics.stretch) out.set_stretch(*metrics.stretch);
   out.set_rollback_commands(static_cast<uint32_t>(metrics.rollback_commands));
   return out;
 }

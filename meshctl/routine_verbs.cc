@@ -229,12 +229,13 @@ std::string seconds_text(uint64_t us) { return fmt::format("{} s", format_number
 // SafeHome's latency metrics (the agent computes them,
 // routine/invocation_metrics.h) but the wait, which the line above shows as
 // the lock wait: "end to end 2.45 s, ideal run 2.1 s, overhead 1.17,
-// rollback 1 command"; what is not known is left out.
+// stretch 1.05, rollback 1 command"; what is not known is left out.
 std::string metrics_text(const proto::InvocationMetricsMsg& m) {
   std::vector<std::string> parts;
   if (m.has_end_to_end_us()) parts.push_back("end to end " + seconds_text(m.end_to_end_us()));
   if (m.has_back_to_back_us()) parts.push_back("ideal run " + seconds_text(m.back_to_back_us()));
   if (m.has_latency_overhead()) parts.push_back("overhead " + format_number(m.latency_overhead()));
+  if (m.has_stretch()) parts.push_back("stretch " + format_number(m.stretch()));
   if (m.rollback_commands() > 0) {
     parts.push_back(fmt::format("rollback {} command{}", m.rollback_commands(), m.rollback_commands() == 1 ? "" : "s"));
   }

@@ -10,20 +10,32 @@ namespace {
 core::TimePoint env_time_at_us(int64_t us) { return core::TimePoint(std::chrono::microseconds(us)); }
 
 // The invocation's commands as SafeHome's schedule of it, if it ran every
-// one (see InvocationMetrics::back_to_back).
-std::optional<ScheduledRoutine> as_safehome_schedule(const proto::InvocationMsg& invocation,
-                                                     const std::vector<core::Duration>& holds) {
+// one (see InvocationMetrics::back_to_back), and whether each command's
+// start is the one recorded (else each is taken to start when the one
+// before it let go, the first at EXECUTING).
+struct Schedule {
+  ScheduledRoutine routine;
+  bool recorded_starts = false;
+};
+std::optional<Schedule> as_safehome_schedule(const proto::InvocationMsg& invocation,
+                                             const std::vector<core::Duration>& holds) {
   if (invocation.outcome() != proto::INVOCATION_OK || invocation.locked_at_us() <= 0 ||
       invocation.commands_size() != static_cast<int>(holds.size()) ||
       invocation.command_done_at_us_size() != invocation.commands_size()) {
     return std::nullopt;
   }
-  ScheduledRoutine routine;
+  Schedule schedule;
+  schedule.recorded_starts = invocation.commands_size() > 0;
+  for (const proto::CommandStep& command : invocation.commands()) {
+    schedule.recorded_starts = schedule.recorded_starts && command.started_at_us() >= invocation.locked_at_us();
+  }
+  ScheduledRoutine& routine = schedule.routine;
   routine.arrival = env_time_at_us(invocation.triggered_at_us());
   core::TimePoint start = env_time_at_us(invocation.locked_at_us());
   for (int i = 0; i < invocation.commands_size(); ++i) {
     const proto::CommandStep& command = invocation.commands(i);
     const int64_t done_us = invocation.command_done_at_us(i);
+    if (schedule.recorded_starts) start = env_time_at_us(command.started_at_us());
     if (command.index() != static_cast<uint32_t>(i) || done_us <= 0 || env_time_at_us(done_us) < start) {
       return std::nullopt;
     }
@@ -33,7 +45,7 @@ std::optional<ScheduledRoutine> as_safehome_schedule(const proto::InvocationMsg&
     routine.commands.push_back({{}, start, end});
     start = end;
   }
-  return routine;
+  return schedule;
 }
 
 }  // namespace
@@ -50,7 +62,8 @@ InvocationMetrics invocation_metrics(const proto::InvocationMsg& invocation, con
     metrics.end_to_end = std::chrono::microseconds(invocation.ended_at_us() - invocation.triggered_at_us());
   }
   if (const auto scheduled = as_safehome_schedule(invocation, holds)) {
-    metrics.back_to_back = back_to_back(*scheduled);
+    metrics.back_to_back = back_to_back(scheduled->routine);
+    if (scheduled->recorded_starts) metrics.stretch = ev_stretch(scheduled->routine);
   }
   if (metrics.end_to_end && metrics.back_to_back && *metrics.back_to_back > core::Duration::zero()) {
     metrics.latency_overhead =

@@ -30,9 +30,17 @@ struct InvocationMetrics {
   // it let go (the first: from EXECUTING) to its outcome, plus the time the
   // routine keeps the device after it (its duration). Commands run back to
   // back once the locks are held, so this is EXECUTING -> the last
-  // command's end. Known only for an invocation that ran every command
-  // (ended ok): an aborted one did not run the routine.
+  // command's end. Under EV they need not: a command then starts when its
+  // leader sent it (CommandStep.started_at_us), and waits between commands
+  // do not count. Recorded starts are used whenever every command has one
+  // (a command an earlier leader sent has none). Known only for an
+  // invocation that ran every command (ended ok): an aborted one did not
+  // run the routine.
   std::optional<core::Duration> back_to_back;
+  // SafeHome's EV stretch (safehome_metrics.h ev_stretch): (the gaps
+  // between its commands + back_to_back) / back_to_back, 1 for a routine
+  // that ran back to back. Known with back_to_back and every recorded start.
+  std::optional<double> stretch;
   // end_to_end / back_to_back (SafeHome's latency overhead): 1 is a routine
   // that never waited. Known with both.
   std::optional<double> latency_overhead;

@@ -66,6 +66,7 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     command.set_detail(result.detail);
     to_proto(result.state_before, *command.mutable_state_before());
     if (result.availability_events) command.set_availability_events(*result.availability_events);
+    command.set_started_at_us(result.started_at_us);
     msg.add_command_done_at_us(result.done_at_us);
   }
   msg.set_abort_reason(invocation.abort_reason);
@@ -126,6 +127,7 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
     result.status = msg.commands(i).status();
     result.detail = msg.commands(i).detail();
     result.done_at_us = i < msg.command_done_at_us_size() ? msg.command_done_at_us(i) : 0;
+    result.started_at_us = msg.commands(i).started_at_us();
     result.state_before = from_proto(msg.commands(i).state_before());
     if (msg.commands(i).has_availability_events()) result.availability_events = msg.commands(i).availability_events();
   }
@@ -322,6 +324,10 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       result->second.status = command.status();
       result->second.detail = command.detail();
       result->second.done_at_us = step.at_us();
+      // A start after the outcome was committed is no start.
+      if (command.started_at_us() > 0 && command.started_at_us() <= step.at_us()) {
+        result->second.started_at_us = command.started_at_us();
+      }
       result->second.state_before = from_proto(command.state_before());
       if (command.has_availability_events()) result->second.availability_events = command.availability_events();
       return;

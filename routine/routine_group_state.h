@@ -58,6 +58,7 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     proto::CommandStatus status = proto::COMMAND_PENDING;
     std::string detail;
     int64_t done_at_us = 0;
+    int64_t started_at_us = 0;  // CommandStep.started_at_us (0: not known)
     // The device's values before the command: what undoing it restores.
     Attributes state_before;
     // The device's failure and restart events before the command began

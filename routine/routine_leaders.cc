@@ -148,6 +148,7 @@ RoutineLeaders::RoutineLeaders(core::Env& env, kgroup::GroupHost& host, const kg
       rekeys_(metrics.counter("routine_ev_rekeys_total")),
       pre_leases_(metrics.counter("routine_ev_pre_leases_total")),
       placement_ms_(metrics.histogram("routine_ev_placement_ms")),
+      ev_stretch_(metrics.histogram("routine_ev_stretch")),
       wait_ms_(metrics.histogram("routine_wait_ms")),
       end_to_end_ms_(metrics.histogram("routine_end_to_end_ms")),
       latency_overhead_(metrics.histogram("routine_latency_overhead")) {
@@ -1191,6 +1192,7 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
     a.set_after_lease(true);
   }
   const core::TimePoint deadline = env_.now() + options_.request_timeout * 4;
+  if (!undo) command_sent_at_us_.try_emplace(a.command_id(), now_us());  // a resend keeps the first
   core::log("routine").debug("routine {} invocation {}: sending command {} to {} (token {})", routine, seq,
                              a.command_id(), command.device, a.lock_token());
   write_device(command.device, accept.SerializeAsString(),
@@ -1538,9 +1540,14 @@ void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t 
 
 void RoutineLeaders::record_outcome(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
                                     const proto::CommandOutcome& outcome) {
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const std::string id = invocation == nullptr ? std::string() : command_id(routine_id(key), *invocation, index);
+  const auto sent = command_sent_at_us_.find(id);
+  const int64_t started_at_us = undo || sent == command_sent_at_us_.end() ? 0 : sent->second;
   step(
       key, seq,
-      [index, undo, &outcome](proto::InvocationStep& s) {
+      [index, undo, &outcome, started_at_us](proto::InvocationStep& s) {
         proto::CommandStep& recorded = undo ? *s.mutable_undo() : *s.mutable_command();
         recorded.set_index(index);
         recorded.set_status(outcome.status());
@@ -1548,10 +1555,12 @@ void RoutineLeaders::record_outcome(const SessionKey& key, uint64_t seq, uint32_
         if (!undo) {
           *recorded.mutable_state_before() = outcome.state_before();
           if (outcome.has_availability_events()) recorded.set_availability_events(outcome.availability_events());
+          recorded.set_started_at_us(started_at_us);
         }
       },
-      [this, key, seq, undo](bool committed) {
+      [this, key, seq, undo, id](bool committed) {
         if (committed && undo) rollback_commands_.add();
+        if (committed && !undo) command_sent_at_us_.erase(id);
         after_step(key, seq, committed);
       });
 }
@@ -1653,6 +1662,7 @@ void RoutineLeaders::record_latency(const SessionKey& key, uint64_t seq) {
   if (metrics.wait) wait_ms_.record(ms(*metrics.wait));
   if (metrics.end_to_end) end_to_end_ms_.record(ms(*metrics.end_to_end));
   if (metrics.latency_overhead) latency_overhead_.record(*metrics.latency_overhead);
+  if (metrics.stretch && options_.visibility == Visibility::ev) ev_stretch_.record(*metrics.stretch);
 }
 
 std::vector<std::string> RoutineLeaders::resources_of(const RoutineSpec& spec) const {
@@ -1928,6 +1938,9 @@ void RoutineLeaders::sweep_claims(const std::set<SessionKey>& leading) {
   }
   std::erase_if(lost_locks_, [&running](const auto& entry) { return running.count(entry.first) == 0; });
   std::erase_if(left_ahead_at_, [&running](const auto& entry) { return running.count(entry.first) == 0; });
+  std::erase_if(command_sent_at_us_, [&running](const auto& entry) {
+    return running.count(entry.first.substr(0, entry.first.rfind('#'))) == 0;
+  });
   std::vector<std::string> finished;
   for (const auto& [holder, claims] : claims_) {
     if (led.count(holder.substr(0, holder.find('#'))) != 0) {

@@ -246,8 +246,9 @@ struct RoutineLeaderOptions {
 //    device). `ev_pre_lease = false` makes `tl` append, `ev_post_lease =
 //    false` keeps every device to the end. `routine_ev_placement_ms` is
 //    the time from the first key to being placed (SafeHome's placement
-//    time), `routine_ev_rekeys_total` and `routine_ev_pre_leases_total`
-//    count what their names say.
+//    time), `routine_ev_stretch` its stretch once it ended ok (routine/
+//    invocation_metrics.h), `routine_ev_rekeys_total` and
+//    `routine_ev_pre_leases_total` count what their names say.
 //  - Rollback after a post-lease (EV): the undo of a command on a device the
 //    invocation gave up goes without a lock (`after_lease`); the device
 //    group sets only the attributes this invocation still wrote last and,
@@ -587,6 +588,9 @@ class RoutineLeaders {
   std::map<std::string, std::map<std::string, uint64_t>> lost_locks_;
   // Lock requests sent while collecting grants: "HOLDER DEVICE" -> when.
   std::map<std::string, core::TimePoint> asked_at_;
+  // Command id -> when this node first sent it (now_us), until its outcome
+  // is committed (CommandStep.started_at_us).
+  std::map<std::string, int64_t> command_sent_at_us_;
   // Wounds sent: "HOLDER DEVICE TOKEN" -> when (sent again after request_timeout).
   std::map<std::string, core::TimePoint> wounds_sent_;
   // SLA: holder -> when it last left the queues of the devices after the
@@ -610,6 +614,7 @@ class RoutineLeaders {
   core::Counter& rekeys_;
   core::Counter& pre_leases_;
   core::Histogram& placement_ms_;
+  core::Histogram& ev_stretch_;  // SafeHome's EV stretch of each invocation that ran every command
   core::Histogram& wait_ms_;
   core::Histogram& end_to_end_ms_;
   core::Histogram& latency_overhead_;  // ok invocations only

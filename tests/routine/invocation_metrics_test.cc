@@ -48,6 +48,30 @@ TEST(InvocationMetrics, WaitEndToEndIdealRunAndOverheadOfARoutineThatRanEveryCom
   EXPECT_EQ(m.rollback_commands, 0u);
 }
 
+TEST(InvocationMetrics, RecordedStartsGiveTheRunWithoutItsGapsAndTheStretch) {
+  // EV: command 1 sent at 310, done at 350; command 2 waited for its device
+  // and was sent at 500, done at 540, then kept 2 s.
+  proto::InvocationMsg invocation = finished_ok();
+  invocation.set_ended_at_us(ms(2600));
+  invocation.set_command_done_at_us(1, ms(540));
+  invocation.mutable_commands(0)->set_started_at_us(ms(310));
+  invocation.mutable_commands(1)->set_started_at_us(ms(500));
+  const InvocationMetrics m = invocation_metrics(invocation, {milliseconds(0), seconds(2)});
+  ASSERT_TRUE(m.back_to_back && m.stretch && m.latency_overhead);
+  EXPECT_EQ(*m.back_to_back, milliseconds(40 + 2040));
+  EXPECT_DOUBLE_EQ(*m.stretch, (150.0 + 2080.0) / 2080.0);
+  EXPECT_DOUBLE_EQ(*m.latency_overhead, 2600.0 / 2080.0);
+
+  // A command an earlier leader sent has no start: back to back from
+  // EXECUTING, as without starts, and no stretch.
+  invocation.mutable_commands(0)->set_started_at_us(0);
+  const InvocationMetrics unknown = invocation_metrics(invocation, {milliseconds(0), seconds(2)});
+  ASSERT_TRUE(unknown.back_to_back);
+  EXPECT_EQ(*unknown.back_to_back, milliseconds(2540 - 300));
+  EXPECT_FALSE(unknown.stretch);
+  EXPECT_FALSE(invocation_metrics(finished_ok(), {milliseconds(0), seconds(2)}).stretch);
+}
+
 TEST(InvocationMetrics, AFailedBestEffortCommandKeepsNoDevice) {
   proto::InvocationMsg invocation = finished_ok();
   invocation.mutable_commands(1)->set_status(proto::COMMAND_DEVICE_DOWN);

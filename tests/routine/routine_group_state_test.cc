@@ -511,6 +511,28 @@ TEST_F(RoutineGroup, MakeWayReachesRunningHoldersOfTheResourceUntilTheyDropIt) {
   EXPECT_FALSE(state_.invocation(1)->make_way);
 }
 
+TEST_F(RoutineGroup, ACommandKeepsTheStartItsLeaderSentItAtIfBeforeItsOutcome) {
+  trigger(100, "", 0, "req-1");
+  lock_held(1, "lamp", 4);
+  phase(1, proto::PHASE_EXECUTING);
+  for (uint32_t index : {0u, 1u}) {
+    proto::RoutineUpdate update;
+    proto::InvocationStep& s = step(1, update);
+    s.mutable_command()->set_index(index);
+    s.mutable_command()->set_status(proto::COMMAND_OK);
+    // Command 2 claims a start after its outcome was committed: no start.
+    s.mutable_command()->set_started_at_us(index == 0 ? s.at_us() - 1 : s.at_us() + 1);
+    apply(update);
+  }
+  const auto& commands = state_.invocation(1)->commands;
+  EXPECT_EQ(commands.at(0).started_at_us, commands.at(0).done_at_us - 1);
+  EXPECT_EQ(commands.at(1).started_at_us, 0);
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.invocation(1)->commands.at(0).started_at_us, commands.at(0).started_at_us);
+  EXPECT_EQ(to_proto(*state_.invocation(1)).commands(0).started_at_us(), commands.at(0).started_at_us);
+}
+
 TEST_F(RoutineGroup, StopEndsExecutionWithItsReason) {
   trigger(100, "", 0, "req-1");
   lock_held(1, "lamp", 4);

@@ -61,6 +61,7 @@
 #include "routine/device_group_state.h"
 #include "routine/emulated_device.h"
 #include "routine/fault_points.h"
+#include "routine/invocation_metrics.h"
 #include "routine/routine_combo.h"
 #include "routine/routine_group_state.h"
 #include "routine/routine_model.h"
@@ -126,6 +127,8 @@ struct Outcome {
   uint64_t rekeys = 0;
   uint64_t not_effective = 0;          // commands that failed as not effective (a stuck actuator)
   uint64_t rollback_resource_retakes = 0;  // rollbacks that took a lost resource again first
+  uint64_t stretch_known = 0;              // invocations whose SafeHome stretch is known
+  uint64_t stretched = 0;                  // ... and above 1
   bool partitioned = false;
 };
 
@@ -927,6 +930,25 @@ Outcome run(const Plan& plan, uint64_t seed) {
     });
     if (before_placed) ++out.keyed_before_placed;
   }
+  // SafeHome's stretch of each invocation that ran every command, from its
+  // recorded command starts: never below 1 (a command is sent only after
+  // the one before it ended and kept its device).
+  for (const auto& spec : world.routines) {
+    const routine::RoutineGroupState* state = leading_state(sim, spec.id);
+    if (state == nullptr) continue;
+    for (const auto& [seq, invocation] : state->invocations()) {
+      const auto holds =
+          routine::command_holds(spec, invocation.plan.value_or(std::vector<routine::PreconditionCommand>{}));
+      const auto stretch = routine::invocation_metrics(routine::to_proto(invocation), holds).stretch;
+      if (!stretch) continue;
+      ++out.stretch_known;
+      if (*stretch > 1.0 + 1e-9) ++out.stretched;
+      if (*stretch < 1.0 - 1e-9) {
+        out.violations.push_back(
+            fmt::format("{} has stretch {} < 1", routine::holder_name(spec.id, invocation), *stretch));
+      }
+    }
+  }
   if (out.partitioned) return out;
   // No lock left held in any device group.
   std::set<std::string> clusters;
@@ -971,6 +993,8 @@ struct Totals {
   uint64_t keyed_before_placed = 0;
   uint64_t rekeys = 0;
   uint64_t rollback_resource_retakes = 0;
+  uint64_t stretch_known = 0;
+  uint64_t stretched = 0;
   uint64_t partitioned = 0;
 };
 
@@ -998,13 +1022,16 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.keyed_before_placed += o.keyed_before_placed;
     totals.rekeys += o.rekeys;
     totals.rollback_resource_retakes += o.rollback_resource_retakes;
+    totals.stretch_known += o.stretch_known;
+    totals.stretched += o.stretched;
     totals.partitioned += o.partitioned ? 1 : 0;
     if (test_support::report_violations("ROUTINE_AGENT", seed, o.violations)) return;
   }
   std::printf(
       "seeds=%llu (partitioned, safety only: %llu) invocations=%llu ok=%llu aborted=%llu failure_aborts=%llu "
       "undone=%llu undone_to_user_value=%llu actuations=%llu precondition_commands=%llu wound_aborts=%llu "
-      "not_effective=%llu keyed_before_placed=%llu rekeys=%llu rollback_resource_retakes=%llu\n",
+      "not_effective=%llu keyed_before_placed=%llu rekeys=%llu rollback_resource_retakes=%llu stretch_known=%llu "
+      "stretched=%llu\n",
       static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
       static_cast<unsigned long long>(totals.invocations), static_cast<unsigned long long>(totals.ok),
       static_cast<unsigned long long>(totals.aborted), static_cast<unsigned long long>(totals.failure_aborts),
@@ -1012,7 +1039,8 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
       static_cast<unsigned long long>(totals.actuations), static_cast<unsigned long long>(totals.precondition_commands),
       static_cast<unsigned long long>(totals.wound_aborts), static_cast<unsigned long long>(totals.not_effective),
       static_cast<unsigned long long>(totals.keyed_before_placed), static_cast<unsigned long long>(totals.rekeys),
-      static_cast<unsigned long long>(totals.rollback_resource_retakes));
+      static_cast<unsigned long long>(totals.rollback_resource_retakes),
+      static_cast<unsigned long long>(totals.stretch_known), static_cast<unsigned long long>(totals.stretched));
 }
 
 TEST(RoutineAgentSim, SlaIsSafeAndLiveAcrossACrash) {
@@ -1044,6 +1072,9 @@ TEST(RoutineAgentSim, EvPostLeasesYetStaysSerializableAcrossACrash) {
   // Timeline placement put some invocations before others already placed
   // (pre-leases), or this sweep never exercised the lineages' ordering.
   EXPECT_GT(t.keyed_before_placed, 0u);
+  // The stretch is recorded (and checked to be at least 1) for invocations
+  // that ran every command under one leader.
+  EXPECT_GT(t.stretch_known, 0u);
 }
 
 TEST(RoutineAgentSim, WvRunsAndIsSeenInterleaving) {
