@@ -160,7 +160,7 @@ void DeviceGroupState::apply_update(std::string_view update) {
       return;
     }
     case proto::DeviceUpdate::kUnlock:
-      locks_.release(decoded->unlock().device(), decoded->unlock().holder());
+      locks_.release(decoded->unlock().device(), decoded->unlock().holder(), decoded->unlock().serial_key_us());
       return;
     case proto::DeviceUpdate::kOutcome: {
       const auto& outcome = decoded->outcome();

@@ -69,6 +69,7 @@ void DeviceLocks::place(const std::string& device, const std::string& holder, co
     return;
   }
   const auto placed = lock.lineage.find(holder);
+  if (placed != lock.lineage.end() && placed->second.serial_key_us > entry.serial_key_us) return;
   if (placed != lock.lineage.end() && placed->second.serial_key_us == entry.serial_key_us) {
     placed->second.ready = placed->second.ready || entry.ready;
     placed->second.expected_first_use_us = entry.expected_first_use_us;
@@ -76,12 +77,10 @@ void DeviceLocks::place(const std::string& device, const std::string& holder, co
     grant_in_key_order(lock);
     return;
   }
-  if (key_below(entry.serial_key_us, holder, lock.floor_key_us, lock.floor_holder)) {
-    // Refused: someone serialized after this key already used the device.
-    if (placed != lock.lineage.end()) lock.lineage.erase(placed);
-    grant_in_key_order(lock);
-    return;
-  }
+  // Refused: someone serialized after this key already used the device.
+  // (Only a new entry can be: every entry is above the floor, a grant
+  // going to the lowest, and entries only move up.)
+  if (key_below(entry.serial_key_us, holder, lock.floor_key_us, lock.floor_holder)) return;
   if (placed == lock.lineage.end() && lock.lineage.size() >= kMaxWaiting) return;
   lock.lineage[holder] = entry;
   grant_in_key_order(lock);
@@ -105,10 +104,15 @@ void DeviceLocks::request(const std::string& device, const std::string& holder, 
   if (started_us != 0) lock.started_us[holder] = started_us;
 }
 
-std::optional<std::string> DeviceLocks::release(const std::string& device, const std::string& holder) {
+std::optional<std::string> DeviceLocks::release(const std::string& device, const std::string& holder,
+                                                int64_t serial_key_us) {
   const auto it = locks_.find(device);
   if (it == locks_.end()) return std::nullopt;
   Lock& lock = it->second;
+  if (const auto entry = lock.lineage.find(holder);
+      serial_key_us != 0 && entry != lock.lineage.end() && entry->second.serial_key_us > serial_key_us) {
+    return std::nullopt;
+  }
   const bool was_placed = lock.lineage.erase(holder) != 0;
   if (lock.holder != holder) {
     if (std::erase(lock.waiting, holder) != 0) lock.started_us.erase(holder);

@@ -84,14 +84,18 @@ class DeviceLocks {
   // the requester reads LOCK_NONE and backs off).
   void request(const std::string& device, const std::string& holder, bool wait, int64_t started_us = 0);
   // EV: places `holder`'s entry under entry.serial_key_us (> 0), or moves
-  // its entry there (a re-key), or marks it ready; refused (and an entry
-  // being moved dropped) below the floor. A granted holder: nothing
-  // changes. A full lineage takes no new entry.
+  // its entry there (a re-key), or marks it ready; refused below the
+  // floor. A granted holder: nothing
+  // changes. A full lineage takes no new entry. An invocation's keys only
+  // grow, so a request under a lower key than its entry's is a late one
+  // (sent before a re-key) and changes nothing.
   void place(const std::string& device, const std::string& holder, const Entry& entry);
   // The holder gives it up (the next waiting one is granted), or a waiting
   // one leaves the queue. Unknown holders: nothing changes. Returns the
-  // holder granted by this release, if any.
-  std::optional<std::string> release(const std::string& device, const std::string& holder);
+  // holder granted by this release, if any. With `serial_key_us` (EV), a
+  // holder whose entry is under a higher key is not touched: the release
+  // is a late one, from before the entry moved up (a re-key).
+  std::optional<std::string> release(const std::string& device, const std::string& holder, int64_t serial_key_us = 0);
 
   // With `lineage`, the answer carries the lineage's first kMaxLineageAnswer
   // entries (what a timeline placement reads).

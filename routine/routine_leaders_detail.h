@@ -13,10 +13,13 @@ namespace mesh::routine::detail {
 
 // A DeviceLockRelease of `holder`'s lock on `device` (or of its place in
 // the queue or lineage), as a device group write.
-inline std::string unlock_payload(const std::string& device, const std::string& holder) {
+// `serial_key_us`: EV, withdraw only an entry under this key or below
+// (DeviceLockRelease.serial_key_us); 0 releases whatever it holds.
+inline std::string unlock_payload(const std::string& device, const std::string& holder, int64_t serial_key_us = 0) {
   proto::DeviceUpdate release;
   release.mutable_unlock()->set_device(device);
   release.mutable_unlock()->set_holder(holder);
+  release.mutable_unlock()->set_serial_key_us(serial_key_us);
   return release.SerializeAsString();
 }
 

@@ -133,7 +133,7 @@ void RoutineLeaders::place_everywhere(const SessionKey& key, uint64_t seq, const
   round->awaiting = devices.size();
   const std::string holder = holder_of(key, seq);
   const int64_t key_us = invocation->serial_key_us;
-  auto finish = [this, key, seq, round, devices, holder, all_from_start] {
+  auto finish = [this, key, seq, round, devices, holder, all_from_start, key_us] {
     if (--round->awaiting != 0) return;
     if (!round->refused_by.empty()) {
       // Someone serialized after this key already used the device: withdraw
@@ -143,7 +143,7 @@ void RoutineLeaders::place_everywhere(const SessionKey& key, uint64_t seq, const
           "serial key: placing it again under a new key",
           routine_id(key), seq, round->refused_by);
       for (const std::string& device : devices) {
-        write_device(device, unlock_payload(device, holder), [](const auto&) {});
+        write_device(device, unlock_payload(device, holder, key_us), [](const auto&) {});
       }
       choose_key(key, seq, devices, round->refused_by, all_from_start);
       return;
@@ -185,9 +185,25 @@ void RoutineLeaders::place_everywhere(const SessionKey& key, uint64_t seq, const
           const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
           if (reply) {
             const proto::LockStatusMsg& lock = reply->lock();
-            if (lock.state() == proto::LOCK_HELD ||
-                (lock.state() == proto::LOCK_PLACED && lock.placed_key_us() == key_us)) {
+            // A lock is granted to the lowest entry, which moves the floor
+            // to its (key, holder): while held, the floor says the key.
+            const bool held_under_key =
+                lock.state() == proto::LOCK_HELD && lock.floor_holder() == holder && lock.floor_key_us() == key_us;
+            if (held_under_key || (lock.state() == proto::LOCK_PLACED && lock.placed_key_us() == key_us)) {
               ++round->placed;
+            } else if (lock.state() == proto::LOCK_HELD) {
+              // Granted under an earlier key (its entry was ready from the
+              // start) and not given back when it re-keyed (that release is
+              // sent once, and may be lost): kept, it would order this
+              // device by the old key and the others by the new one, a
+              // cycle. Nothing ran yet: give it back, then place anew.
+              ++round->awaiting;
+              write_device(device, unlock_payload(device, holder, lock.floor_key_us()),
+                           [round, finish, alive](const auto& written) {
+                             if (!*alive) return;
+                             round->asked = round->asked || written.has_value();
+                             finish();
+                           });
             } else if (below_floor(key_us, holder, lock)) {
               round->refused_by = device;
             } else if (may_ask(holder, device)) {

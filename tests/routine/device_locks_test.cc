@@ -230,9 +230,14 @@ TEST(DeviceLocks, LineageEntriesMoveAndLeave) {
   EXPECT_TRUE(locks.find("fan")->free());
   locks.place("fan", "slow#1", entry(40, false));  // re-keyed above quick#1
   EXPECT_EQ(locks.find("fan")->holder, "quick#1");
-  locks.release("fan", "quick#1");
-  locks.place("fan", "slow#1", entry(5, false));  // below the floor (30): dropped
-  EXPECT_EQ(locks.status("fan", "slow#1").state(), proto::LOCK_NONE);
+  locks.release("fan", "quick#1");                 // floor 30
+  locks.place("fan", "slow#1", entry(20, false));  // late, from before its re-key: changes nothing
+  EXPECT_EQ(locks.status("fan", "slow#1").placed_key_us(), 40);
+  locks.release("fan", "slow#1", 20);  // a late withdrawal of its key-20 entry: changes nothing
+  EXPECT_EQ(locks.status("fan", "slow#1").placed_key_us(), 40);
+  locks.place("fan", "fresh#1", entry(5, false));  // a new entry below the floor (30): refused
+  EXPECT_EQ(locks.status("fan", "fresh#1").state(), proto::LOCK_NONE);
+  locks.release("fan", "slow#1", 40);  // withdrawn under its key
   EXPECT_TRUE(locks.find("fan")->lineage.empty());
   locks.place("fan", "gone#1", entry(50, false));
   locks.place("fan", "after#1", entry(60, true));

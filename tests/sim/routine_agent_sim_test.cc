@@ -1004,7 +1004,10 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
   if (range.replaying) {
     core::set_log_level("warn");
     core::set_log_level(std::getenv("ROUTINE_AGENT_DEBUG") ? "debug" : "info", "routine");
-    if (std::getenv("ROUTINE_AGENT_DEBUG")) core::set_log_level(std::getenv("ROUTINE_AGENT_DEBUG"), "kgroup");
+    if (std::getenv("ROUTINE_AGENT_DEBUG")) {
+      core::set_log_level(std::getenv("ROUTINE_AGENT_DEBUG"), "kgroup");
+      core::set_log_level(std::getenv("ROUTINE_AGENT_DEBUG"), "mutex");  // Camera: resources
+    }
   }
   for (uint64_t seed = range.first; seed < range.end(); ++seed) {
     const Outcome o = run(plan, seed);
