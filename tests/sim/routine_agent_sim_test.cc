@@ -791,12 +791,21 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // later invocation had written it since hands its undo value to that
   // writer (DeviceGroupState::restore_after_lease), so the writer's own
   // undo must restore what was there before the aborted one.
-  std::set<std::string> aborted_invocations;
+  // Commands whose undo the device group refused as overwritten, handing
+  // the undo value to the overwriter (DeviceGroupState::
+  // restore_after_lease); an undo that failed otherwise (the device was
+  // down) hands nothing over: the write stays, and what comes after sees it.
+  std::set<std::string> handed_over;
   for (const auto& spec : world.routines) {
     const routine::RoutineGroupState* state = leading_state(sim, spec.id);
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
-      if (!invocation.abort_reason.empty()) aborted_invocations.insert(routine::holder_name(spec.id, invocation));
+      for (const auto& [index, undo] : invocation.undone) {
+        // The refusal's wording is DeviceGroupState::restore_after_lease's.
+        if (undo.status == proto::COMMAND_REFUSED && undo.detail.find("was written since") != std::string::npos) {
+          handed_over.insert(routine::command_id(spec.id, invocation, index));
+        }
+      }
     }
   }
   const auto invocation_of = [](const std::string& id) { return id.substr(0, id.rfind('#')); };
@@ -820,7 +829,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
            writer = previous_writer.find(id)) {
         const std::string& w = writer->second;
         if (is_undo(w) || undone_here.count(w) != 0 || invocation_of(w) == invocation_of(id) ||
-            aborted_invocations.count(invocation_of(w)) == 0) {
+            handed_over.count(w) == 0) {
           break;
         }
         value = before.at(w);
