@@ -1,5 +1,7 @@
 #include "membership/member_table.h"
 
+#include "membership/member_digest.h"
+
 namespace mesh::membership {
 namespace {
 
@@ -39,6 +41,22 @@ std::optional<MemberEventKind> transition(MemberState before, MemberState after)
 
 }  // namespace
 
+// Brackets one edit of an entry: its old digest part leaves, its new one
+// comes in when the edit's scope ends, whichever way it returns.
+class MemberTable::DigestEdit {
+ public:
+  DigestEdit(MemberTable& table, const MemberEntry& entry) : table_(table), entry_(entry) {
+    table_.remove_from_digest(entry_);
+  }
+  ~DigestEdit() { table_.add_to_digest(entry_); }
+  DigestEdit(const DigestEdit&) = delete;
+  DigestEdit& operator=(const DigestEdit&) = delete;
+
+ private:
+  MemberTable& table_;
+  const MemberEntry& entry_;
+};
+
 bool supersedes(MemberState state, uint64_t incarnation, MemberState over_state, uint64_t over_incarnation) {
   if (incarnation != over_incarnation) return incarnation > over_incarnation;
   return rank(state) > rank(over_state);
@@ -48,11 +66,12 @@ MemberTable::MemberTable(Member self) : self_(self.id) {
   MemberEntry entry;
   entry.member = std::move(self);
   entry.has_info = true;
-  entries_.emplace(self_, std::move(entry));
+  add_to_digest(entries_.emplace(self_, std::move(entry)).first->second);
 }
 
 void MemberTable::set_self(const Member& self) {
   MemberEntry& entry = entries_.at(self_);
+  const DigestEdit edit(*this, entry);
   const bool was_live = is_live(entry.member.state);
   entry.member = self;
   if (was_live != is_live(self.state)) recount();
@@ -73,7 +92,7 @@ ApplyResult MemberTable::apply(const MemberRecord& record, core::TimePoint now, 
       entry.accusers.insert(record.accuser);
       entry.suspect_since = now;
     }
-    entries_.emplace(id, std::move(entry));
+    add_to_digest(entries_.emplace(id, std::move(entry)).first->second);
     if (is_live(record.member.state)) ++live_count_;
     result.changed = true;
     // A member first heard of as failed or gone was never live here: no event.
@@ -82,6 +101,7 @@ ApplyResult MemberTable::apply(const MemberRecord& record, core::TimePoint now, 
   }
 
   MemberEntry& entry = it->second;
+  const DigestEdit edit(*this, entry);
   Member& current = entry.member;
   if (record.member.state == MemberState::suspect && current.state == MemberState::suspect &&
       record.member.incarnation == current.incarnation) {
@@ -164,7 +184,39 @@ MemberRecord MemberTable::record_of(core::NodeId id) const {
 }
 
 void MemberTable::erase(core::NodeId id) {
-  if (id != self_ && entries_.erase(id) > 0) recount();
+  if (id == self_) return;
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  remove_from_digest(it->second);
+  entries_.erase(it);
+  recount();
+}
+
+const std::vector<uint32_t>& MemberTable::bucket_hashes(size_t buckets) const {
+  if (bucket_hashes_.size() != buckets) {
+    bucket_hashes_.assign(buckets, 0);
+    for (const auto& [id, entry] : entries_) {
+      if (entry.has_info) bucket_hashes_[MemberDigest::bucket_of(id, buckets)] ^= MemberDigest::hash_of(entry);
+    }
+  }
+  return bucket_hashes_;
+}
+
+void MemberTable::add_to_digest(const MemberEntry& entry) {
+  if (!entry.has_info) return;
+  ++with_info_count_;
+  if (!bucket_hashes_.empty()) {
+    bucket_hashes_[MemberDigest::bucket_of(entry.member.id, bucket_hashes_.size())] ^= MemberDigest::hash_of(entry);
+  }
+}
+
+void MemberTable::remove_from_digest(const MemberEntry& entry) {
+  if (!entry.has_info) return;
+  --with_info_count_;
+  // XOR is its own inverse.
+  if (!bucket_hashes_.empty()) {
+    bucket_hashes_[MemberDigest::bucket_of(entry.member.id, bucket_hashes_.size())] ^= MemberDigest::hash_of(entry);
+  }
 }
 
 }  // namespace mesh::membership

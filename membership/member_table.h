@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -63,6 +65,13 @@ class MemberTable {
 
   const MemberEntry* find(core::NodeId id) const;
   const std::map<core::NodeId, MemberEntry>& entries() const { return entries_; }
+  // Members with info (self included): those a sync carries.
+  size_t with_info_count() const { return with_info_count_; }
+  // MemberDigest's bucket hashes of this table for `buckets` >= 1. Kept up
+  // to date at every edit for the last bucket count asked for: a digest is
+  // made for every push-pull request and answer, and a walk of the whole
+  // table each time grew with the mesh.
+  const std::vector<uint32_t>& bucket_hashes(size_t buckets) const;
   // Alive and suspect members other than self, by id.
   std::vector<core::NodeId> live_others() const;
   size_t live_count() const { return live_count_; }  // self included
@@ -70,11 +79,20 @@ class MemberTable {
   void erase(core::NodeId id);
 
  private:
+  class DigestEdit;
+
   core::NodeId self_;
   void recount();
+  // Add `entry`'s part of the digest; remove_from_digest() takes it away
+  // again, so an edit is bracketed by the two.
+  void add_to_digest(const MemberEntry& entry);
+  void remove_from_digest(const MemberEntry& entry);
 
   std::map<core::NodeId, MemberEntry> entries_;
   size_t live_count_ = 1;
+  size_t with_info_count_ = 0;
+  // Empty until bucket_hashes() is first asked; then for bucket_hashes_.size() buckets.
+  mutable std::vector<uint32_t> bucket_hashes_;
 };
 
 }  // namespace mesh::membership
