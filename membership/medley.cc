@@ -244,7 +244,10 @@ void Medley::tick() {
 }
 
 void Medley::start_probe() {
-  selector_.set_members(table_.live_others(), distances_, env_.rng());
+  if (selector_live_set_version_ != table_.live_set_version()) {
+    selector_.set_members(table_.live_others(), distances_, env_.rng());
+    selector_live_set_version_ = table_.live_set_version();
+  }
   std::optional<core::NodeId> target;
   while (!target && !verify_.empty()) {
     const core::NodeId id = *verify_.begin();

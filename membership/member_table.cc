@@ -94,6 +94,7 @@ ApplyResult MemberTable::apply(const MemberRecord& record, core::TimePoint now, 
     }
     add_to_digest(entries_.emplace(id, std::move(entry)).first->second);
     if (is_live(record.member.state)) ++live_count_;
+    ++live_set_version_;
     result.changed = true;
     // A member first heard of as failed or gone was never live here: no event.
     if (is_live(record.member.state)) result.event = MemberEventKind::joined;
@@ -170,6 +171,7 @@ std::vector<core::NodeId> MemberTable::live_others() const {
 }
 
 void MemberTable::recount() {
+  ++live_set_version_;
   live_count_ = 0;
   for (const auto& [id, e] : entries_) live_count_ += is_live(e.member.state) ? 1 : 0;
 }

@@ -75,6 +75,9 @@ class MemberTable {
   // Alive and suspect members other than self, by id.
   std::vector<core::NodeId> live_others() const;
   size_t live_count() const { return live_count_; }  // self included
+  // Changes whenever live_others() may have: a member added, erased, or
+  // moved between live and not live. Equal values, equal lists.
+  uint64_t live_set_version() const { return live_set_version_; }
   MemberRecord record_of(core::NodeId id) const;  // id must be known
   void erase(core::NodeId id);
 
@@ -90,6 +93,7 @@ class MemberTable {
 
   std::map<core::NodeId, MemberEntry> entries_;
   size_t live_count_ = 1;
+  uint64_t live_set_version_ = 0;
   size_t with_info_count_ = 0;
   // Empty until bucket_hashes() is first asked; then for bucket_hashes_.size() buckets.
   mutable std::vector<uint32_t> bucket_hashes_;

@@ -84,50 +84,5 @@ TEST(MemberDigest, BucketCountIsBounded) {
   EXPECT_EQ(MemberDigest::bucket_count(10, 0, 256), 10u);
 }
 
-// The digest as it was computed before the table kept it: every member with
-// info walked and hashed into its bucket.
-std::vector<uint32_t> walked_digest(const MemberTable& table, size_t buckets) {
-  std::vector<uint32_t> hashes(buckets, 0);
-  size_t with_info = 0;
-  for (const auto& [id, entry] : table.entries()) {
-    if (!entry.has_info) continue;
-    hashes[MemberDigest::bucket_of(id, buckets)] ^= MemberDigest::hash_of(entry);
-    ++with_info;
-  }
-  EXPECT_EQ(table.with_info_count(), with_info);
-  return hashes;
-}
-
-TEST(MemberDigest, KeptHashesMatchAWalkAfterRandomEdits) {
-  constexpr uint32_t kMembers = 24;
-  const MemberState states[] = {MemberState::alive, MemberState::suspect, MemberState::failed, MemberState::left};
-  for (uint32_t seed = 1; seed <= 20; ++seed) {
-    std::mt19937 rng(seed);
-    auto draw = [&rng](uint32_t bound) { return static_cast<uint32_t>(rng() % bound); };
-    MemberTable table(alive(1, 0).member);
-    for (int step = 0; step < 2000; ++step) {
-      const uint32_t op = draw(20);
-      if (op == 0) {
-        table.erase(node(1 + draw(kMembers)));
-      } else if (op == 1) {
-        Member self = table.self_member();
-        self.incarnation += draw(2);
-        self.state = states[draw(2)];
-        table.set_self(self);
-      } else {
-        MemberRecord record = alive(1 + draw(kMembers), draw(4));
-        record.member.state = states[draw(4)];
-        record.has_info = draw(3) != 0;
-        if (record.member.state == MemberState::suspect && draw(4) != 0) record.accuser = node(1 + draw(kMembers));
-        table.apply(record, core::TimePoint(core::Duration(step)), draw(2) != 0);
-      }
-      // Asked for by another bucket count now and then, as a peer's
-      // request may be: the table then walks once and keeps that count.
-      const size_t buckets = draw(10) == 0 ? 1 + draw(7) : 4;
-      ASSERT_EQ(table.bucket_hashes(buckets), walked_digest(table, buckets)) << "seed " << seed << " step " << step;
-    }
-  }
-}
-
 }  // namespace
 }  // namespace mesh::membership
