@@ -59,6 +59,11 @@ class U64HashMap {
     return true;
   }
   size_t size() const { return size_; }
+  // Room for `entries` without growing: one allocation where a map filled
+  // from empty would grow (and rehash) at every doubling.
+  void reserve(size_t entries) {
+    while (2 * entries > slots_.size()) grow();
+  }
 
  private:
   struct Slot {
