@@ -1,5 +1,7 @@
 #include "membership/member_table.h"
 
+#include <algorithm>
+
 #include "membership/member_digest.h"
 
 namespace mesh::membership {
@@ -197,28 +199,31 @@ void MemberTable::erase(core::NodeId id) {
 const std::vector<uint32_t>& MemberTable::bucket_hashes(size_t buckets) const {
   if (bucket_hashes_.size() != buckets) {
     bucket_hashes_.assign(buckets, 0);
-    for (const auto& [id, entry] : entries_) {
-      if (entry.has_info) bucket_hashes_[MemberDigest::bucket_of(id, buckets)] ^= MemberDigest::hash_of(entry);
-    }
+    for (const DigestPart& part : digest_parts_) bucket_hashes_[MemberDigest::bucket_of(part.id, buckets)] ^= part.hash;
   }
   return bucket_hashes_;
 }
 
 void MemberTable::add_to_digest(const MemberEntry& entry) {
   if (!entry.has_info) return;
-  ++with_info_count_;
+  const DigestPart part{entry.member.id, MemberDigest::hash_of(entry)};
+  auto at = std::lower_bound(digest_parts_.begin(), digest_parts_.end(), part.id,
+                             [](const DigestPart& p, core::NodeId id) { return p.id < id; });
+  digest_parts_.insert(at, part);
   if (!bucket_hashes_.empty()) {
-    bucket_hashes_[MemberDigest::bucket_of(entry.member.id, bucket_hashes_.size())] ^= MemberDigest::hash_of(entry);
+    bucket_hashes_[MemberDigest::bucket_of(part.id, bucket_hashes_.size())] ^= part.hash;
   }
 }
 
 void MemberTable::remove_from_digest(const MemberEntry& entry) {
   if (!entry.has_info) return;
-  --with_info_count_;
+  auto at = std::lower_bound(digest_parts_.begin(), digest_parts_.end(), entry.member.id,
+                             [](const DigestPart& p, core::NodeId id) { return p.id < id; });
   // XOR is its own inverse.
   if (!bucket_hashes_.empty()) {
-    bucket_hashes_[MemberDigest::bucket_of(entry.member.id, bucket_hashes_.size())] ^= MemberDigest::hash_of(entry);
+    bucket_hashes_[MemberDigest::bucket_of(at->id, bucket_hashes_.size())] ^= at->hash;
   }
+  digest_parts_.erase(at);
 }
 
 }  // namespace mesh::membership

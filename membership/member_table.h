@@ -66,11 +66,12 @@ class MemberTable {
   const MemberEntry* find(core::NodeId id) const;
   const std::map<core::NodeId, MemberEntry>& entries() const { return entries_; }
   // Members with info (self included): those a sync carries.
-  size_t with_info_count() const { return with_info_count_; }
+  size_t with_info_count() const { return digest_parts_.size(); }
   // MemberDigest's bucket hashes of this table for `buckets` >= 1. Kept up
-  // to date at every edit for the last bucket count asked for: a digest is
-  // made for every push-pull request and answer, and a walk of the whole
-  // table each time grew with the mesh.
+  // to date at every edit for the last bucket count asked for, and made for
+  // another from the members' kept parts: a digest is made for every
+  // push-pull request and answer, and a walk of the whole table hashing
+  // every member each time grew with the mesh.
   const std::vector<uint32_t>& bucket_hashes(size_t buckets) const;
   // Alive and suspect members other than self, by id.
   std::vector<core::NodeId> live_others() const;
@@ -94,7 +95,14 @@ class MemberTable {
   std::map<core::NodeId, MemberEntry> entries_;
   size_t live_count_ = 1;
   uint64_t live_set_version_ = 0;
-  size_t with_info_count_ = 0;
+  // What each member with info adds to the digest, sorted by id: a digest
+  // of another bucket count (a peer's, or ours after the list grew) is a
+  // scan of this array, not a walk of the tree hashing every member.
+  struct DigestPart {
+    core::NodeId id;
+    uint32_t hash = 0;
+  };
+  std::vector<DigestPart> digest_parts_;
   // Empty until bucket_hashes() is first asked; then for bucket_hashes_.size() buckets.
   mutable std::vector<uint32_t> bucket_hashes_;
 };
