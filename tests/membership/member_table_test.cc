@@ -10,9 +10,13 @@
 #include <gtest/gtest.h>
 
 #include "membership/member_digest.h"
+#include "tests/membership/numbered_members.h"
 
 namespace mesh::membership {
 namespace {
+
+using test::numbered_alive;
+using test::numbered_id;
 
 const core::NodeId kSelf = core::NodeId::from_octets(10, 0, 0, 1);
 const core::NodeId kOther = core::NodeId::from_octets(10, 0, 0, 2);
@@ -148,17 +152,6 @@ TEST(MemberTable, RecordsAboutSelfAreNotApplied) {
   r.member.id = kSelf;
   EXPECT_FALSE(t.apply(r, kNow).changed);
   EXPECT_EQ(t.self_member().state, MemberState::alive);
-}
-
-core::NodeId numbered_id(uint32_t i) { return core::NodeId(0x0a000000u + i); }
-
-MemberRecord numbered_alive(uint32_t i, uint64_t incarnation) {
-  MemberRecord r;
-  r.member.id = numbered_id(i);
-  r.member.name = "n" + std::to_string(i);
-  r.member.incarnation = incarnation;
-  r.has_info = true;
-  return r;
 }
 
 // The digest as it was computed before the table kept it: every member with
