@@ -8,31 +8,36 @@
 namespace mesh::membership {
 
 void DisseminationQueue::enqueue(const MemberRecord& record) {
-  Item& item = items_[record.member.id];
+  auto [it, added] = items_.try_emplace(record.member.id);
+  Item& item = it->second;
+  if (!added) ranked_.erase(rank_of(item));
   item.record = record;
   item.bytes = wire_size(record);
   item.transmits = 0;
   item.order = next_order_++;
+  ranked_.insert(rank_of(item));
 }
 
 std::vector<MemberRecord> DisseminationQueue::take(size_t byte_budget, size_t max_count, uint32_t limit) {
-  std::vector<Item*> order;
-  order.reserve(items_.size());
-  for (auto& [id, item] : items_) order.push_back(&item);
-  std::sort(order.begin(), order.end(), [](const Item* a, const Item* b) {
-    return a->transmits != b->transmits ? a->transmits < b->transmits : a->order > b->order;
-  });
   std::vector<MemberRecord> out;
-  std::vector<core::NodeId> spent;
+  std::vector<Item*> sent;
   size_t used = 0;
-  for (Item* item : order) {
+  for (const Rank& rank : ranked_) {
     if (out.size() >= max_count) break;
-    if (used + item->bytes > byte_budget) continue;
-    used += item->bytes;
-    out.push_back(item->record);
-    if (++item->transmits >= limit) spent.push_back(item->record.member.id);
+    if (used + rank.item->bytes > byte_budget) continue;
+    used += rank.item->bytes;
+    out.push_back(rank.item->record);
+    sent.push_back(rank.item);
   }
-  for (core::NodeId id : spent) items_.erase(id);
+  // Ranked again after the walk, which their new ranks would disturb.
+  for (Item* item : sent) {
+    ranked_.erase(rank_of(*item));
+    if (++item->transmits >= limit) {
+      items_.erase(item->record.member.id);
+    } else {
+      ranked_.insert(rank_of(*item));
+    }
+  }
   return out;
 }
 

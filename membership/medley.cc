@@ -244,7 +244,10 @@ void Medley::tick() {
 }
 
 void Medley::start_probe() {
-  selector_.set_members(table_.live_others(), distances_, env_.rng());
+  if (selector_live_set_version_ != table_.live_set_version()) {
+    selector_.set_members(table_.live_others(), distances_, env_.rng());
+    selector_live_set_version_ = table_.live_set_version();
+  }
   std::optional<core::NodeId> target;
   while (!target && !verify_.empty()) {
     const core::NodeId id = *verify_.begin();
@@ -499,8 +502,11 @@ void Medley::catch_up_from(core::NodeId peer) {
 void Medley::reap() {
   const core::TimePoint now = env_.now();
   std::vector<core::NodeId> gone;
-  for (const auto& [id, e] : table_.entries()) {
-    if (!is_live(e.member.state) && now - e.state_since > options_.failed_retention) gone.push_back(id);
+  // Every tick: walk the table only when it holds a failed or departed member.
+  if (table_.live_count() < table_.entries().size()) {
+    for (const auto& [id, e] : table_.entries()) {
+      if (!is_live(e.member.state) && now - e.state_since > options_.failed_retention) gone.push_back(id);
+    }
   }
   for (core::NodeId id : gone) {
     table_.erase(id);
@@ -927,10 +933,9 @@ void Medley::on_sync_request(const core::Message& request, core::Responder respo
 }
 
 MemberDigest Medley::digest() const {
-  size_t with_info = 0;
-  for (const auto& [id, e] : table_.entries()) with_info += e.has_info ? 1 : 0;
-  return MemberDigest(
-      table_, MemberDigest::bucket_count(with_info, options_.push_pull_members_per_bucket, limits_.max_digest_buckets));
+  return MemberDigest(table_,
+                      MemberDigest::bucket_count(table_.with_info_count(), options_.push_pull_members_per_bucket,
+                                                 limits_.max_digest_buckets));
 }
 
 }  // namespace mesh::membership

@@ -190,6 +190,10 @@ class Medley final : public MemberView {
   MemberTable table_;
   DisseminationQueue queue_;
   ProbeTargetSelector selector_;
+  // The table's live_set_version() when the selector was last handed the
+  // live members: every probe period would otherwise copy and sort the
+  // whole list only to find it unchanged.
+  std::optional<uint64_t> selector_live_set_version_;
   LocalHealth health_;
 
   bool running_ = false;

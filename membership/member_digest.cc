@@ -14,7 +14,9 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint32_t member_hash(const MemberEntry& entry) {
+}  // namespace
+
+uint32_t MemberDigest::hash_of(const MemberEntry& entry) {
   uint64_t h =
       mix(mix(mix(entry.member.id.value()) ^ entry.member.incarnation) ^ static_cast<uint64_t>(entry.member.state));
   // A suspect's accusers count too: a whole-list push-pull used to carry
@@ -28,8 +30,6 @@ uint32_t member_hash(const MemberEntry& entry) {
   return static_cast<uint32_t>(h >> 32);
 }
 
-}  // namespace
-
 size_t MemberDigest::bucket_count(size_t members, size_t members_per_bucket, size_t max_buckets) {
   const size_t per_bucket = std::max<size_t>(1, members_per_bucket);
   return std::clamp<size_t>((members + per_bucket - 1) / per_bucket, 1, std::max<size_t>(1, max_buckets));
@@ -37,12 +37,6 @@ size_t MemberDigest::bucket_count(size_t members, size_t members_per_bucket, siz
 
 size_t MemberDigest::bucket_of(core::NodeId id, size_t buckets) {
   return static_cast<size_t>(mix(id.value()) % buckets);
-}
-
-MemberDigest::MemberDigest(const MemberTable& table, size_t buckets) : hashes_(buckets, 0) {
-  for (const auto& [id, entry] : table.entries()) {
-    if (entry.has_info) hashes_[bucket_of(id, buckets)] ^= member_hash(entry);
-  }
 }
 
 bool MemberDigest::differs_for(core::NodeId id, const MemberDigest& other) const {

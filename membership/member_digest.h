@@ -23,9 +23,11 @@ class MemberDigest {
   // least one, at most `max_buckets`.
   static size_t bucket_count(size_t members, size_t members_per_bucket, size_t max_buckets);
   static size_t bucket_of(core::NodeId id, size_t buckets);
+  // What `entry` (one with info) adds to its bucket's hash.
+  static uint32_t hash_of(const MemberEntry& entry);
 
   // buckets >= 1.
-  MemberDigest(const MemberTable& table, size_t buckets);
+  MemberDigest(const MemberTable& table, size_t buckets) : hashes_(table.bucket_hashes(buckets)) {}
   explicit MemberDigest(std::vector<uint32_t> hashes) : hashes_(std::move(hashes)) {}
 
   const std::vector<uint32_t>& hashes() const { return hashes_; }

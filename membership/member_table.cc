@@ -1,5 +1,9 @@
 #include "membership/member_table.h"
 
+#include <algorithm>
+
+#include "membership/member_digest.h"
+
 namespace mesh::membership {
 namespace {
 
@@ -39,6 +43,22 @@ std::optional<MemberEventKind> transition(MemberState before, MemberState after)
 
 }  // namespace
 
+// Brackets one edit of an entry: its old digest part leaves, its new one
+// comes in when the edit's scope ends, whichever way it returns.
+class MemberTable::DigestEdit {
+ public:
+  DigestEdit(MemberTable& table, const MemberEntry& entry) : table_(table), entry_(entry) {
+    table_.remove_from_digest(entry_);
+  }
+  ~DigestEdit() { table_.add_to_digest(entry_); }
+  DigestEdit(const DigestEdit&) = delete;
+  DigestEdit& operator=(const DigestEdit&) = delete;
+
+ private:
+  MemberTable& table_;
+  const MemberEntry& entry_;
+};
+
 bool supersedes(MemberState state, uint64_t incarnation, MemberState over_state, uint64_t over_incarnation) {
   if (incarnation != over_incarnation) return incarnation > over_incarnation;
   return rank(state) > rank(over_state);
@@ -48,11 +68,12 @@ MemberTable::MemberTable(Member self) : self_(self.id) {
   MemberEntry entry;
   entry.member = std::move(self);
   entry.has_info = true;
-  entries_.emplace(self_, std::move(entry));
+  add_to_digest(entries_.emplace(self_, std::move(entry)).first->second);
 }
 
 void MemberTable::set_self(const Member& self) {
   MemberEntry& entry = entries_.at(self_);
+  const DigestEdit edit(*this, entry);
   const bool was_live = is_live(entry.member.state);
   entry.member = self;
   if (was_live != is_live(self.state)) recount();
@@ -73,8 +94,9 @@ ApplyResult MemberTable::apply(const MemberRecord& record, core::TimePoint now, 
       entry.accusers.insert(record.accuser);
       entry.suspect_since = now;
     }
-    entries_.emplace(id, std::move(entry));
+    add_to_digest(entries_.emplace(id, std::move(entry)).first->second);
     if (is_live(record.member.state)) ++live_count_;
+    ++live_set_version_;
     result.changed = true;
     // A member first heard of as failed or gone was never live here: no event.
     if (is_live(record.member.state)) result.event = MemberEventKind::joined;
@@ -82,6 +104,7 @@ ApplyResult MemberTable::apply(const MemberRecord& record, core::TimePoint now, 
   }
 
   MemberEntry& entry = it->second;
+  const DigestEdit edit(*this, entry);
   Member& current = entry.member;
   if (record.member.state == MemberState::suspect && current.state == MemberState::suspect &&
       record.member.incarnation == current.incarnation) {
@@ -150,6 +173,7 @@ std::vector<core::NodeId> MemberTable::live_others() const {
 }
 
 void MemberTable::recount() {
+  ++live_set_version_;
   live_count_ = 0;
   for (const auto& [id, e] : entries_) live_count_ += is_live(e.member.state) ? 1 : 0;
 }
@@ -164,7 +188,42 @@ MemberRecord MemberTable::record_of(core::NodeId id) const {
 }
 
 void MemberTable::erase(core::NodeId id) {
-  if (id != self_ && entries_.erase(id) > 0) recount();
+  if (id == self_) return;
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  remove_from_digest(it->second);
+  entries_.erase(it);
+  recount();
+}
+
+const std::vector<uint32_t>& MemberTable::bucket_hashes(size_t buckets) const {
+  if (bucket_hashes_.size() != buckets) {
+    bucket_hashes_.assign(buckets, 0);
+    for (const DigestPart& part : digest_parts_) bucket_hashes_[MemberDigest::bucket_of(part.id, buckets)] ^= part.hash;
+  }
+  return bucket_hashes_;
+}
+
+void MemberTable::add_to_digest(const MemberEntry& entry) {
+  if (!entry.has_info) return;
+  const DigestPart part{entry.member.id, MemberDigest::hash_of(entry)};
+  auto at = std::lower_bound(digest_parts_.begin(), digest_parts_.end(), part.id,
+                             [](const DigestPart& p, core::NodeId id) { return p.id < id; });
+  digest_parts_.insert(at, part);
+  if (!bucket_hashes_.empty()) {
+    bucket_hashes_[MemberDigest::bucket_of(part.id, bucket_hashes_.size())] ^= part.hash;
+  }
+}
+
+void MemberTable::remove_from_digest(const MemberEntry& entry) {
+  if (!entry.has_info) return;
+  auto at = std::lower_bound(digest_parts_.begin(), digest_parts_.end(), entry.member.id,
+                             [](const DigestPart& p, core::NodeId id) { return p.id < id; });
+  // XOR is its own inverse.
+  if (!bucket_hashes_.empty()) {
+    bucket_hashes_[MemberDigest::bucket_of(at->id, bucket_hashes_.size())] ^= at->hash;
+  }
+  digest_parts_.erase(at);
 }
 
 }  // namespace mesh::membership

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -63,18 +65,46 @@ class MemberTable {
 
   const MemberEntry* find(core::NodeId id) const;
   const std::map<core::NodeId, MemberEntry>& entries() const { return entries_; }
+  // Members with info (self included): those a sync carries.
+  size_t with_info_count() const { return digest_parts_.size(); }
+  // MemberDigest's bucket hashes of this table for `buckets` >= 1. Kept up
+  // to date at every edit for the last bucket count asked for, and made for
+  // another from the members' kept parts: a digest is made for every
+  // push-pull request and answer, and a walk of the whole table hashing
+  // every member each time grew with the mesh.
+  const std::vector<uint32_t>& bucket_hashes(size_t buckets) const;
   // Alive and suspect members other than self, by id.
   std::vector<core::NodeId> live_others() const;
   size_t live_count() const { return live_count_; }  // self included
+  // Changes whenever live_others() may have: a member added, erased, or
+  // moved between live and not live. Equal values, equal lists.
+  uint64_t live_set_version() const { return live_set_version_; }
   MemberRecord record_of(core::NodeId id) const;  // id must be known
   void erase(core::NodeId id);
 
  private:
+  class DigestEdit;
+
   core::NodeId self_;
   void recount();
+  // Add `entry`'s part of the digest; remove_from_digest() takes it away
+  // again, so an edit is bracketed by the two.
+  void add_to_digest(const MemberEntry& entry);
+  void remove_from_digest(const MemberEntry& entry);
 
   std::map<core::NodeId, MemberEntry> entries_;
   size_t live_count_ = 1;
+  uint64_t live_set_version_ = 0;
+  // What each member with info adds to the digest, sorted by id: a digest
+  // of another bucket count (a peer's, or ours after the list grew) is a
+  // scan of this array, not a walk of the tree hashing every member.
+  struct DigestPart {
+    core::NodeId id;
+    uint32_t hash = 0;
+  };
+  std::vector<DigestPart> digest_parts_;
+  // Empty until bucket_hashes() is first asked; then for bucket_hashes_.size() buckets.
+  mutable std::vector<uint32_t> bucket_hashes_;
 };
 
 }  // namespace mesh::membership

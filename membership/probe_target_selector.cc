@@ -85,7 +85,6 @@ void ProbeTargetSelector::set_members(const std::vector<core::NodeId>& members, 
   std::vector<core::NodeId> added;
   std::set_difference(sorted.begin(), sorted.end(), members_.begin(), members_.end(), std::back_inserter(added));
   members_ = std::move(sorted);
-  member_set_ = std::set<core::NodeId>(members_.begin(), members_.end());
   if (order_ != ProbeOrder::bag || bag_.empty() || added.empty()) return;
   // A round built over far fewer members (a node joining learns the list a
   // few at a time) flattened the skew for that small list: far members got
@@ -109,8 +108,14 @@ void ProbeTargetSelector::set_members(const std::vector<core::NodeId>& members, 
   }
 }
 
+// A binary search of the sorted list: a tree beside it was rebuilt, a node
+// per member, every time a member joined or left.
+bool ProbeTargetSelector::is_member(core::NodeId id) const {
+  return std::binary_search(members_.begin(), members_.end(), id);
+}
+
 void ProbeTargetSelector::boost(core::NodeId id, double factor, const HopDistances& distances) {
-  if (factor <= 1.0 || boosts_.contains(id) || !member_set_.contains(id)) return;
+  if (factor <= 1.0 || boosts_.contains(id) || !is_member(id)) return;
   const std::vector<double> weights = distance_weights(members_, distances, alpha_);
   const size_t index = static_cast<size_t>(std::lower_bound(members_.begin(), members_.end(), id) - members_.begin());
   // Drawn first with this chance each time, the member's share grows from
@@ -132,7 +137,7 @@ void ProbeTargetSelector::refill(const HopDistances& distances, core::Rng& rng) 
 std::optional<core::NodeId> ProbeTargetSelector::next(const HopDistances& distances, core::Rng& rng) {
   if (members_.empty()) return std::nullopt;
   for (const auto& [id, chance] : boosts_) {
-    if (member_set_.contains(id) && rng.unit() < chance) return id;
+    if (is_member(id) && rng.unit() < chance) return id;
   }
   if (order_ == ProbeOrder::independent) {
     const std::vector<double> weights = distance_weights(members_, distances, alpha_);
@@ -143,7 +148,7 @@ std::optional<core::NodeId> ProbeTargetSelector::next(const HopDistances& distan
     while (!bag_.empty()) {
       const core::NodeId id = bag_.back();
       bag_.pop_back();
-      if (member_set_.contains(id)) return id;
+      if (is_member(id)) return id;
     }
     refill(distances, rng);
   }

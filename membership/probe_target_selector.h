@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <vector>
 
 #include "core/node_id.h"
@@ -61,8 +60,9 @@ class ProbeTargetSelector {
   double alpha_;
   ProbeOrder order_;
   size_t bag_limit_factor_;
+  bool is_member(core::NodeId id) const;
+
   std::vector<core::NodeId> members_;  // sorted
-  std::set<core::NodeId> member_set_;
   std::vector<core::NodeId> bag_;      // drawn from the back
   std::map<core::NodeId, double> boosts_;  // extra chance per draw, by member
   size_t round_size_ = 0;

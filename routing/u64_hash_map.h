@@ -59,6 +59,13 @@ class U64HashMap {
     return true;
   }
   size_t size() const { return size_; }
+  // Room for `entries` without growing: one allocation where a map filled
+  // from empty would grow (and rehash) at every doubling.
+  void reserve(size_t entries) {
+    size_t capacity = slots_.empty() ? 16 : slots_.size();
+    while (2 * entries > capacity) capacity *= 2;
+    if (capacity != slots_.size()) rehash(capacity);
+  }
 
  private:
   struct Slot {
@@ -76,9 +83,10 @@ class U64HashMap {
   // Probe steps from `from` forward to `to`.
   size_t distance(size_t from, size_t to) const { return (to - from) & (slots_.size() - 1); }
 
-  void grow() {
+  void grow() { rehash(slots_.empty() ? 16 : 2 * slots_.size()); }
+  // `capacity`: a power of two, at least twice the entries held.
+  void rehash(size_t capacity) {
     std::vector<Slot> old = std::move(slots_);
-    const size_t capacity = old.empty() ? 16 : 2 * old.size();
     slots_.assign(capacity, Slot{});
     shift_ = 64;
     for (size_t c = capacity; c > 1; c >>= 1) --shift_;

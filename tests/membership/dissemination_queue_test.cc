@@ -1,6 +1,11 @@
+#include "membership/dissemination_queue.h"
+
+#include <algorithm>
+#include <map>
+#include <random>
+
 #include <gtest/gtest.h>
 
-#include "membership/dissemination_queue.h"
 #include "membership/membership_codec.h"
 
 namespace mesh::membership {
@@ -52,6 +57,75 @@ TEST(DisseminationQueue, RespectsByteBudgetAndCount) {
   auto taken = q.take(one * 5 + one / 2, 100, 10);
   EXPECT_EQ(taken.size(), 5u);
   EXPECT_EQ(q.take(100000, 7, 10).size(), 7u);
+}
+
+// The queue as it was before it kept its order: every take() sorts every
+// item.
+class SortingQueue {
+ public:
+  void enqueue(const MemberRecord& record) {
+    Item& item = items_[record.member.id];
+    item.record = record;
+    item.bytes = wire_size(record);
+    item.transmits = 0;
+    item.order = next_order_++;
+  }
+  std::vector<MemberRecord> take(size_t byte_budget, size_t max_count, uint32_t limit) {
+    std::vector<Item*> order;
+    for (auto& [id, item] : items_) order.push_back(&item);
+    std::sort(order.begin(), order.end(), [](const Item* a, const Item* b) {
+      return a->transmits != b->transmits ? a->transmits < b->transmits : a->order > b->order;
+    });
+    std::vector<MemberRecord> out;
+    std::vector<core::NodeId> spent;
+    size_t used = 0;
+    for (Item* item : order) {
+      if (out.size() >= max_count) break;
+      if (used + item->bytes > byte_budget) continue;
+      used += item->bytes;
+      out.push_back(item->record);
+      if (++item->transmits >= limit) spent.push_back(item->record.member.id);
+    }
+    for (core::NodeId id : spent) items_.erase(id);
+    return out;
+  }
+  size_t size() const { return items_.size(); }
+
+ private:
+  struct Item {
+    MemberRecord record;
+    size_t bytes = 0;
+    uint32_t transmits = 0;
+    uint64_t order = 0;
+  };
+  std::map<core::NodeId, Item> items_;
+  uint64_t next_order_ = 0;
+};
+
+TEST(DisseminationQueue, TakesWhatSortingEveryItemTookOnRandomSequences) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    auto draw = [&rng](uint32_t bound) { return static_cast<uint32_t>(rng() % bound); };
+    DisseminationQueue queue;
+    SortingQueue reference;
+    for (int step = 0; step < 3000; ++step) {
+      if (draw(3) != 0) {
+        // Names of different lengths give records of different sizes, so
+        // the byte budget skips some.
+        MemberRecord record = rec(1 + draw(40), draw(5));
+        record.member.name = std::string(1 + draw(30), 'x');
+        queue.enqueue(record);
+        reference.enqueue(record);
+      } else {
+        const size_t budget = 20 + draw(300);
+        const size_t count = 1 + draw(8);
+        const uint32_t limit = 1 + draw(6);
+        ASSERT_EQ(queue.take(budget, count, limit), reference.take(budget, count, limit))
+            << "seed " << seed << " step " << step;
+      }
+      ASSERT_EQ(queue.size(), reference.size());
+    }
+  }
 }
 
 }  // namespace

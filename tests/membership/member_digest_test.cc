@@ -5,25 +5,19 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/membership/numbered_members.h"
+
 namespace mesh::membership {
 namespace {
 
-core::NodeId node(uint32_t i) { return core::NodeId(0x0a000000u + i); }
-
-MemberRecord alive(uint32_t i, uint64_t incarnation) {
-  MemberRecord r;
-  r.member.id = node(i);
-  r.member.name = "n" + std::to_string(i);
-  r.member.incarnation = incarnation;
-  r.has_info = true;
-  return r;
-}
+using test::numbered_alive;
+using test::numbered_id;
 
 // A table of members 1..n (self is member 1), added in the given order.
 MemberTable table_of(const std::vector<uint32_t>& order) {
-  MemberTable table(alive(1, 0).member);
+  MemberTable table(numbered_alive(1, 0).member);
   for (uint32_t i : order) {
-    if (i != 1) table.apply(alive(i, 0), core::TimePoint{});
+    if (i != 1) table.apply(numbered_alive(i, 0), core::TimePoint{});
   }
   return table;
 }
@@ -34,7 +28,7 @@ TEST(MemberDigest, EqualTablesGiveEqualDigests) {
   for (size_t buckets : {1u, 3u, 8u}) {
     EXPECT_EQ(MemberDigest(forward, buckets), MemberDigest(backward, buckets)) << "buckets=" << buckets;
     for (uint32_t i = 1; i <= 9; ++i) {
-      EXPECT_FALSE(MemberDigest(forward, buckets).differs_for(node(i), MemberDigest(backward, buckets)));
+      EXPECT_FALSE(MemberDigest(forward, buckets).differs_for(numbered_id(i), MemberDigest(backward, buckets)));
     }
   }
 }
@@ -43,33 +37,34 @@ TEST(MemberDigest, ChangedMemberChangesOnlyItsBucket) {
   constexpr size_t kBuckets = 4;
   const MemberTable base = table_of({2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   MemberTable changed = base;
-  ASSERT_TRUE(changed.apply(alive(7, 1), core::TimePoint{}).changed);
+  ASSERT_TRUE(changed.apply(numbered_alive(7, 1), core::TimePoint{}).changed);
   const MemberDigest a(base, kBuckets);
   const MemberDigest b(changed, kBuckets);
   EXPECT_NE(a, b);
   for (uint32_t i = 1; i <= 12; ++i) {
-    const bool same_bucket = MemberDigest::bucket_of(node(i), kBuckets) == MemberDigest::bucket_of(node(7), kBuckets);
-    EXPECT_EQ(a.differs_for(node(i), b), same_bucket) << "member " << i;
+    const bool same_bucket =
+        MemberDigest::bucket_of(numbered_id(i), kBuckets) == MemberDigest::bucket_of(numbered_id(7), kBuckets);
+    EXPECT_EQ(a.differs_for(numbered_id(i), b), same_bucket) << "member " << i;
   }
   // A state change at the same incarnation counts too.
   MemberTable suspected = base;
-  MemberRecord suspect = alive(7, 0);
+  MemberRecord suspect = numbered_alive(7, 0);
   suspect.member.state = MemberState::suspect;
   suspect.has_info = false;
-  suspect.accuser = node(2);
+  suspect.accuser = numbered_id(2);
   ASSERT_TRUE(suspected.apply(suspect, core::TimePoint{}).changed);
-  EXPECT_TRUE(a.differs_for(node(7), MemberDigest(suspected, kBuckets)));
+  EXPECT_TRUE(a.differs_for(numbered_id(7), MemberDigest(suspected, kBuckets)));
   // So does another accuser of the suspicion (a confirmation to pass on).
   MemberTable confirmed = suspected;
-  suspect.accuser = node(3);
+  suspect.accuser = numbered_id(3);
   ASSERT_TRUE(confirmed.apply(suspect, core::TimePoint{}).new_accuser);
   const MemberDigest once(suspected, kBuckets);
   const MemberDigest twice(confirmed, kBuckets);
-  EXPECT_TRUE(once.differs_for(node(7), twice));
-  EXPECT_FALSE(once.differs_for(node(2), twice) &&
-               MemberDigest::bucket_of(node(2), kBuckets) != MemberDigest::bucket_of(node(7), kBuckets));
+  EXPECT_TRUE(once.differs_for(numbered_id(7), twice));
+  EXPECT_FALSE(once.differs_for(numbered_id(2), twice) &&
+               MemberDigest::bucket_of(numbered_id(2), kBuckets) != MemberDigest::bucket_of(numbered_id(7), kBuckets));
   // Digests of another bucket count are never taken for equal.
-  EXPECT_TRUE(a.differs_for(node(2), MemberDigest(base, kBuckets + 1)));
+  EXPECT_TRUE(a.differs_for(numbered_id(2), MemberDigest(base, kBuckets + 1)));
 }
 
 TEST(MemberDigest, BucketCountIsBounded) {

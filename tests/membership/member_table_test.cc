@@ -1,11 +1,22 @@
 // SWIM precedence (incarnation, then alive < suspect < failed < left), the
-// events each transition raises, and the membership table's edge cases.
+// events each transition raises, the membership table's edge cases, and
+// what it keeps up to date at every edit (its digest, its live set's
+// version) against a walk of the whole table.
+#include "membership/member_table.h"
+
+#include <random>
+#include <string>
+
 #include <gtest/gtest.h>
 
-#include "membership/member_table.h"
+#include "membership/member_digest.h"
+#include "tests/membership/numbered_members.h"
 
 namespace mesh::membership {
 namespace {
+
+using test::numbered_alive;
+using test::numbered_id;
 
 const core::NodeId kSelf = core::NodeId::from_octets(10, 0, 0, 1);
 const core::NodeId kOther = core::NodeId::from_octets(10, 0, 0, 2);
@@ -141,6 +152,60 @@ TEST(MemberTable, RecordsAboutSelfAreNotApplied) {
   r.member.id = kSelf;
   EXPECT_FALSE(t.apply(r, kNow).changed);
   EXPECT_EQ(t.self_member().state, MemberState::alive);
+}
+
+// The digest as it was computed before the table kept it: every member with
+// info walked and hashed into its bucket.
+std::vector<uint32_t> walked_digest(const MemberTable& table, size_t buckets) {
+  std::vector<uint32_t> hashes(buckets, 0);
+  size_t with_info = 0;
+  for (const auto& [id, entry] : table.entries()) {
+    if (!entry.has_info) continue;
+    hashes[MemberDigest::bucket_of(id, buckets)] ^= MemberDigest::hash_of(entry);
+    ++with_info;
+  }
+  EXPECT_EQ(table.with_info_count(), with_info);
+  return hashes;
+}
+
+TEST(MemberTable, KeptSummariesMatchAWalkAfterRandomEdits) {
+  constexpr uint32_t kMembers = 24;
+  const MemberState states[] = {MemberState::alive, MemberState::suspect, MemberState::failed, MemberState::left};
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    auto draw = [&rng](uint32_t bound) { return static_cast<uint32_t>(rng() % bound); };
+    MemberTable table(numbered_alive(1, 0).member);
+    std::vector<core::NodeId> live_before = table.live_others();
+    uint64_t version_before = table.live_set_version();
+    for (int step = 0; step < 2000; ++step) {
+      const uint32_t op = draw(20);
+      if (op == 0) {
+        table.erase(numbered_id(1 + draw(kMembers)));
+      } else if (op == 1) {
+        Member self = table.self_member();
+        self.incarnation += draw(2);
+        self.state = states[draw(2)];
+        table.set_self(self);
+      } else {
+        MemberRecord update = numbered_alive(1 + draw(kMembers), draw(4));
+        update.member.state = states[draw(4)];
+        update.has_info = draw(3) != 0;
+        if (update.member.state == MemberState::suspect && draw(4) != 0)
+          update.accuser = numbered_id(1 + draw(kMembers));
+        table.apply(update, core::TimePoint(core::Duration(step)), draw(2) != 0);
+      }
+      // Asked for by another bucket count now and then, as a peer's
+      // request may be: the table then walks once and keeps that count.
+      const size_t buckets = draw(10) == 0 ? 1 + draw(7) : 4;
+      ASSERT_EQ(table.bucket_hashes(buckets), walked_digest(table, buckets)) << "seed " << seed << " step " << step;
+      const std::vector<core::NodeId> live = table.live_others();
+      if (table.live_set_version() == version_before) {
+        ASSERT_EQ(live, live_before) << "seed " << seed << " step " << step;
+      }
+      live_before = live;
+      version_before = table.live_set_version();
+    }
+  }
 }
 
 }  // namespace
