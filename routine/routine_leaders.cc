@@ -183,9 +183,20 @@ RoutineLeaders::Session* RoutineLeaders::session(const SessionKey& key) {
   return it == sessions_.end() ? nullptr : it->second.get();
 }
 
-const RoutineSpec* RoutineLeaders::spec_of(const SessionKey& key) const {
+const RoutineSpec* RoutineLeaders::catalog_spec_of(const SessionKey& key) const {
   const auto it = sessions_.find(key);
   return it == sessions_.end() ? nullptr : catalog_.find_routine(it->second->routine);
+}
+
+const RoutineSpec* RoutineLeaders::spec_of(const SessionKey& key,
+                                           const RoutineGroupState::Invocation& invocation) const {
+  return invocation.adhoc ? &*invocation.adhoc : catalog_spec_of(key);
+}
+
+RoutineLeaders::Running RoutineLeaders::running(const SessionKey& key, uint64_t seq) const {
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  return {invocation, invocation == nullptr ? nullptr : spec_of(key, *invocation)};
 }
 
 LockStrategy RoutineLeaders::strategy_of(const RoutineSpec& spec) const {
@@ -248,7 +259,7 @@ void RoutineLeaders::scan() {
 }
 
 void RoutineLeaders::sync_watch(const SessionKey& key, Session& s) {
-  const RoutineSpec* spec = spec_of(key);
+  const RoutineSpec* spec = catalog_spec_of(key);
   std::set<std::string> wanted;
   if (spec != nullptr && spec->enabled && !spec->trigger.manual) wanted = devices(spec->trigger);
   if (wanted == s.watched) return;
@@ -281,7 +292,7 @@ void RoutineLeaders::evaluate_seen(const SessionKey& key, Session& s, const kgro
 
 void RoutineLeaders::on_device_change(const SessionKey& key, const std::string& device,
                                       const DeviceWatcher::Seen& seen) {
-  const RoutineSpec* spec = spec_of(key);
+  const RoutineSpec* spec = catalog_spec_of(key);
   const RoutineGroupState* st = state(key);
   kgroup::GroupReplica* r = replica(key);
   if (spec == nullptr || st == nullptr || r == nullptr || !spec->enabled || spec->trigger.manual) return;
@@ -376,7 +387,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
     idle(key, seq, options_.scan_interval);
     return;
   }
-  const RoutineSpec* spec = spec_of(key);
+  const RoutineSpec* spec = spec_of(key, invocation);
   const bool definition_holds =
       spec != nullptr && (invocation.definition == 0 || invocation.definition == definition_digest(*spec));
   // The devices the invocation locks (and releases at the end): its
@@ -882,15 +893,13 @@ void RoutineLeaders::yield_to_wound(const SessionKey& key, const RoutineGroupSta
 
 std::string RoutineLeaders::lock_payload(const SessionKey& key, uint64_t seq, const std::string& device,
                                          bool wait) const {
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const auto [invocation, spec] = running(key, seq);
   proto::DeviceUpdate request;
   request.mutable_lock()->set_device(device);
   request.mutable_lock()->set_holder(holder_of(key, seq));
   request.mutable_lock()->set_wait(wait);
   // Only aggressive invocations can be wounded, so only their requests
   // carry an age (routine/routine_leaders.h, "Wound-wait").
-  const RoutineSpec* spec = spec_of(key);
   const bool woundable =
       spec != nullptr && (strategy_of(*spec) == LockStrategy::aggressive || fault_points().conservative_woundable);
   if (invocation != nullptr && woundable) request.mutable_lock()->set_started_us(invocation->triggered_at_us);
@@ -983,9 +992,7 @@ void RoutineLeaders::collect_grants(const SessionKey& key, uint64_t seq, const s
 
 void RoutineLeaders::wound_if_younger(const SessionKey& key, uint64_t seq, const std::string& device,
                                       const proto::LockStatusMsg& status) {
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
-  const RoutineSpec* spec = spec_of(key);
+  const auto [invocation, spec] = running(key, seq);
   const std::string& holder = status.current_holder();
   // A holder without an age is conservative: it is never wounded.
   if (invocation == nullptr || spec == nullptr || holder.empty() || status.holder_started_us() == 0 ||
@@ -1041,9 +1048,7 @@ void RoutineLeaders::wound_if_younger(const SessionKey& key, uint64_t seq, const
 void RoutineLeaders::plan_one_stage(const SessionKey& key, uint64_t seq, uint32_t stage,
                                     const std::set<std::string>& devices) {
   read_states(key, seq, devices, [this, key, seq, stage](const DeviceStates& states) {
-    const RoutineSpec* spec = spec_of(key);
-    const RoutineGroupState* st = state(key);
-    const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+    const auto [invocation, spec] = running(key, seq);
     if (spec == nullptr || invocation == nullptr) {
       idle(key, seq);
       return;
@@ -1136,9 +1141,7 @@ void RoutineLeaders::post_lease(const SessionKey& key, uint64_t seq, const std::
 
 void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
                              const Attributes* restore_to) {
-  const RoutineSpec* spec = spec_of(key);
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const auto [invocation, spec] = running(key, seq);
   if (spec == nullptr || invocation == nullptr) return;
   const std::vector<ComboCommand> commands = combo_of(*spec, *invocation);
   if (index >= commands.size()) return;
@@ -1352,9 +1355,7 @@ void RoutineLeaders::read_records(const SessionKey& key, uint64_t seq, const std
 }
 
 void RoutineLeaders::commit_plan(const SessionKey& key, uint64_t seq, const DeviceStates& states) {
-  const RoutineSpec* spec = spec_of(key);
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const auto [invocation, spec] = running(key, seq);
   if (spec == nullptr || invocation == nullptr || invocation->plan) {
     idle(key, seq);
     return;
@@ -1413,7 +1414,7 @@ void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::I
     enter_phase(key, seq, proto::PHASE_RELEASING_LOCKS);
     return;
   }
-  const RoutineSpec* spec = spec_of(key);
+  const RoutineSpec* spec = spec_of(key, invocation);
   const std::vector<ComboCommand> commands =
       spec == nullptr ? std::vector<ComboCommand>{} : combo_of(*spec, invocation);
   if (*index >= commands.size() ||
@@ -1457,9 +1458,7 @@ void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::I
 
 void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
                                   core::TimePoint deadline) {
-  const RoutineSpec* spec = spec_of(key);
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const auto [invocation, spec] = running(key, seq);
   if (spec == nullptr || invocation == nullptr) {
     idle(key, seq);
     return;
@@ -1607,9 +1606,7 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
 }
 
 void RoutineLeaders::record_latency(const SessionKey& key, uint64_t seq) {
-  const RoutineSpec* spec = spec_of(key);
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const auto [invocation, spec] = running(key, seq);
   if (spec == nullptr || invocation == nullptr || !invocation->done()) return;
   std::vector<core::Duration> holds;
   if (invocation->definition == 0 || invocation->definition == definition_digest(*spec)) {
@@ -1814,9 +1811,9 @@ void RoutineLeaders::renew_locks() {
     kgroup::GroupReplica* r = replica(key);
     const RoutineGroupState* st = state(key);
     if (r == nullptr || st == nullptr || !r->can_read()) continue;
-    const RoutineSpec* spec = spec_of(key);
     for (const auto& [seq, invocation] : st->invocations()) {
       if (invocation.done()) continue;
+      const RoutineSpec* spec = spec_of(key, invocation);
       // EV: its entries in lineages are renewed too (token 0: a renewal
       // that is not about a grant), or a device leader takes back the entry
       // every later one waits for.

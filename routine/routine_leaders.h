@@ -154,6 +154,10 @@ struct RoutineLeaderOptions {
 //    before the routine command it serves, and a rollback undoes them too;
 //    a rollback of a combo stops at the first command it cannot undo, as
 //    undoing the preconditions under it could break a rule.
+//  - Ad hoc combos (routine/adhoc_combo.h): an invocation of a group
+//    "routine:adhoc:DEVICE" carries its own one-command routine, which
+//    every step here reads instead of the catalog's (spec_of); it is
+//    driven like any other, and its group watches no trigger.
 //  - EXECUTING: commands in order, each a CommandAccept at its device group
 //    with id ROUTINE#SEQ#INDEX and the lock's token (no holder and no token
 //    under WV: the device group runs it unless a lock is held), then its outcome read
@@ -509,7 +513,18 @@ class RoutineLeaders {
   Session* session(const SessionKey& key);
   kgroup::GroupReplica* replica(const SessionKey& key) const;
   const RoutineGroupState* state(const SessionKey& key) const;
-  const RoutineSpec* spec_of(const SessionKey& key) const;
+  // The catalog routine whose trigger a session watches (none in an ad hoc
+  // combos' group, routine/adhoc_combo.h).
+  const RoutineSpec* catalog_spec_of(const SessionKey& key) const;
+  // The definition an invocation runs: an ad hoc combo's own, or its
+  // routine's in the catalog (null once removed).
+  const RoutineSpec* spec_of(const SessionKey& key, const RoutineGroupState::Invocation& invocation) const;
+  // Invocation `seq` as committed here (null if unknown) with spec_of it.
+  struct Running {
+    const RoutineGroupState::Invocation* invocation = nullptr;
+    const RoutineSpec* spec = nullptr;
+  };
+  Running running(const SessionKey& key, uint64_t seq) const;
   // The invocation's lock holder name (holder_name), from the committed state.
   std::string holder_of(const SessionKey& key, uint64_t seq) const;
   LockStrategy strategy_of(const RoutineSpec& spec) const;
