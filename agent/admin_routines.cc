@@ -130,7 +130,9 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
             const routine::RoutineSpec& ran = own ? *own : *spec;
             *row.add_invocations() = invocation;
             *row.add_metrics() = describe_metrics(ran, invocation);
-            if (!invocation.has_plan() || invocation.plan().commands().empty()) continue;
+            // An ad hoc combo's command is its own, not the row's: always listed.
+            const bool planned = invocation.has_plan() && !invocation.plan().commands().empty();
+            if (!planned && !invocation.has_adhoc()) continue;
             auto& combo = *row.add_combos();
             combo.set_seq(invocation.seq());
             for (const auto& command : routine::expand(ran, routine::from_proto(invocation.plan()))) {
