@@ -397,6 +397,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
   std::string no_reservation;
   if (spec != nullptr) {
     auto reserved = combo_devices(*spec, catalog_);
+    if (fault_points().adhoc_ignores_rules && invocation.adhoc) reserved = ComboReservation{command_devices(*spec)};
     if (reserved) {
       reservation = std::move(*reserved);
     } else {
