@@ -48,6 +48,31 @@ void fill_state(proto::DeviceRow& row, routine::DeviceKind kind, const proto::De
   row.set_changed_at_unix_ms(state.changed_at_us() / 1000);
 }
 
+// One line per command of an ad hoc combo as it ended, in the order they
+// ran, and the subject's command id once it ran.
+void describe_combo(const routine::RoutineSpec& combo, const routine::RoutineGroupState::Invocation& invocation,
+                    const routine::Catalog& catalog, proto::DeviceSetReply& out) {
+  const auto commands = routine::expand(combo, invocation.plan.value_or(std::vector<routine::PreconditionCommand>{}));
+  for (size_t index = 0; index < commands.size(); ++index) {
+    const auto i = static_cast<uint32_t>(index);
+    const routine::ComboCommand& command = commands[index];
+    const routine::DeviceSpec* device = catalog.find(command.command.device);
+    std::string line = fmt::format(
+        "{} {}", command.command.device,
+        device == nullptr ? std::string("?") : routine::format_attributes(device->kind, command.command.values));
+    line += command.serves ? fmt::format(" (precondition: {})", fmt::join(command.rules, ", ")) : " (subject)";
+    const auto ran = invocation.commands.find(i);
+    line += ran == invocation.commands.end() ? ": not run" : ": " + status_name(ran->second.status);
+    if (const auto undone = invocation.undone.find(i); undone != invocation.undone.end()) {
+      line += undone->second.status == proto::COMMAND_OK ? ", undone" : ", undo " + status_name(undone->second.status);
+    }
+    out.add_combo_commands(std::move(line));
+    if (!command.serves && ran != invocation.commands.end()) {
+      out.set_command_id(routine::command_id(combo.id, invocation, i));
+    }
+  }
+}
+
 }  // namespace
 
 struct AdminDevices::Watch {
@@ -174,11 +199,13 @@ void AdminDevices::set(const proto::DeviceSetRequest& request, Reply reply) {
       return;
     }
     if (!rules->empty()) {
-      auto lock = request.lock_strategy().empty() ? std::optional(routine::LockStrategy::mesh_default)
-                                                  : routine::parse_lock_strategy(request.lock_strategy());
-      if (!lock || (*lock == routine::LockStrategy::mesh_default && !request.lock_strategy().empty())) {
-        refused(fmt::format("unknown lock strategy '{}' (sla, ola or aggressive)", request.lock_strategy()));
-        return;
+      std::optional<routine::LockStrategy> lock = routine::LockStrategy::mesh_default;
+      if (!request.lock_strategy().empty()) {
+        lock = routine::parse_lock_strategy(request.lock_strategy());
+        if (!lock || *lock == routine::LockStrategy::mesh_default) {
+          refused(fmt::format("unknown lock strategy '{}' (sla, ola or aggressive)", request.lock_strategy()));
+          return;
+        }
       }
       run_combo(request, routine::adhoc_spec(spec->id, std::move(values), *lock), std::move(reply));
       return;
@@ -229,28 +256,7 @@ void AdminDevices::run_combo(const proto::DeviceSetRequest& request, routine::Ro
             break;
         }
         out.set_detail(result->detail());
-        const routine::RoutineGroupState::Invocation invocation = routine::from_proto(*result);
-        const auto commands =
-            routine::expand(combo, invocation.plan.value_or(std::vector<routine::PreconditionCommand>{}));
-        for (size_t index = 0; index < commands.size(); ++index) {
-          const auto i = static_cast<uint32_t>(index);
-          const routine::ComboCommand& command = commands[index];
-          const routine::DeviceSpec* device = node_.catalog().find(command.command.device);
-          std::string line = fmt::format(
-              "{} {}", command.command.device,
-              device == nullptr ? std::string("?") : routine::format_attributes(device->kind, command.command.values));
-          line += command.serves ? fmt::format(" (precondition: {})", fmt::join(command.rules, ", ")) : " (subject)";
-          const auto ran = invocation.commands.find(i);
-          line += ran == invocation.commands.end() ? ": not run" : ": " + status_name(ran->second.status);
-          if (const auto undone = invocation.undone.find(i); undone != invocation.undone.end()) {
-            line += undone->second.status == proto::COMMAND_OK ? ", undone"
-                                                               : ", undo " + status_name(undone->second.status);
-          }
-          out.add_combo_commands(std::move(line));
-          if (!command.serves && ran != invocation.commands.end()) {
-            out.set_command_id(routine::command_id(combo.id, invocation, i));
-          }
-        }
+        describe_combo(combo, routine::from_proto(*result), node_.catalog(), out);
         reply(std::move(response));
       });
 }
