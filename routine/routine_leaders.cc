@@ -499,8 +499,19 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         }
         if (invocation.wound && aggressive && invocation.may_yield()) {
           // Nothing ran yet: rather than end aborted having done nothing
-          // (a plan made under these locks is dropped with them).
-          yield_to_wound(key, invocation, devices);
+          // (a plan made under these locks is dropped with them). Unless a
+          // previous leader sent the first command and it ran: then the
+          // locks must stay for its rollback, and a plan made again could
+          // reuse its command id, which its device group answers with the
+          // old outcome without actuating.
+          unless_next_was_sent(key, invocation, combo_of(*spec, invocation), [this, key, seq, devices] {
+            const RoutineGroupState::Invocation* wounded = running(key, seq).invocation;
+            if (wounded == nullptr || !wounded->wound || !wounded->may_yield()) {
+              idle(key, seq);
+              return;
+            }
+            yield_to_wound(key, *wounded, devices);
+          });
           return;
         }
         if (invocation.wound && (aggressive || fault_points().conservative_woundable)) {
@@ -1532,19 +1543,22 @@ void RoutineLeaders::commit_abort(const SessionKey& key, uint64_t seq, const std
 
 void RoutineLeaders::abort_running(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
                                    const std::vector<ComboCommand>& commands, const std::string& reason) {
+  unless_next_was_sent(key, invocation, commands,
+                       [this, key, seq = invocation.seq, reason] { commit_abort(key, seq, reason); });
+}
+
+void RoutineLeaders::unless_next_was_sent(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                                          const std::vector<ComboCommand>& commands, std::function<void()> then) {
   const uint64_t seq = invocation.seq;
-  auto abort = [this, key, seq, reason] { commit_abort(key, seq, reason); };
   const auto next = static_cast<uint32_t>(invocation.commands.size());
   if (next >= commands.size()) {
-    abort();
+    then();
     return;
   }
-  // A previous leader may have sent the next command: its outcome must be
-  // recorded first, or the rollback would not undo it.
   proto::DeviceQuery query;
   query.set_command_id(command_id(routine_id(key), invocation, next));
   read_device(commands[next].command.device, query.SerializeAsString(),
-              [this, key, seq, next, abort, alive = alive_](const auto& read) {
+              [this, key, seq, next, then = std::move(then), alive = alive_](const auto& read) {
                 if (!*alive) return;
                 const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
                 if (!reply) {
@@ -1552,7 +1566,7 @@ void RoutineLeaders::abort_running(const SessionKey& key, const RoutineGroupStat
                   return;
                 }
                 if (!reply->found()) {
-                  abort();  // never accepted there: it did not run
+                  then();  // never accepted there: it did not run
                   return;
                 }
                 if (reply->command().outcome().status() == proto::COMMAND_PENDING) {

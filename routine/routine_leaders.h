@@ -451,9 +451,13 @@ class RoutineLeaders {
   // Commits `abort` with the reason: no further command runs, the rollback
   // follows.
   void commit_abort(const SessionKey& key, uint64_t seq, const std::string& reason);
-  // Records the outcome of a next command a previous leader may have sent,
-  // then commits the abort (the rollback follows): for a lost resource, or
-  // a wound.
+  // The next command a previous leader may have sent, whose outcome is not
+  // committed here: reads it at its device group and records its outcome if
+  // that group accepted it (the next drive sees it ran); else runs `then`.
+  void unless_next_was_sent(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                            const std::vector<ComboCommand>& commands, std::function<void()> then);
+  // Commits the abort once the next command is settled as above (so the
+  // rollback undoes it if it ran): for a lost resource, or a wound.
   void abort_running(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
                      const std::vector<ComboCommand>& commands, const std::string& reason);
   // An aborted invocation's next rollback step: undo the newest command
