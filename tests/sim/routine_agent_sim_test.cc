@@ -918,13 +918,18 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // EV: an aborted invocation whose undo of a device was refused because a
   // later invocation had written it since hands its undo value to that
   // writer (DeviceGroupState::restore_after_lease), so the writer's own
-  // undo must restore what was there before the aborted one.
-  std::set<std::string> aborted_invocations;
+  // undo must restore what was there before the aborted one. Only commands
+  // whose undo the rollback reached hand anything over: a combo's rollback
+  // stops at a command it could not undo, and leaves the ones before it.
+  std::set<std::string> undo_recorded;  // command ids an aborted invocation's rollback reached
   for (const auto& group : groups) {
     const routine::RoutineGroupState* state = leading_state(sim, group.id);
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
-      if (!invocation.abort_reason.empty()) aborted_invocations.insert(routine::holder_name(group.id, invocation));
+      if (invocation.abort_reason.empty()) continue;
+      for (const auto& [index, undo] : invocation.undone) {
+        undo_recorded.insert(routine::command_id(group.id, invocation, index));
+      }
     }
   }
   const auto invocation_of = [](const std::string& id) { return id.substr(0, id.rfind('#')); };
@@ -948,7 +953,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
            writer = previous_writer.find(id)) {
         const std::string& w = writer->second;
         if (is_undo(w) || undone_here.count(w) != 0 || invocation_of(w) == invocation_of(id) ||
-            aborted_invocations.count(invocation_of(w)) == 0) {
+            undo_recorded.count(w) == 0) {
           break;
         }
         value = before.at(w);
