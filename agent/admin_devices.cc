@@ -8,8 +8,10 @@
 
 #include "agent/admin_response.h"
 #include "core/log.h"
+#include "routine/adhoc_combo.h"
 #include "routine/device_codec.h"
 #include "routine/routine_combo.h"
+#include "routine/routine_group_state.h"
 
 namespace mesh::agent {
 namespace {
@@ -44,6 +46,31 @@ void fill_state(proto::DeviceRow& row, routine::DeviceKind kind, const proto::De
   row.set_reason(state.reason());
   row.set_version(state.version());
   row.set_changed_at_unix_ms(state.changed_at_us() / 1000);
+}
+
+// One line per command of an ad hoc combo as it ended, in the order they
+// ran, and the subject's command id once it ran.
+void describe_combo(const routine::RoutineSpec& combo, const routine::RoutineGroupState::Invocation& invocation,
+                    const routine::Catalog& catalog, proto::DeviceSetReply& out) {
+  const auto commands = routine::expand(combo, invocation.plan.value_or(std::vector<routine::PreconditionCommand>{}));
+  for (size_t index = 0; index < commands.size(); ++index) {
+    const auto i = static_cast<uint32_t>(index);
+    const routine::ComboCommand& command = commands[index];
+    const routine::DeviceSpec* device = catalog.find(command.command.device);
+    std::string line = fmt::format(
+        "{} {}", command.command.device,
+        device == nullptr ? std::string("?") : routine::format_attributes(device->kind, command.command.values));
+    line += command.serves ? fmt::format(" (precondition: {})", fmt::join(command.rules, ", ")) : " (subject)";
+    const auto ran = invocation.commands.find(i);
+    line += ran == invocation.commands.end() ? ": not run" : ": " + status_name(ran->second.status);
+    if (const auto undone = invocation.undone.find(i); undone != invocation.undone.end()) {
+      line += undone->second.status == proto::COMMAND_OK ? ", undone" : ", undo " + status_name(undone->second.status);
+    }
+    out.add_combo_commands(std::move(line));
+    if (!command.serves && ran != invocation.commands.end()) {
+      out.set_command_id(routine::command_id(combo.id, invocation, i));
+    }
+  }
 }
 
 }  // namespace
@@ -159,18 +186,28 @@ void AdminDevices::set(const proto::DeviceSetRequest& request, Reply reply) {
     refused(*problem);
     return;
   }
-  // An ad hoc command has no routine group to record a combo in, so it
-  // does not run precondition commands; sent as written it could break a
-  // rule, so it goes only when the operator says so.
+  // Sent as written it could break a rule, so a command rules apply to runs
+  // as a combo (its precondition commands first), unless the operator says
+  // otherwise.
   if (!request.ignore_preconditions()) {
-    if (auto rules = routine::rules_for(node_.catalog(), *spec, values); !rules || !rules->empty()) {
-      refused(rules ? fmt::format("precondition rules apply to this command ({}): meshctl plan device set {} shows "
-                                  "what they need; a routine runs their precondition commands first, or "
-                                  "--ignore-preconditions sends it as written",
-                                  fmt::join(*rules, ", "), request.id())
-                    : fmt::format("the precondition rules cannot be applied to this command: {} "
-                                  "(--ignore-preconditions sends it as written)",
-                                  rules.error()));
+    auto rules = routine::rules_for(node_.catalog(), *spec, values);
+    if (!rules) {
+      refused(
+          fmt::format("the precondition rules cannot be applied to this command: {} "
+                      "(--ignore-preconditions sends it as written)",
+                      rules.error()));
+      return;
+    }
+    if (!rules->empty()) {
+      std::optional<routine::LockStrategy> lock = routine::LockStrategy::mesh_default;
+      if (!request.lock_strategy().empty()) {
+        lock = routine::parse_lock_strategy(request.lock_strategy());
+        if (!lock || *lock == routine::LockStrategy::mesh_default) {
+          refused(fmt::format("unknown lock strategy '{}' (sla, ola or aggressive)", request.lock_strategy()));
+          return;
+        }
+      }
+      run_combo(request, routine::adhoc_spec(spec->id, std::move(values), *lock), std::move(reply));
       return;
     }
   }
@@ -189,6 +226,37 @@ void AdminDevices::set(const proto::DeviceSetRequest& request, Reply reply) {
         out.set_status(status_name(result->outcome().status()));
         out.set_detail(result->outcome().detail());
         out.set_state_after(routine::format_attributes(kind, routine::from_proto(result->outcome().state_after())));
+        reply(std::move(response));
+      });
+}
+
+void AdminDevices::run_combo(const proto::DeviceSetRequest& request, routine::RoutineSpec combo, Reply reply) {
+  node_.routines().run_adhoc(
+      combo, request.command_id(), timeout_of(request.timeout_ms()),
+      [this, alive = alive_, combo, reply = std::move(reply)](const auto& result) {
+        if (!*alive) return;
+        if (!result) {
+          reply(error_response(
+              fmt::format("{} (meshctl routine history {} follows the combo)", result.error(), combo.id)));
+          return;
+        }
+        proto::AdminResponse response;
+        proto::DeviceSetReply& out = *response.mutable_device_set();
+        out.set_combo(combo.id);
+        *out.mutable_invocation() = *result;
+        switch (result->outcome()) {
+          case proto::INVOCATION_OK:
+            out.set_status("ok");
+            break;
+          case proto::INVOCATION_ABORTED:
+            out.set_status("aborted");
+            break;
+          default:
+            out.set_status("failed");
+            break;
+        }
+        out.set_detail(result->detail());
+        describe_combo(combo, routine::from_proto(*result), node_.catalog(), out);
         reply(std::move(response));
       });
 }

@@ -10,6 +10,7 @@
 
 #include "agent/node.h"
 #include "proto/admin.pb.h"
+#include "routine/routine_model.h"
 
 namespace mesh::agent {
 
@@ -41,6 +42,9 @@ class AdminDevices {
   struct Watch;
   void answer_watch(ConnectionId connection);
   proto::DeviceRow row_of(const routine::DeviceSpec& spec) const;
+  // Runs the command as an ad hoc combo (routine/adhoc_combo.h) and answers
+  // with its end: committed, or aborted with what failed and was undone.
+  void run_combo(const proto::DeviceSetRequest& request, routine::RoutineSpec combo, Reply reply);
 
   Node& node_;
   std::map<ConnectionId, std::unique_ptr<Watch>> watches_;

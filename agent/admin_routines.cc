@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "agent/admin_response.h"
+#include "routine/adhoc_combo.h"
 #include "routine/invocation_metrics.h"
 #include "routine/routine_combo.h"
 #include "routine/routine_leaders.h"
@@ -68,8 +69,11 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
   const routine::Catalog& catalog = node_.catalog();
   std::vector<std::string> ids(request.ids().begin(), request.ids().end());
   for (const auto& id : ids) {
-    if (catalog.find_routine(id) == nullptr) {
-      reply(error_response(fmt::format("no routine {} in the catalog (meshctl routines lists them)", id)));
+    if (catalog.find_routine(id) == nullptr && !routine::is_adhoc_routine(id)) {
+      reply(error_response(
+          fmt::format("no routine {} in the catalog (meshctl routines lists them; adhoc:DEVICE names the ad hoc combos "
+                      "meshctl device set ran on DEVICE)",
+                      id)));
       return;
     }
   }
@@ -85,6 +89,12 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
         auto& out = *response.mutable_routines();
         for (const auto& read : reads) {
           const routine::RoutineSpec* spec = now.find_routine(read.routine);
+          // Ad hoc combos' group: each invocation carries its own command.
+          routine::RoutineSpec adhoc;
+          adhoc.id = read.routine;
+          adhoc.trigger_text = "ad hoc (meshctl device set)";
+          adhoc.trigger.manual = true;
+          if (spec == nullptr && routine::is_adhoc_routine(read.routine)) spec = &adhoc;
           if (spec == nullptr) continue;
           auto& row = *out.add_routines();
           row.set_id(spec->id);
@@ -116,17 +126,22 @@ void AdminRoutines::list(const proto::RoutinesRequest& request, Reply reply) {
             row.set_leader(read.leader.to_string());
           }
           for (const auto& invocation : read.invocations) {
+            const auto own = invocation.has_adhoc() ? routine::adhoc_from_proto(invocation.adhoc())
+                                                    : core::Expected<routine::RoutineSpec, std::string>(*spec);
+            const routine::RoutineSpec& ran = own ? *own : *spec;
             *row.add_invocations() = invocation;
-            *row.add_metrics() = describe_metrics(*spec, invocation);
-            if (!invocation.has_plan() || invocation.plan().commands().empty()) continue;
+            *row.add_metrics() = describe_metrics(ran, invocation);
+            // An ad hoc combo's command is its own, not the row's: always listed.
+            const bool planned = invocation.has_plan() && !invocation.plan().commands().empty();
+            if (!planned && !invocation.has_adhoc()) continue;
             auto& combo = *row.add_combos();
             combo.set_seq(invocation.seq());
-            for (const auto& command : routine::expand(*spec, routine::from_proto(invocation.plan()))) {
+            for (const auto& command : routine::expand(ran, routine::from_proto(invocation.plan()))) {
               std::string text = describe_command(command.command, now);
-              if (command.serves) {
-                text += fmt::format(" (precondition of routine command {}, {}: {})", *command.serves + 1,
-                                    describe_command(spec->commands[*command.serves], now),
-                                    fmt::join(command.rules, ", "));
+              if (command.serves && *command.serves < ran.commands.size()) {
+                text +=
+                    fmt::format(" (precondition of routine command {}, {}: {})", *command.serves + 1,
+                                describe_command(ran.commands[*command.serves], now), fmt::join(command.rules, ", "));
               }
               combo.add_commands(std::move(text));
             }

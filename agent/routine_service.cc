@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "routine/adhoc_combo.h"
 #include "routine/device_codec.h"
 
 namespace mesh::agent {
@@ -32,16 +33,27 @@ RoutineService::RoutineService(core::Env& env, KgroupService& kgroups, const rou
 RoutineService::~RoutineService() { *alive_ = false; }
 
 void RoutineService::run(const std::string& routine, bool wait, core::Duration timeout, RunCallback callback) {
-  const routine::RoutineSpec* spec = catalog_.find_routine(routine);
-  if (spec == nullptr) {
+  if (catalog_.find_routine(routine) == nullptr) {
     callback(core::Unexpected(fmt::format("no routine {} in the catalog (meshctl routines lists them)", routine)));
     return;
   }
+  start_run(routine, proto::RoutineTrigger{}, {}, wait, timeout, std::move(callback));
+}
+
+void RoutineService::run_adhoc(const routine::RoutineSpec& spec, const std::string& request_id, core::Duration timeout,
+                               RunCallback callback) {
+  proto::RoutineTrigger trigger;
+  *trigger.mutable_adhoc() = routine::to_adhoc_proto(spec);
+  start_run(spec.id, std::move(trigger), request_id, true, timeout, std::move(callback));
+}
+
+void RoutineService::start_run(const std::string& routine, proto::RoutineTrigger trigger, std::string request_id,
+                               bool wait, core::Duration timeout, RunCallback callback) {
   if (timeout <= core::Duration::zero()) timeout = options_.run_timeout;
   const uint64_t id = next_run_++;
   auto pending = std::make_unique<PendingRun>(env_);
   pending->routine = routine;
-  pending->request_id = fmt::format("run-{:016x}", env_.rng().next_u64());
+  pending->request_id = request_id.empty() ? fmt::format("run-{:016x}", env_.rng().next_u64()) : std::move(request_id);
   pending->wait = wait;
   pending->deadline = env_.now() + timeout;
   pending->callback = std::move(callback);
@@ -57,11 +69,12 @@ void RoutineService::run(const std::string& routine, bool wait, core::Duration t
                                 : "; it may still be triggered")));
   });
   proto::RoutineUpdate update;
-  auto& trigger = *update.mutable_trigger();
-  trigger.set_request_id(pending->request_id);
-  trigger.set_manual(true);
-  trigger.set_tag(static_cast<uint32_t>(env_.rng().next_u64()));
-  trigger.set_at_us(std::chrono::duration_cast<std::chrono::microseconds>(env_.now() - clock_origin_).count());
+  *update.mutable_trigger() = std::move(trigger);
+  update.mutable_trigger()->set_request_id(pending->request_id);
+  update.mutable_trigger()->set_manual(true);
+  update.mutable_trigger()->set_tag(static_cast<uint32_t>(env_.rng().next_u64()));
+  update.mutable_trigger()->set_at_us(
+      std::chrono::duration_cast<std::chrono::microseconds>(env_.now() - clock_origin_).count());
   runs_[id] = std::move(pending);
   kgroups_.write(target_of(routine), update.SerializeAsString(), timeout,
                  [this, alive = alive_, id](const auto& written) {

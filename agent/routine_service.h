@@ -51,6 +51,13 @@ class RoutineService {
   // callback gets the invocation once its group committed it, or, with
   // `wait`, once it ended; or an error (unknown routine, no answer in time).
   void run(const std::string& routine, bool wait, core::Duration timeout, RunCallback callback);
+  // Runs an ad hoc combo (routine/adhoc_combo.h): `spec`, an adhoc_spec, as
+  // an invocation of its own in its subject device's group; the callback
+  // gets it once it ended, or an error, as run() with `wait`. A
+  // `request_id` already used in that group (a retry) runs nothing new and
+  // follows the first; empty: a new one.
+  void run_adhoc(const routine::RoutineSpec& spec, const std::string& request_id, core::Duration timeout,
+                 RunCallback callback);
   // Reads the invocations of `routines` (empty: every routine of the
   // catalog) through their groups' leaders.
   void read(std::vector<std::string> routines, core::Duration timeout, ReadCallback callback);
@@ -61,6 +68,10 @@ class RoutineService {
 
  private:
   struct PendingRun;
+  // Commits `trigger` (given its request id, a new one if empty, its tag
+  // and time here) in `routine`'s group and follows the invocation.
+  void start_run(const std::string& routine, proto::RoutineTrigger trigger, std::string request_id, bool wait,
+                 core::Duration timeout, RunCallback callback);
   void poll_run(uint64_t id);
   void finish_run(uint64_t id, const core::Expected<proto::InvocationMsg, std::string>& result);
 

@@ -48,6 +48,7 @@ struct CommandLine {
   bool wait = false;                      // routine run
   std::optional<std::string> command_id;  // device set
   bool ignore_preconditions = false;      // device set
+  std::optional<std::string> lock_strategy;  // device set: a combo's --lock
   std::vector<std::string> words;   // the command and its positional arguments
   std::optional<size_t> dash_dash;  // index in words of the first word after "--"
 };

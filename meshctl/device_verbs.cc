@@ -29,7 +29,7 @@ constexpr std::string_view kHelp = R"(    devices
         One device, as devices prints it, with every field.
 
     device set ID ATTR=VALUE... [--timeout S] [--id COMMAND_ID]
-               [--ignore-preconditions]
+               [--lock sla|ola|aggressive] [--ignore-preconditions]
         Runs a command: any agent accepts it, the device's leader actuates
         it through the driver and records the outcome, which is printed.
         Values follow the device's schema: power=on|off, brightness=0..100,
@@ -38,11 +38,21 @@ constexpr std::string_view kHelp = R"(    devices
         COMMAND_ID (--id) makes a retry of an unanswered command safe.
         It is ok only once the device shows the values set; a device that
         answers but does not change fails it as not effective.
-        The exit status tells the outcome (see EXIT STATUS). A command
-        that precondition rules apply to is refused (exit 3), naming the
-        rules: a routine runs its precondition commands first, an ad hoc
-        command does not; `plan device set` shows what it would need.
-        --ignore-preconditions sends it as written anyway.
+        The exit status tells the outcome (see EXIT STATUS).
+        A command that APEX precondition rules apply to runs as a combo
+        (`plan device set` shows what it would need): the agent starts it
+        in the group routine:adhoc:ID, whose leader (the combo's pivot)
+        locks every device of its precondition graph, reads their states,
+        deduces the precondition commands, runs them in graph order and the
+        command last, then releases. A failed command aborts it: what ran
+        is undone, newest first. A crash of the pivot hands the combo to
+        the group's next leader, so it still ends committed or rolled back.
+        meshctl waits for that end (default 60 s; --timeout S) and prints
+        it with one line per command; `meshctl routine history adhoc:ID`
+        shows it too, also after a timeout. --lock picks how the combo
+        locks (default: the mesh's [routines] lock_strategy); --id makes a
+        retry follow the first run instead of starting another.
+        --ignore-preconditions sends the command as written instead.
 
     device watch [ID...]
         Prints one line per change of the given devices (all, without
@@ -158,6 +168,8 @@ int exit_status_of(const std::string& status) {
   if (status == "timeout") return 6;
   if (status == "interrupted") return 7;
   if (status == "not_effective") return 10;
+  if (status == "failed") return 8;   // a combo stopped
+  if (status == "aborted") return 9;  // a combo rolled back
   return kExitFailure;
 }
 
@@ -172,13 +184,25 @@ int set_device(AgentConnection& connection, const CommandLine& line) {
   set.set_timeout_ms(agent_timeout_ms(line));
   if (line.command_id) set.set_command_id(*line.command_id);
   set.set_ignore_preconditions(line.ignore_preconditions);
-  auto response = connection.call(request, answer_wait_s(line));
+  if (line.lock_strategy) set.set_lock_strategy(*line.lock_strategy);
+  // A combo may take as long as a routine: the agent waits up to its
+  // routines.run_timeout_ms (60 s by default) unless --timeout says.
+  auto response = connection.call(request, line.timeout_s ? answer_wait_s(line) : 60.0 + kPingAnswerGraceS);
   if (!response) return no_agent(connection, response.error());
   if (!response->error().empty()) return agent_error(response->error());
   if (!response->has_device_set()) return unexpected_answer("device set");
   const proto::DeviceSetReply& reply = response->device_set();
   if (line.json) {
     print_json(reply);
+  } else if (!reply.combo().empty()) {
+    const bool ok = reply.status() == "ok";
+    std::ostream& out = ok ? std::cout : std::cerr;
+    out << fmt::format("{}{}: combo {} invocation {} {}{}\n", ok ? "" : "meshctl: device ", set.id(), reply.combo(),
+                       reply.invocation().seq(), ok ? "committed" : reply.status(),
+                       reply.detail().empty() ? "" : ": " + reply.detail());
+    for (size_t i = 0; i < static_cast<size_t>(reply.combo_commands_size()); ++i) {
+      out << fmt::format("  {}. {}\n", i + 1, reply.combo_commands(static_cast<int>(i)));
+    }
   } else if (reply.status() == "ok") {
     std::cout << fmt::format("{}: ok{} (command {})\n", set.id(),
                              reply.state_after().empty() ? "" : ", now " + reply.state_after(), reply.command_id());

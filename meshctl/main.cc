@@ -100,6 +100,11 @@ OPTIONS
         device set: send the command even though precondition rules apply
         to it; their precondition commands are not run.
 
+    --lock sla|ola|aggressive
+        device set, when precondition rules apply: how the combo locks its
+        devices (default: the mesh's [routines] lock_strategy). sla and
+        ola are APEX's conservative strategy, aggressive its aggressive one.
+
     -h, --help
         Prints this text.
 
@@ -110,14 +115,14 @@ EXIT STATUS
     2   the command line is wrong.
     For lock, once the resource is granted: the status of CMD. For
     kgroup-write, 1 also when the write was not acknowledged in time.
-    For device set, the command's outcome: 0 ok, 3 refused (outside the
-    device's schema, or precondition rules apply to it and
-    --ignore-preconditions was not given), 4 device down, 5 driver
-    error, 6 the device did not
+    For device set, the command's outcome: 0 ok (for a combo: committed),
+    3 refused (outside the device's schema, or rules that cannot be
+    applied), 4 device down, 5 driver error, 6 the device did not
     answer in time, 7 interrupted (its leader died while actuating: it may
     or may not have happened), 10 not effective (the device answered but
-    never showed the values set: a stuck actuator); 1 if no outcome arrived
-    in time. For device
+    never showed the values set: a stuck actuator); for a combo, 8 it
+    stopped (a lock was lost) and 9 it was aborted and rolled back; 1 if
+    no outcome arrived in time. For device
     add, device remove, routine add, remove, enable and disable, and
     precondition add and remove, 1 if any change was refused. For plan, 1
     if a command cannot be planned (rules that conflict or form a cycle,
@@ -274,7 +279,7 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
       value = arg.substr(eq + 1);
     }
     if (name != "--socket" && name != "--timeout" && name != "--count" && name != "--interval" && name != "--file" &&
-        name != "--id") {
+        name != "--id" && name != "--lock") {
       return Unexpected(fmt::format("unknown option '{}'", arg));
     }
     if (!value) {
@@ -287,6 +292,11 @@ Expected<CommandLine, std::string> parse_command_line(int argc, char** argv) {
     } else if (name == "--file") {
       if (value->empty()) return Unexpected(std::string("--file needs a path"));
       line.file = std::string(*value);
+    } else if (name == "--lock") {
+      if (*value != "sla" && *value != "ola" && *value != "aggressive") {
+        return Unexpected(fmt::format("--lock wants sla, ola or aggressive, not '{}'", *value));
+      }
+      line.lock_strategy = std::string(*value);
     } else if (name == "--id") {
       if (value->empty()) return Unexpected(std::string("--id needs a command id"));
       line.command_id = std::string(*value);
@@ -340,6 +350,11 @@ int run(int argc, char** argv) {
   if (line.wait && (command != "routine" || sub != "run")) return usage_error("--wait applies to routine run only");
   if (line.ignore_preconditions && (command != "device" || sub != "set")) {
     return usage_error("--ignore-preconditions applies to device set only");
+  }
+  if (line.lock_strategy && (command != "device" || sub != "set"))
+    return usage_error("--lock applies to device set only");
+  if (line.lock_strategy && line.ignore_preconditions) {
+    return usage_error("--lock chooses how a combo locks its devices; with --ignore-preconditions none runs");
   }
   const Verb* verb = find_verb(command);
   if (verb == nullptr) return usage_error(fmt::format("unknown command '{}' ({})", command, verb_list()));

@@ -59,6 +59,10 @@ struct FaultPoints {
   // to the lowest entry, so a routine with a higher serial key can use a
   // device before a lower one that uses it later (a precedence cycle).
   bool grant_out_of_key_order = false;
+  // Routine leaders run an ad hoc combo's command without its precondition
+  // graph, as `device set --ignore-preconditions` sends it (APEX
+  // consistency of ad hoc combos, routine/adhoc_combo.h).
+  bool adhoc_ignores_rules = false;
 };
 
 FaultPoints& fault_points();

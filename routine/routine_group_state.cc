@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "routine/adhoc_combo.h"
 #include "routine/device_codec.h"
 #include "routine/fault_points.h"
 
@@ -38,6 +39,7 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
   msg.set_request_id(invocation.request_id);
   msg.set_manual(invocation.manual);
   msg.set_definition(invocation.definition);
+  if (invocation.adhoc) *msg.mutable_adhoc() = to_adhoc_proto(*invocation.adhoc);
   msg.set_phase(invocation.phase);
   msg.set_outcome(invocation.outcome);
   msg.set_detail(invocation.detail);
@@ -113,6 +115,9 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
   invocation.request_id = msg.request_id();
   invocation.manual = msg.manual();
   invocation.definition = msg.definition();
+  if (msg.has_adhoc()) {
+    if (auto adhoc = adhoc_from_proto(msg.adhoc())) invocation.adhoc = std::move(*adhoc);
+  }
   invocation.phase = msg.phase();
   invocation.outcome = msg.outcome();
   invocation.detail = msg.detail();
@@ -207,6 +212,12 @@ void RoutineGroupState::apply_make_way(const proto::MakeWay& make_way) {
 }
 
 void RoutineGroupState::apply_trigger(const proto::RoutineTrigger& trigger) {
+  std::optional<RoutineSpec> adhoc;
+  if (trigger.has_adhoc()) {
+    auto decoded = adhoc_from_proto(trigger.adhoc());
+    if (!decoded) return;
+    adhoc = std::move(*decoded);
+  }
   if (!trigger.request_id().empty()) {
     for (const auto& [seq, invocation] : invocations_) {
       if (invocation.request_id == trigger.request_id()) return;
@@ -233,6 +244,7 @@ void RoutineGroupState::apply_trigger(const proto::RoutineTrigger& trigger) {
   invocation.request_id = trigger.request_id();
   invocation.manual = trigger.manual();
   invocation.definition = trigger.definition();
+  invocation.adhoc = std::move(adhoc);
   invocation.triggered_at_us = trigger.at_us();
   if (fault_points().nondeterministic_trigger) {
     static int64_t stamp = 0;
@@ -574,6 +586,7 @@ bool RoutineGroupState::restore(std::string_view snapshot) {
   for (const auto& msg : decoded->invocations()) {
     if (msg.seq() == 0 || msg.seq() >= decoded->next_seq()) return false;
     Invocation invocation = from_proto(msg);
+    if (msg.has_adhoc() && !invocation.adhoc) return false;
     const bool done = invocation.done();
     if (!invocations.emplace(msg.seq(), std::move(invocation)).second) return false;
     if (done) finished.push_back(msg.seq());

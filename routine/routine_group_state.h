@@ -14,6 +14,7 @@
 #include "routine/device_model.h"
 #include "routine/failure_serialization.h"
 #include "routine/routine_combo.h"
+#include "routine/routine_model.h"
 
 namespace mesh::routine {
 
@@ -79,6 +80,9 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     std::string request_id;
     bool manual = false;
     uint64_t definition = 0;
+    // An ad hoc combo's own one-command routine (routine/adhoc_combo.h),
+    // which it runs instead of a catalog routine's definition.
+    std::optional<RoutineSpec> adhoc;
     proto::RoutinePhase phase = proto::PHASE_ACQUIRING_LOCKS;
     proto::InvocationOutcome outcome = proto::INVOCATION_RUNNING;
     std::string detail;
@@ -196,6 +200,8 @@ std::string undo_command_id(const std::string& routine, const RoutineGroupState:
                             uint32_t index);
 
 proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation);
+// An ad hoc command that does not decode is left out (restore() refuses
+// such a snapshot; a reader shows the invocation without it).
 RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg);
 
 }  // namespace mesh::routine

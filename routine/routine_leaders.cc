@@ -185,9 +185,20 @@ RoutineLeaders::Session* RoutineLeaders::session(const SessionKey& key) {
   return it == sessions_.end() ? nullptr : it->second.get();
 }
 
-const RoutineSpec* RoutineLeaders::spec_of(const SessionKey& key) const {
+const RoutineSpec* RoutineLeaders::catalog_spec_of(const SessionKey& key) const {
   const auto it = sessions_.find(key);
   return it == sessions_.end() ? nullptr : catalog_.find_routine(it->second->routine);
+}
+
+const RoutineSpec* RoutineLeaders::spec_of(const SessionKey& key,
+                                           const RoutineGroupState::Invocation& invocation) const {
+  return invocation.adhoc ? &*invocation.adhoc : catalog_spec_of(key);
+}
+
+RoutineLeaders::Running RoutineLeaders::running(const SessionKey& key, uint64_t seq) const {
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  return {invocation, invocation == nullptr ? nullptr : spec_of(key, *invocation)};
 }
 
 LockStrategy RoutineLeaders::strategy_of(const RoutineSpec& spec) const {
@@ -250,7 +261,7 @@ void RoutineLeaders::scan() {
 }
 
 void RoutineLeaders::sync_watch(const SessionKey& key, Session& s) {
-  const RoutineSpec* spec = spec_of(key);
+  const RoutineSpec* spec = catalog_spec_of(key);
   std::set<std::string> wanted;
   if (spec != nullptr && spec->enabled && !spec->trigger.manual) wanted = devices(spec->trigger);
   if (wanted == s.watched) return;
@@ -283,7 +294,7 @@ void RoutineLeaders::evaluate_seen(const SessionKey& key, Session& s, const kgro
 
 void RoutineLeaders::on_device_change(const SessionKey& key, const std::string& device,
                                       const DeviceWatcher::Seen& seen) {
-  const RoutineSpec* spec = spec_of(key);
+  const RoutineSpec* spec = catalog_spec_of(key);
   const RoutineGroupState* st = state(key);
   kgroup::GroupReplica* r = replica(key);
   if (spec == nullptr || st == nullptr || r == nullptr || !spec->enabled || spec->trigger.manual) return;
@@ -378,7 +389,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
     idle(key, seq, options_.scan_interval);
     return;
   }
-  const RoutineSpec* spec = spec_of(key);
+  const RoutineSpec* spec = spec_of(key, invocation);
   const bool definition_holds =
       spec != nullptr && (invocation.definition == 0 || invocation.definition == definition_digest(*spec));
   // The devices the invocation locks (and releases at the end): its
@@ -388,6 +399,7 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
   std::string no_reservation;
   if (spec != nullptr) {
     auto reserved = combo_devices(*spec, catalog_);
+    if (fault_points().adhoc_ignores_rules && invocation.adhoc) reserved = ComboReservation{command_devices(*spec)};
     if (reserved) {
       reservation = std::move(*reserved);
     } else {
@@ -514,8 +526,19 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         }
         if (invocation.wound && aggressive && invocation.may_yield()) {
           // Nothing ran yet: rather than end aborted having done nothing
-          // (a plan made under these locks is dropped with them).
-          yield_to_wound(key, invocation, devices);
+          // (a plan made under these locks is dropped with them). Unless a
+          // previous leader sent the first command and it ran: then the
+          // locks must stay for its rollback, and a plan made again could
+          // reuse its command id, which its device group answers with the
+          // old outcome without actuating.
+          unless_next_was_sent(key, invocation, combo_of(*spec, invocation), [this, key, seq, devices] {
+            const RoutineGroupState::Invocation* wounded = running(key, seq).invocation;
+            if (wounded == nullptr || !wounded->wound || !wounded->may_yield()) {
+              idle(key, seq);
+              return;
+            }
+            yield_to_wound(key, *wounded, devices);
+          });
           return;
         }
         if (invocation.wound && (aggressive || fault_points().conservative_woundable)) {
@@ -909,15 +932,13 @@ void RoutineLeaders::yield_to_wound(const SessionKey& key, const RoutineGroupSta
 
 std::string RoutineLeaders::lock_payload(const SessionKey& key, uint64_t seq, const std::string& device,
                                          bool wait) const {
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const auto [invocation, spec] = running(key, seq);
   proto::DeviceUpdate request;
   request.mutable_lock()->set_device(device);
   request.mutable_lock()->set_holder(holder_of(key, seq));
   request.mutable_lock()->set_wait(wait);
   // Only aggressive invocations can be wounded, so only their requests
   // carry an age (routine/routine_leaders.h, "Wound-wait").
-  const RoutineSpec* spec = spec_of(key);
   const bool woundable =
       spec != nullptr && (strategy_of(*spec) == LockStrategy::aggressive || fault_points().conservative_woundable);
   if (invocation != nullptr && woundable) request.mutable_lock()->set_started_us(invocation->triggered_at_us);
@@ -1010,9 +1031,7 @@ void RoutineLeaders::collect_grants(const SessionKey& key, uint64_t seq, const s
 
 void RoutineLeaders::wound_if_younger(const SessionKey& key, uint64_t seq, const std::string& device,
                                       const proto::LockStatusMsg& status) {
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
-  const RoutineSpec* spec = spec_of(key);
+  const auto [invocation, spec] = running(key, seq);
   const std::string& holder = status.current_holder();
   // A holder without an age is conservative: it is never wounded.
   if (invocation == nullptr || spec == nullptr || holder.empty() || status.holder_started_us() == 0 ||
@@ -1068,9 +1087,7 @@ void RoutineLeaders::wound_if_younger(const SessionKey& key, uint64_t seq, const
 void RoutineLeaders::plan_one_stage(const SessionKey& key, uint64_t seq, uint32_t stage,
                                     const std::set<std::string>& devices) {
   read_states(key, seq, devices, [this, key, seq, stage](const DeviceStates& states) {
-    const RoutineSpec* spec = spec_of(key);
-    const RoutineGroupState* st = state(key);
-    const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+    const auto [invocation, spec] = running(key, seq);
     if (spec == nullptr || invocation == nullptr) {
       idle(key, seq);
       return;
@@ -1163,9 +1180,7 @@ void RoutineLeaders::post_lease(const SessionKey& key, uint64_t seq, const std::
 
 void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
                              const Attributes* restore_to) {
-  const RoutineSpec* spec = spec_of(key);
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const auto [invocation, spec] = running(key, seq);
   if (spec == nullptr || invocation == nullptr) return;
   const std::vector<ComboCommand> commands = combo_of(*spec, *invocation);
   if (index >= commands.size()) return;
@@ -1380,9 +1395,7 @@ void RoutineLeaders::read_records(const SessionKey& key, uint64_t seq, const std
 }
 
 void RoutineLeaders::commit_plan(const SessionKey& key, uint64_t seq, const DeviceStates& states) {
-  const RoutineSpec* spec = spec_of(key);
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const auto [invocation, spec] = running(key, seq);
   if (spec == nullptr || invocation == nullptr || invocation->plan) {
     idle(key, seq);
     return;
@@ -1442,7 +1455,7 @@ void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::I
     enter_phase(key, seq, proto::PHASE_RELEASING_LOCKS);
     return;
   }
-  const RoutineSpec* spec = spec_of(key);
+  const RoutineSpec* spec = spec_of(key, invocation);
   const std::vector<ComboCommand> commands =
       spec == nullptr ? std::vector<ComboCommand>{} : combo_of(*spec, invocation);
   if (*index >= commands.size() ||
@@ -1492,9 +1505,7 @@ void RoutineLeaders::roll_back(const SessionKey& key, const RoutineGroupState::I
 
 void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
                                   core::TimePoint deadline) {
-  const RoutineSpec* spec = spec_of(key);
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const auto [invocation, spec] = running(key, seq);
   if (spec == nullptr || invocation == nullptr) {
     idle(key, seq);
     return;
@@ -1574,19 +1585,22 @@ void RoutineLeaders::commit_abort(const SessionKey& key, uint64_t seq, const std
 
 void RoutineLeaders::abort_running(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
                                    const std::vector<ComboCommand>& commands, const std::string& reason) {
+  unless_next_was_sent(key, invocation, commands,
+                       [this, key, seq = invocation.seq, reason] { commit_abort(key, seq, reason); });
+}
+
+void RoutineLeaders::unless_next_was_sent(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                                          const std::vector<ComboCommand>& commands, std::function<void()> then) {
   const uint64_t seq = invocation.seq;
-  auto abort = [this, key, seq, reason] { commit_abort(key, seq, reason); };
   const auto next = static_cast<uint32_t>(invocation.commands.size());
   if (next >= commands.size()) {
-    abort();
+    then();
     return;
   }
-  // A previous leader may have sent the next command: its outcome must be
-  // recorded first, or the rollback would not undo it.
   proto::DeviceQuery query;
   query.set_command_id(command_id(routine_id(key), invocation, next));
   read_device(commands[next].command.device, query.SerializeAsString(),
-              [this, key, seq, next, abort, alive = alive_](const auto& read) {
+              [this, key, seq, next, then = std::move(then), alive = alive_](const auto& read) {
                 if (!*alive) return;
                 const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
                 if (!reply) {
@@ -1594,7 +1608,7 @@ void RoutineLeaders::abort_running(const SessionKey& key, const RoutineGroupStat
                   return;
                 }
                 if (!reply->found()) {
-                  abort();  // never accepted there: it did not run
+                  then();  // never accepted there: it did not run
                   return;
                 }
                 if (reply->command().outcome().status() == proto::COMMAND_PENDING) {
@@ -1649,9 +1663,7 @@ void RoutineLeaders::release(const SessionKey& key, uint64_t seq, std::vector<st
 }
 
 void RoutineLeaders::record_latency(const SessionKey& key, uint64_t seq) {
-  const RoutineSpec* spec = spec_of(key);
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  const auto [invocation, spec] = running(key, seq);
   if (spec == nullptr || invocation == nullptr || !invocation->done()) return;
   std::vector<core::Duration> holds;
   if (invocation->definition == 0 || invocation->definition == definition_digest(*spec)) {
@@ -1970,9 +1982,9 @@ void RoutineLeaders::renew_locks() {
     kgroup::GroupReplica* r = replica(key);
     const RoutineGroupState* st = state(key);
     if (r == nullptr || st == nullptr || !r->can_read()) continue;
-    const RoutineSpec* spec = spec_of(key);
     for (const auto& [seq, invocation] : st->invocations()) {
       if (invocation.done()) continue;
+      const RoutineSpec* spec = spec_of(key, invocation);
       // EV: its entries in lineages are renewed too (token 0: a renewal
       // that is not about a grant), or a device leader takes back the entry
       // every later one waits for.

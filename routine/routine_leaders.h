@@ -161,6 +161,10 @@ struct RoutineLeaderOptions {
 //    before the routine command it serves, and a rollback undoes them too;
 //    a rollback of a combo stops at the first command it cannot undo, as
 //    undoing the preconditions under it could break a rule.
+//  - Ad hoc combos (routine/adhoc_combo.h): an invocation of a group
+//    "routine:adhoc:DEVICE" carries its own one-command routine, which
+//    every step here reads instead of the catalog's (spec_of); it is
+//    driven like any other, and its group watches no trigger.
 //  - EXECUTING: commands in order, each a CommandAccept at its device group
 //    with id ROUTINE#SEQ#INDEX and the lock's token (no holder and no token
 //    under WV: the device group runs it unless a lock is held), then its outcome read
@@ -474,9 +478,13 @@ class RoutineLeaders {
   // Commits `abort` with the reason: no further command runs, the rollback
   // follows.
   void commit_abort(const SessionKey& key, uint64_t seq, const std::string& reason);
-  // Records the outcome of a next command a previous leader may have sent,
-  // then commits the abort (the rollback follows): for a lost resource, or
-  // a wound.
+  // The next command a previous leader may have sent, whose outcome is not
+  // committed here: reads it at its device group and records its outcome if
+  // that group accepted it (the next drive sees it ran); else runs `then`.
+  void unless_next_was_sent(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                            const std::vector<ComboCommand>& commands, std::function<void()> then);
+  // Commits the abort once the next command is settled as above (so the
+  // rollback undoes it if it ran): for a lost resource, or a wound.
   void abort_running(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
                      const std::vector<ComboCommand>& commands, const std::string& reason);
   // An aborted invocation's next rollback step: undo the newest command
@@ -552,7 +560,18 @@ class RoutineLeaders {
   Session* session(const SessionKey& key);
   kgroup::GroupReplica* replica(const SessionKey& key) const;
   const RoutineGroupState* state(const SessionKey& key) const;
-  const RoutineSpec* spec_of(const SessionKey& key) const;
+  // The catalog routine whose trigger a session watches (none in an ad hoc
+  // combos' group, routine/adhoc_combo.h).
+  const RoutineSpec* catalog_spec_of(const SessionKey& key) const;
+  // The definition an invocation runs: an ad hoc combo's own, or its
+  // routine's in the catalog (null once removed).
+  const RoutineSpec* spec_of(const SessionKey& key, const RoutineGroupState::Invocation& invocation) const;
+  // Invocation `seq` as committed here (null if unknown) with spec_of it.
+  struct Running {
+    const RoutineGroupState::Invocation* invocation = nullptr;
+    const RoutineSpec* spec = nullptr;
+  };
+  Running running(const SessionKey& key, uint64_t seq) const;
   // The invocation's lock holder name (holder_name), from the committed state.
   std::string holder_of(const SessionKey& key, uint64_t seq) const;
   LockStrategy strategy_of(const RoutineSpec& spec) const;

@@ -58,9 +58,7 @@ void RoutineLeaders::choose_key(const SessionKey& key, uint64_t seq, const std::
   const std::string holder = holder_of(key, seq);
   auto finish = [this, key, seq, round, refused_by, all_from_start] {
     if (--round->awaiting != 0) return;
-    const RoutineGroupState* st = state(key);
-    const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
-    const RoutineSpec* spec = spec_of(key);
+    const auto [invocation, spec] = running(key, seq);
     if (round->failed || invocation == nullptr || spec == nullptr) {
       idle(key, seq, options_.poll_interval);
       return;
@@ -248,9 +246,7 @@ void RoutineLeaders::take_in_key_order(const SessionKey& key, uint64_t seq, cons
 
 std::string RoutineLeaders::place_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool ready,
                                           bool all_from_start, size_t from) const {
-  const RoutineGroupState* st = state(key);
-  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
-  const RoutineSpec* spec = spec_of(key);
+  const auto [invocation, spec] = running(key, seq);
   proto::DeviceUpdate request;
   auto& lock = *request.mutable_lock();
   lock.set_device(device);

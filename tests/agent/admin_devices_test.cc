@@ -203,25 +203,56 @@ TEST_F(AdminDevicesTest, BadRequestsSayWhatIsWrong) {
   EXPECT_THAT(response->error(), HasSubstr("bad.toml:1: device x.kind: missing"));
 }
 
-// An ad hoc command that precondition rules apply to is refused, naming
-// them, unless the operator asks for it as written; other commands go.
+// An ad hoc command that precondition rules apply to runs as a combo, its
+// precondition commands first, unless the operator asks for it as written;
+// other commands go as they are.
 class AdminDevicesWithRulesTest : public AdminDevicesTest {
  protected:
   AdminDevicesWithRulesTest()
       : AdminDevicesTest({{"lamp_needs_hall_off", "lamp.power == on", {"hall.power == off"}}}) {}
+
+  proto::AdminRequest lamp_on() const {
+    proto::AdminRequest set;
+    set.mutable_device_set()->set_id("lamp");
+    set.mutable_device_set()->add_assignments("power=on");
+    return set;
+  }
 };
 
-TEST_F(AdminDevicesWithRulesTest, ACommandWithPreconditionsIsRefusedUnlessIgnored) {
-  proto::AdminRequest set;
-  set.mutable_device_set()->set_id("lamp");
-  set.mutable_device_set()->add_assignments("power=on");
-  auto response = ask(1, set);
+TEST_F(AdminDevicesWithRulesTest, ACommandWithPreconditionsRunsAsAComboUnlessIgnored) {
+  hall_.set_state({{"power", true}, {"brightness", 80.0}});
+  env_.advance(seconds(5));  // the hall's leader has seen it on
+  auto response = ask(1, lamp_on(), seconds(40));
   ASSERT_TRUE(response.has_value());
   ASSERT_TRUE(response->has_device_set()) << response->error();
-  EXPECT_EQ(response->device_set().status(), "refused");
-  EXPECT_THAT(response->device_set().detail(), HasSubstr("lamp_needs_hall_off"));
-  EXPECT_THAT(response->device_set().detail(), HasSubstr("--ignore-preconditions"));
-  EXPECT_TRUE(lamp_.actuations().empty());
+  const proto::DeviceSetReply& reply = response->device_set();
+  EXPECT_EQ(reply.status(), "ok") << reply.detail();
+  EXPECT_EQ(reply.combo(), "adhoc:lamp");
+  EXPECT_EQ(reply.invocation().outcome(), proto::INVOCATION_OK);
+  EXPECT_THAT(reply.command_id(), HasSubstr("adhoc:lamp#"));
+  ASSERT_EQ(reply.combo_commands_size(), 2);
+  EXPECT_EQ(reply.combo_commands(0), "hall power=off (precondition: lamp_needs_hall_off): ok");
+  EXPECT_EQ(reply.combo_commands(1), "lamp power=on (subject): ok");
+  // The hall went off before the lamp came on.
+  ASSERT_EQ(hall_.actuations().size(), 1u);
+  ASSERT_EQ(lamp_.actuations().size(), 1u);
+  EXPECT_LT(hall_.actuations()[0].at, lamp_.actuations()[0].at);
+  EXPECT_EQ(hall_.state().at("power"), routine::Value(false));
+  EXPECT_EQ(lamp_.state().at("power"), routine::Value(true));
+
+  // Its group's history shows it from any node.
+  proto::AdminRequest history;
+  history.mutable_routines()->add_ids("adhoc:lamp");
+  response = ask(2, history, seconds(5));
+  ASSERT_TRUE(response && response->has_routines()) << (response ? response->error() : "no answer");
+  ASSERT_EQ(response->routines().routines_size(), 1);
+  const proto::RoutineRow& row = response->routines().routines(0);
+  ASSERT_EQ(row.invocations_size(), 1);
+  EXPECT_EQ(row.invocations(0).adhoc().device(), "lamp");
+  ASSERT_EQ(row.combos_size(), 1);
+  ASSERT_EQ(row.combos(0).commands_size(), 2);
+  EXPECT_EQ(row.combos(0).commands(0),
+            "hall power=off (precondition of routine command 1, lamp power=on: lamp_needs_hall_off)");
 
   // No rule has `lamp.power == off` as its condition.
   proto::AdminRequest off;
@@ -230,12 +261,47 @@ TEST_F(AdminDevicesWithRulesTest, ACommandWithPreconditionsIsRefusedUnlessIgnore
   response = ask(1, off);
   ASSERT_TRUE(response.has_value() && response->has_device_set());
   EXPECT_EQ(response->device_set().status(), "ok") << response->device_set().detail();
+  EXPECT_TRUE(response->device_set().combo().empty());
 
-  set.mutable_device_set()->set_ignore_preconditions(true);
-  response = ask(2, set);
+  hall_.set_state({{"power", true}, {"brightness", 80.0}});
+  env_.advance(seconds(5));
+  proto::AdminRequest as_written = lamp_on();
+  as_written.mutable_device_set()->set_ignore_preconditions(true);
+  response = ask(2, as_written);
   ASSERT_TRUE(response.has_value() && response->has_device_set());
   EXPECT_EQ(response->device_set().status(), "ok") << response->device_set().detail();
+  EXPECT_TRUE(response->device_set().combo().empty());
   EXPECT_EQ(lamp_.state().at("power"), routine::Value(true));
+  EXPECT_EQ(hall_.state().at("power"), routine::Value(true));
+}
+
+// A combo whose subject fails is aborted: its precondition command is
+// undone, and the answer says what failed and what was undone.
+TEST_F(AdminDevicesWithRulesTest, AComboWhoseSubjectFailsRollsBackItsPreconditions) {
+  hall_.set_state({{"power", true}, {"brightness", 80.0}});
+  lamp_.set_up(false);
+  env_.advance(seconds(5));
+  proto::AdminRequest set = lamp_on();
+  set.mutable_device_set()->set_lock_strategy("ola");
+  auto response = ask(2, set, seconds(40));
+  ASSERT_TRUE(response.has_value());
+  ASSERT_TRUE(response->has_device_set()) << response->error();
+  const proto::DeviceSetReply& reply = response->device_set();
+  EXPECT_EQ(reply.status(), "aborted") << reply.detail();
+  EXPECT_EQ(reply.invocation().adhoc().lock_strategy(), "ola");
+  EXPECT_THAT(reply.detail(), HasSubstr("command 2 (lamp) failed"));
+  EXPECT_THAT(reply.detail(), HasSubstr("undone: command 1"));
+  ASSERT_EQ(reply.combo_commands_size(), 2);
+  EXPECT_EQ(reply.combo_commands(0), "hall power=off (precondition: lamp_needs_hall_off): ok, undone");
+  EXPECT_THAT(reply.combo_commands(1), HasSubstr("lamp power=on (subject): "));
+  EXPECT_EQ(hall_.state().at("power"), routine::Value(true));
+  EXPECT_TRUE(lamp_.actuations().empty());
+
+  set.mutable_device_set()->set_lock_strategy("fastest");
+  response = ask(1, set, milliseconds(1));
+  ASSERT_TRUE(response.has_value() && response->has_device_set());
+  EXPECT_EQ(response->device_set().status(), "refused");
+  EXPECT_THAT(response->device_set().detail(), HasSubstr("unknown lock strategy 'fastest'"));
 }
 
 // A routine runs the precondition commands of its commands first, and its

@@ -2,9 +2,11 @@
 """meshctl's precondition verbs against a running one-node agent: the catalog
 file's [[precondition]] tables are listed; precondition add and remove change
 the rules at run time; plan prints the graph and the combo of a device
-command and of a routine without running anything, in text and --json; a
-conflict between rules, an unknown device and a wrong command line exit
-non-zero with the reason on stderr."""
+command and of a routine without running anything, in text and --json;
+device set on a command rules apply to runs it as an ad hoc combo and
+reports its end (here aborted: a reading it needs cannot be read) with the
+exit status and routine history; a conflict between rules, an unknown
+device and a wrong command line exit non-zero with the reason on stderr."""
 import argparse
 import json
 import os
@@ -134,6 +136,26 @@ def check(meshctl, directory):
     assert out.returncode == 1 and "named by precondition rule outlet_off_when_hall_empty" in out.stderr, out.stderr
     print("ok   precondition remove; a device a rule names is not removed")
 
+    out = meshctl("device", "set", "sprinkler", "power=on", "--timeout", "25")
+    assert out.returncode == 9, (out.returncode, out.stdout, out.stderr)
+    for line in ("device sprinkler: combo adhoc:sprinkler invocation 1 aborted: its preconditions cannot be met",
+                 "hall_motion.motion could not be read", "1. sprinkler power=on (subject): not run"):
+        assert line in out.stderr, (line, out.stderr)
+    reply = json.loads(meshctl("--json", "device", "set", "sprinkler", "power=on", "--lock", "ola",
+                               "--timeout", "25").stdout)
+    assert reply["combo"] == "adhoc:sprinkler" and reply["status"] == "aborted", reply
+    assert reply["invocation"]["adhoc"]["lock_strategy"] == "ola", reply
+    out = meshctl("routine", "history", "adhoc:sprinkler")
+    assert out.returncode == 0 and "2 invocations remembered" in out.stdout, (out.stdout, out.stderr)
+    assert "invocation 2 (run by hand): aborted: its preconditions cannot be met" in out.stdout, out.stdout
+    out = meshctl("device", "set", "sprinkler", "power=on", "--lock", "fastest")
+    assert out.returncode == 2 and "--lock wants sla, ola or aggressive" in out.stderr, out.stderr
+    out = meshctl("device", "set", "sprinkler", "power=on", "--lock", "ola", "--ignore-preconditions")
+    assert out.returncode == 2, out.stderr
+    out = meshctl("routine", "run", "water", "--lock", "sla")
+    assert out.returncode == 2 and "--lock applies to device set only" in out.stderr, out.stderr
+    print("ok   device set runs an ad hoc combo: its end, exit 9, --json, routine history; --lock checked")
+
     out = meshctl("plan", "device", "set", "pump", "power=on")
     assert out.returncode == 1 and "no device pump in the catalog" in out.stderr, out.stderr
     out = meshctl("plan", "device", "set", "sprinkler")
@@ -144,6 +166,7 @@ def check(meshctl, directory):
     assert out.returncode == 2 and "precondition add takes --file F" in out.stderr, out.stderr
     out = meshctl("--help")
     assert "plan device set ID ATTR=VALUE..." in out.stdout and "preconditions" in out.stdout
+    assert "[--lock sla|ola|aggressive]" in out.stdout and "routine:adhoc:ID" in out.stdout, out.stdout
     print("ok   mistakes: unknown device exits 1, wrong command lines exit 2")
 
 
@@ -156,7 +179,8 @@ def main():
     config = agent_fixture.write_node(args.dir)
     write_file(args.dir, "catalog.toml", CATALOG)
     with open(config, "a") as f:
-        f.write('[devices]\ncatalog = "catalog.toml"\n')
+        # k = 1: a mesh of one node creates its device groups, so combos lock.
+        f.write('[kgroup]\nk = 1\n[devices]\ncatalog = "catalog.toml"\n')
     socket_path = os.path.join(args.dir, "admin.sock")
     with open(os.path.join(args.dir, "agent.log"), "w") as log:
         agent = agent_fixture.start(args.meshagent, config, log=log)
@@ -166,7 +190,7 @@ def main():
         finally:
             agent.terminate()
             agent.wait(timeout=10)
-    print("precondition_verbs: 7 passed, 0 failed")
+    print("precondition_verbs: 8 passed, 0 failed")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "routine/adhoc_combo.h"
 #include "routine/device_codec.h"
 #include "routine/routine_combo.h"
 
@@ -639,6 +640,62 @@ TEST_F(RoutineGroup, BaselineIsCommittedOnceBeforeThePlanAndTheFirstCommand) {
   command(2, 0, proto::COMMAND_OK);
   baseline(2, 21);
   EXPECT_FALSE(state_.invocation(2)->baseline);
+}
+
+TEST_F(RoutineGroup, AnAdhocTriggerKeepsItsOwnRoutineThroughSnapshotsAndAnswers) {
+  const RoutineSpec sprinkler =
+      adhoc_spec("garden_sprinkler", {{"power", Value{std::string("on")}}}, LockStrategy::aggressive);
+  proto::RoutineUpdate update;
+  auto& t = *update.mutable_trigger();
+  t.set_at_us(5'000'000);
+  t.set_request_id("adhoc-1");
+  t.set_manual(true);
+  *t.mutable_adhoc() = to_adhoc_proto(sprinkler);
+  apply(update);
+  ASSERT_NE(state_.invocation(1), nullptr);
+  ASSERT_TRUE(state_.invocation(1)->adhoc);
+  EXPECT_EQ(*state_.invocation(1)->adhoc, sprinkler);
+  // A catalog routine's trigger carries none.
+  trigger(10, "", 0, "run-2");
+  ASSERT_NE(state_.invocation(2), nullptr);
+  EXPECT_FALSE(state_.invocation(2)->adhoc);
+
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  ASSERT_TRUE(copy.invocation(1)->adhoc);
+  EXPECT_EQ(*copy.invocation(1)->adhoc, sprinkler);
+  EXPECT_FALSE(copy.invocation(2)->adhoc);
+
+  // The admin client finds it by request id, with its command.
+  proto::RoutineQuery query;
+  query.set_request_id("adhoc-1");
+  const auto answer = state_.read(query.SerializeAsString());
+  ASSERT_TRUE(answer);
+  const auto reply = parse_message<proto::RoutineQueryReply>(*answer);
+  ASSERT_TRUE(reply && reply->invocations_size() == 1);
+  EXPECT_EQ(reply->invocations(0).adhoc().device(), "garden_sprinkler");
+  EXPECT_EQ(reply->invocations(0).adhoc().lock_strategy(), "aggressive");
+}
+
+TEST_F(RoutineGroup, AnAdhocCommandThatDoesNotDecodeIsRefused) {
+  proto::RoutineUpdate update;
+  auto& t = *update.mutable_trigger();
+  t.set_at_us(5'000'000);
+  t.set_manual(true);
+  t.mutable_adhoc()->set_device("garden_sprinkler");  // no value
+  apply(update);
+  EXPECT_TRUE(state_.invocations().empty());
+
+  // A snapshot naming one is refused as a whole.
+  proto::RoutineGroupSnapshot snapshot;
+  snapshot.set_next_seq(2);
+  auto& invocation = *snapshot.add_invocations();
+  invocation.set_seq(1);
+  invocation.mutable_adhoc()->set_device("garden_sprinkler");
+  RoutineGroupState copy;
+  EXPECT_FALSE(copy.restore(snapshot.SerializeAsString()));
+  invocation.mutable_adhoc()->CopyFrom(to_adhoc_proto(adhoc_spec("garden_sprinkler", {{"power", Value{true}}}, {})));
+  EXPECT_TRUE(copy.restore(snapshot.SerializeAsString()));
 }
 
 TEST(RoutineNames, HolderAndCommandIdsNameTheInvocation) {

@@ -16,7 +16,11 @@
 // first command switch one plug of a pair on, and runs the stream faster,
 // so combos compete for each other's preconditions. The undo sweep gives
 // every command a user-given undo value (SafeHome §2.2), which its
-// rollback must set instead of the state before it.
+// rollback must set instead of the state before it. The ad hoc sweep adds
+// `meshctl device set` combos (routine/adhoc_combo.h) to the APEX stream:
+// from random agents, on the pairs' plugs, each with its own lock strategy,
+// contending with each other and with the routines; its crash takes down
+// the pivot (the leader of an ad hoc combo's group) of a combo under way.
 //
 // The oracle reads the devices' own actuation logs and the groups' state,
 // never a leader's belief:
@@ -32,6 +36,9 @@
 //    its leader holds the leader's very state;
 //  - APEX consistency: replaying every device's actuations in time order,
 //    no instant has both plugs of a pair on;
+//  - ad hoc combos: each ends committed or rolled back (aborted with every
+//    command that may have acted undone, up to one that could not be), and
+//    the outcome its agent reported is the one its group recorded;
 //  - failure serialization (sweeps with actuator failures): no invocation
 //    completed that its model had to abort for a device failure or restart
 //    (check_failure_serialization, from the device groups' sampled events).
@@ -57,6 +64,7 @@
 
 #include "core/log.h"
 #include "core/rng.h"
+#include "routine/adhoc_combo.h"
 #include "routine/catalog.h"
 #include "routine/device_group_state.h"
 #include "routine/emulated_device.h"
@@ -106,6 +114,10 @@ struct Plan {
   // Actuators now and then get stuck for a few seconds: they answer every
   // command but do not change (APEX §7.3's actuation failure).
   bool stuck_actuators = false;
+  // With `preconditions`: half the stream are ad hoc combos (`device set`
+  // of a pair's plug on, from random agents, lock strategies in turn), and
+  // the crash picks a node that leads a running one (a pivot) if any.
+  bool adhoc_combos = false;
 };
 
 struct Outcome {
@@ -129,8 +141,21 @@ struct Outcome {
   uint64_t rollback_resource_retakes = 0;  // rollbacks that took a lost resource again first
   uint64_t stretch_known = 0;              // invocations whose SafeHome stretch is known
   uint64_t stretched = 0;                  // ... and above 1
+  uint64_t adhoc_invocations = 0;
+  uint64_t adhoc_ok = 0;
+  uint64_t adhoc_aborted = 0;
+  uint64_t adhoc_reported = 0;  // ends the asking agent reported
+  uint64_t adhoc_stopped_unrun = 0;  // stopped for a lost lock before any of its commands ran
+  bool pivot_crashed = false;   // the crash took down the leader of a running ad hoc combo
   bool partitioned = false;
 };
+
+// Whether a command may have changed its device (as the routine leader's
+// rollback judges it): an ad hoc combo's rollback must have undone it.
+bool may_have_acted(proto::CommandStatus status) {
+  return status == proto::COMMAND_OK || status == proto::COMMAND_TIMEOUT || status == proto::COMMAND_INTERRUPTED ||
+         status == proto::COMMAND_DRIVER_ERROR || status == proto::COMMAND_NOT_EFFECTIVE;
+}
 
 // The serving replicas of `target` across the mesh, newest instance first.
 std::vector<std::pair<size_t, kgroup::GroupReplica*>> serving(MeshSim& sim, const std::string& target) {
@@ -172,6 +197,18 @@ struct World {
     return nullptr;
   }
 };
+
+// A routine group the checks read: a catalog routine's, or (no spec) an ad
+// hoc combos' group, whose invocations carry their own routine.
+struct Group {
+  std::string id;
+  const RoutineSpec* spec = nullptr;
+};
+
+// The routine an invocation of `group` ran.
+const RoutineSpec& ran(const Group& group, const routine::RoutineGroupState::Invocation& invocation) {
+  return invocation.adhoc ? *invocation.adhoc : *group.spec;
+}
 
 RoutineSpec make_routine(const std::string& id, const std::string& trigger, const std::vector<std::string>& devices,
                          core::Rng& rng, bool power, bool mixed) {
@@ -225,17 +262,19 @@ std::string at_s(core::TimePoint t) { return fmt::format("{:.3f} s", core::to_se
 // Each bound errs toward no violation, so a report is a real one (up to a
 // group that committed an event no serving replica had applied yet when
 // sampled: its leader died within that instant).
-void check_failure_serialization(const Plan& plan, MeshSim& sim, World& world, const std::map<std::string, Span>& spans,
+void check_failure_serialization(const Plan& plan, MeshSim& sim, const std::vector<Group>& groups,
+                                 const std::map<std::string, Span>& spans,
                                  const std::map<std::string, core::TimePoint>& actuated_at,
                                  const std::map<std::string, std::vector<EventWindow>>& device_events, Outcome& out) {
   if (plan.visibility == routine::Visibility::wv) return;
   const core::TimePoint origin = sim.node(0) != nullptr ? sim.node(0)->config().kgroup.epoch_origin : core::TimePoint{};
-  for (const auto& spec : world.routines) {
-    const routine::RoutineGroupState* state = leading_state(sim, spec.id);
+  for (const auto& group : groups) {
+    const routine::RoutineGroupState* state = leading_state(sim, group.id);
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
       if (!invocation.done() || !invocation.abort_reason.empty() || !invocation.stop_reason.empty()) continue;
       if (invocation.outcome != proto::INVOCATION_OK && invocation.outcome != proto::INVOCATION_FAILED) continue;
+      const RoutineSpec& spec = ran(group, invocation);
       const std::string name = routine::holder_name(spec.id, invocation);
       const auto span = spans.find(name);
       if (span == spans.end()) continue;
@@ -294,6 +333,45 @@ void check_failure_serialization(const Plan& plan, MeshSim& sim, World& world, c
         }
       }
     }
+  }
+}
+
+// An ad hoc combo (routine/adhoc_combo.h) that ended: committed, or
+// aborted with every command that may have acted undone (up to an undo that
+// failed: the rollback stops there, as undoing the preconditions under it
+// could break a rule), or stopped for a lost lock having actuated nothing
+// (`actuated`: the devices' logs show none of its commands; it ends failed
+// only because an aggressive invocation counts as locked once executing);
+// and what its agent reported is what its group recorded.
+void check_adhoc_end(const std::string& name, const routine::RoutineGroupState::Invocation& invocation, bool actuated,
+                     const std::map<std::string, proto::InvocationMsg>& reported, Outcome& out) {
+  ++out.adhoc_invocations;
+  if (invocation.outcome == proto::INVOCATION_OK) {
+    ++out.adhoc_ok;
+  } else if (invocation.outcome == proto::INVOCATION_ABORTED) {
+    ++out.adhoc_aborted;
+    const bool undo_failed = std::any_of(invocation.undone.begin(), invocation.undone.end(),
+                                         [](const auto& undo) { return undo.second.status != proto::COMMAND_OK; });
+    for (const auto& [index, result] : invocation.commands) {
+      if (may_have_acted(result.status) && invocation.undone.count(index) == 0 && !undo_failed) {
+        out.violations.push_back(fmt::format("ad hoc combo {} aborted without undoing its command {} ({}): {}", name,
+                                             index + 1, proto::CommandStatus_Name(result.status), invocation.detail));
+      }
+    }
+  } else if (!invocation.stop_reason.empty() && invocation.commands.empty() && !actuated) {
+    ++out.adhoc_stopped_unrun;
+  } else {
+    out.violations.push_back(fmt::format("ad hoc combo {} ended {}, neither committed nor rolled back: {}", name,
+                                         proto::InvocationOutcome_Name(invocation.outcome), invocation.detail));
+  }
+  const auto report = reported.find(name);
+  if (report == reported.end()) return;
+  ++out.adhoc_reported;
+  if (report->second.phase() != proto::PHASE_DONE || report->second.outcome() != invocation.outcome) {
+    out.violations.push_back(fmt::format("ad hoc combo {}: its agent reported {} {}, its group recorded {}", name,
+                                         proto::RoutinePhase_Name(report->second.phase()),
+                                         proto::InvocationOutcome_Name(report->second.outcome()),
+                                         proto::InvocationOutcome_Name(invocation.outcome)));
   }
 }
 
@@ -441,6 +519,20 @@ Outcome run(const Plan& plan, uint64_t seed) {
     }
   }
 
+  // The ad hoc combos' subjects: every plug of a pair (its `on` has a rule).
+  std::vector<std::string> adhoc_subjects;
+  if (plan.adhoc_combos) {
+    for (const auto& [a, b] : exclusive) {
+      adhoc_subjects.push_back(a);
+      adhoc_subjects.push_back(b);
+    }
+  }
+  // Every routine group the checks read: the catalog routines', then the ad
+  // hoc combos'.
+  std::vector<Group> groups;
+  for (const auto& spec : world.routines) groups.push_back({spec.id, &spec});
+  for (const auto& device : adhoc_subjects) groups.push_back({routine::adhoc_routine_id(device), nullptr});
+
   routine::Catalog combos;
   combos.set_base(catalog, "sim", world.routines, rules);
 
@@ -471,12 +563,27 @@ Outcome run(const Plan& plan, uint64_t seed) {
   sim.run_until(settle);
   const core::TimePoint stop = settle + seconds(40);
 
-  // The stream: manual runs from random agents, and the sensor flipping.
+  // The stream: manual runs from random agents (and ad hoc combos), and the
+  // sensor flipping.
+  std::map<std::string, proto::InvocationMsg> adhoc_reported;  // holder name -> the end its agent reported
+  uint64_t adhoc_turn = 0;
   std::function<void()> next_run = [&] {
     if (sim.simulator().now() >= stop) return;
     const size_t node = rng.below(n);
-    const auto& spec = world.routines[1 + rng.below(world.routines.size() - 1)];
-    if (agent::Node* agent = sim.node(node)) agent->routines().run(spec.id, false, seconds(10), [](const auto&) {});
+    if (plan.adhoc_combos && rng.below(2) == 0) {
+      constexpr routine::LockStrategy kInTurn[] = {routine::LockStrategy::mesh_default, routine::LockStrategy::sla,
+                                                   routine::LockStrategy::ola, routine::LockStrategy::aggressive};
+      const std::string& device = adhoc_subjects[rng.below(adhoc_subjects.size())];
+      const RoutineSpec combo = routine::adhoc_spec(device, {{"power", true}}, kInTurn[adhoc_turn++ % 4]);
+      if (agent::Node* agent = sim.node(node)) {
+        agent->routines().run_adhoc(combo, "", seconds(600), [&adhoc_reported, id = combo.id](const auto& result) {
+          if (result) adhoc_reported[routine::holder_name(id, routine::from_proto(*result))] = *result;
+        });
+      }
+    } else {
+      const auto& spec = world.routines[1 + rng.below(world.routines.size() - 1)];
+      if (agent::Node* agent = sim.node(node)) agent->routines().run(spec.id, false, seconds(10), [](const auto&) {});
+    }
     sim.simulator().after(milliseconds(plan.preconditions ? rng.between(100, 500) : rng.between(200, 900)), next_run);
   };
   next_run();
@@ -538,7 +645,28 @@ Outcome run(const Plan& plan, uint64_t seed) {
 
   std::set<size_t> down;
   sim.run_until(settle + milliseconds(rng.between(1000, 20000)));
-  const size_t victim = rng.below(n);
+  size_t victim = rng.below(n);
+  // The node leading an ad hoc combo's group while one runs there: the pivot.
+  const auto pivot = [&]() -> std::optional<size_t> {
+    for (const auto& device : adhoc_subjects) {
+      const auto replicas = serving(sim, "routine:" + routine::adhoc_routine_id(device));
+      if (replicas.empty()) continue;
+      const auto* state = dynamic_cast<const routine::RoutineGroupState*>(&replicas.front().second->state_machine());
+      if (state == nullptr) continue;
+      for (const auto& [seq, invocation] : state->invocations()) {
+        if (!invocation.done()) return replicas.front().first;
+      }
+    }
+    return std::nullopt;
+  };
+  if (plan.adhoc_combos) {
+    const core::TimePoint give_up = sim.simulator().now() + seconds(10);
+    while (!pivot() && sim.simulator().now() < give_up) sim.run_until(sim.simulator().now() + milliseconds(100));
+    if (const auto leader = pivot()) {
+      victim = *leader;
+      out.pivot_crashed = true;
+    }
+  }
   sim.crash(victim);
   down.insert(victim);
   if (plan.second_crash) {
@@ -558,8 +686,8 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // with durations run one after another, OLA backs off) and releases
   // settle, up to a bound far above any backlog the stream can build.
   auto all_ended = [&] {
-    for (const auto& spec : world.routines) {
-      const routine::RoutineGroupState* state = leading_state(sim, spec.id);
+    for (const auto& group : groups) {
+      const routine::RoutineGroupState* state = leading_state(sim, group.id);
       if (state == nullptr) continue;
       for (const auto& [seq, invocation] : state->invocations()) {
         if (!invocation.done()) return false;
@@ -594,6 +722,20 @@ Outcome run(const Plan& plan, uint64_t seed) {
       }
     }
   }
+  for (const auto& device : adhoc_subjects) {
+    const RoutineSpec combo = routine::adhoc_spec(device, {{"power", true}}, routine::LockStrategy::mesh_default);
+    devices_of[combo.id] = routine::combo_devices(combo, combos).value().devices;
+  }
+  // Each ad hoc combo's own lock strategy, by holder name.
+  std::map<std::string, routine::LockStrategy> adhoc_strategy;
+  for (const auto& group : groups) {
+    const routine::RoutineGroupState* state = group.spec == nullptr ? leading_state(sim, group.id) : nullptr;
+    if (state == nullptr) continue;
+    for (const auto& [seq, invocation] : state->invocations()) {
+      if (invocation.adhoc)
+        adhoc_strategy[routine::holder_name(group.id, invocation)] = invocation.adhoc->lock_strategy;
+    }
+  }
   std::map<std::string, Span> spans;  // "ROUTINE#SEQ.TAG", and "ROUTINE#SEQ.TAG (undo)" for those
   std::map<std::string, int> actuated;
   std::map<std::string, core::TimePoint> actuated_at;  // command id -> its first actuation
@@ -618,12 +760,15 @@ Outcome run(const Plan& plan, uint64_t seed) {
   }
   // Safety: invocations that share a device or a resource never
   // interleave their actuations; under GSV no two invocations do.
-  const auto strategy_of = [&](const std::string& routine_id) {
+  const auto strategy_of = [&](const std::string& holder) {
+    const std::string routine_id = holder.substr(0, holder.find('#'));
     for (const auto& spec : world.routines) {
       if (spec.id == routine_id && spec.lock_strategy != routine::LockStrategy::mesh_default) {
         return spec.lock_strategy;
       }
     }
+    const auto adhoc = adhoc_strategy.find(holder);
+    if (adhoc != adhoc_strategy.end() && adhoc->second != routine::LockStrategy::mesh_default) return adhoc->second;
     return plan.strategy;
   };
   for (auto a = spans.begin(); a != spans.end(); ++a) {
@@ -642,8 +787,8 @@ Outcome run(const Plan& plan, uint64_t seed) {
       // later one's device (the precedence check below judges both);
       // resources still exclude.
       const bool excludes_on_devices = device_conflict && plan.visibility != routine::Visibility::ev &&
-                                       strategy_of(ra) != routine::LockStrategy::aggressive &&
-                                       strategy_of(rb) != routine::LockStrategy::aggressive;
+                                       strategy_of(a->first) != routine::LockStrategy::aggressive &&
+                                       strategy_of(b->first) != routine::LockStrategy::aggressive;
       if (!excludes_on_devices && shared == ua.end() && !global) continue;
       const bool disjoint = a->second.last < b->second.first || b->second.last < a->second.first;
       if (!disjoint) {
@@ -670,12 +815,12 @@ Outcome run(const Plan& plan, uint64_t seed) {
   };
   std::vector<Keyed> keys;
   // Liveness and inheritance, at each routine group's leader.
-  for (const auto& spec : world.routines) {
-    const std::string target = "routine:" + spec.id;
+  for (const auto& group : groups) {
+    const std::string target = "routine:" + group.id;
     const auto replicas = serving(sim, target);
     if (replicas.empty()) {
-      if (!out.partitioned && sim.quorum_alive(target) && spans.count(spec.id + "#1") != 0) {
-        out.violations.push_back(fmt::format("routine {} ran but no node leads its group at the end", spec.id));
+      if (!out.partitioned && sim.quorum_alive(target) && spans.count(group.id + "#1") != 0) {
+        out.violations.push_back(fmt::format("routine {} ran but no node leads its group at the end", group.id));
       }
       continue;
     }
@@ -683,6 +828,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     const auto* state = dynamic_cast<const routine::RoutineGroupState*>(&leader->state_machine());
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
+      const RoutineSpec& spec = ran(group, invocation);
       ++out.invocations;
       out.rekeys += invocation.rekeys;
       if (invocation.serial_key_us != 0) {
@@ -730,12 +876,14 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // Atomicity: an invocation aborted by a failed must command ran nothing
   // after it, and each undo that actuated set its device back to the values
   // it had just before the undone command (what the device's own log says).
-  for (const auto& spec : world.routines) {
-    const routine::RoutineGroupState* state = leading_state(sim, spec.id);
+  for (const auto& group : groups) {
+    const routine::RoutineGroupState* state = leading_state(sim, group.id);
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
       if (!invocation.done()) continue;
+      const RoutineSpec& spec = ran(group, invocation);
       const std::string name = routine::holder_name(spec.id, invocation);
+      if (invocation.adhoc) check_adhoc_end(name, invocation, spans.count(name) != 0, adhoc_reported, out);
       const auto commands =
           routine::expand(spec, invocation.plan.value_or(std::vector<routine::PreconditionCommand>{}));
       if (invocation.plan) out.precondition_commands += invocation.plan->size();
@@ -773,7 +921,7 @@ Outcome run(const Plan& plan, uint64_t seed) {
     }
   }
   if (plan.device_failures) {
-    check_failure_serialization(plan, sim, world, spans, actuated_at, device_events, out);
+    check_failure_serialization(plan, sim, groups, spans, actuated_at, device_events, out);
   }
   // The undo values of the command a command id names (ROUTINE#SEQ.TAG#INDEX;
   // without precondition rules the index is the routine's own).
@@ -796,14 +944,14 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // restore_after_lease); an undo that failed otherwise (the device was
   // down) hands nothing over: the write stays, and what comes after sees it.
   std::set<std::string> handed_over;
-  for (const auto& spec : world.routines) {
-    const routine::RoutineGroupState* state = leading_state(sim, spec.id);
+  for (const auto& group : groups) {
+    const routine::RoutineGroupState* state = leading_state(sim, group.id);
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
       for (const auto& [index, undo] : invocation.undone) {
         // The refusal's wording is DeviceGroupState::restore_after_lease's.
         if (undo.status == proto::COMMAND_REFUSED && undo.detail.find("was written since") != std::string::npos) {
-          handed_over.insert(routine::command_id(spec.id, invocation, index));
+          handed_over.insert(routine::command_id(group.id, invocation, index));
         }
       }
     }
@@ -1004,6 +1152,12 @@ struct Totals {
   uint64_t rollback_resource_retakes = 0;
   uint64_t stretch_known = 0;
   uint64_t stretched = 0;
+  uint64_t adhoc_invocations = 0;
+  uint64_t adhoc_ok = 0;
+  uint64_t adhoc_aborted = 0;
+  uint64_t adhoc_reported = 0;
+  uint64_t adhoc_stopped_unrun = 0;
+  uint64_t pivot_crashes = 0;
   uint64_t partitioned = 0;
 };
 
@@ -1036,6 +1190,12 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.rollback_resource_retakes += o.rollback_resource_retakes;
     totals.stretch_known += o.stretch_known;
     totals.stretched += o.stretched;
+    totals.adhoc_invocations += o.adhoc_invocations;
+    totals.adhoc_ok += o.adhoc_ok;
+    totals.adhoc_aborted += o.adhoc_aborted;
+    totals.adhoc_reported += o.adhoc_reported;
+    totals.adhoc_stopped_unrun += o.adhoc_stopped_unrun;
+    totals.pivot_crashes += o.pivot_crashed ? 1 : 0;
     totals.partitioned += o.partitioned ? 1 : 0;
     if (test_support::report_violations("ROUTINE_AGENT", seed, o.violations)) return;
   }
@@ -1053,6 +1213,15 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
       static_cast<unsigned long long>(totals.keyed_before_placed), static_cast<unsigned long long>(totals.rekeys),
       static_cast<unsigned long long>(totals.rollback_resource_retakes),
       static_cast<unsigned long long>(totals.stretch_known), static_cast<unsigned long long>(totals.stretched));
+  if (plan.adhoc_combos) {
+    std::printf(
+        "adhoc_invocations=%llu adhoc_ok=%llu adhoc_aborted=%llu adhoc_stopped_unrun=%llu adhoc_reported=%llu "
+        "pivot_crashes=%llu\n",
+        static_cast<unsigned long long>(totals.adhoc_invocations), static_cast<unsigned long long>(totals.adhoc_ok),
+        static_cast<unsigned long long>(totals.adhoc_aborted),
+        static_cast<unsigned long long>(totals.adhoc_stopped_unrun),
+        static_cast<unsigned long long>(totals.adhoc_reported), static_cast<unsigned long long>(totals.pivot_crashes));
+  }
 }
 
 TEST(RoutineAgentSim, SlaIsSafeAndLiveAcrossACrash) {
@@ -1203,6 +1372,37 @@ TEST(RoutineAgentSim, AggressiveCombosWoundYoungerHoldersYetKeepEveryRule) {
   }
 }
 
+// Ad hoc combos (`meshctl device set` where rules apply, routine/adhoc_combo.h)
+// from several agents, each with its own lock strategy, contending with each
+// other and with routines' combos for the same plug pairs, with loss,
+// actuator failures, and a crash of a node leading a running ad hoc combo
+// (the pivot): every rule holds in the devices' logs, every combo ends
+// committed or rolled back, the agents report what the groups recorded,
+// and every invocation ends (no deadlock). Under PSV with SLA as the mesh's
+// default and the routines' strategies mixed too (aggressive combos wound
+// and are wounded across routines and ad hoc combos), and under EV.
+TEST(RoutineAgentSim, AdhocCombosContendAndSurviveAPivotCrash) {
+  for (const auto visibility : {routine::Visibility::psv, routine::Visibility::ev}) {
+    Plan plan;
+    plan.visibility = visibility;
+    plan.mixed_strategies = visibility == routine::Visibility::psv;
+    plan.preconditions = true;
+    plan.adhoc_combos = true;
+    plan.device_failures = true;
+    plan.loss = 0.02;
+    Totals t;
+    // Seed 7 (PSV) once showed a new leader yielding to a wound while its
+    // predecessor's first command had run (unless_next_was_sent).
+    sweep(plan, 1, 8, t);
+    const std::string model(routine::to_string(visibility));
+    EXPECT_GT(t.adhoc_ok, 0u) << model;
+    EXPECT_GT(t.adhoc_aborted, 0u) << model;
+    EXPECT_GT(t.adhoc_reported, 0u) << model;
+    EXPECT_GT(t.precondition_commands, 0u) << model;
+    EXPECT_GT(t.pivot_crashes, 0u) << model;
+  }
+}
+
 // APEX §7.3 actuation failures: actuators get stuck now and then (they
 // answer but do not change). Their commands must fail as not effective,
 // never be recorded ok, and their routines roll back; the devices' logs
@@ -1240,6 +1440,7 @@ struct DeliberateBug {
   routine::LockStrategy strategy = routine::LockStrategy::sla;
   bool mixed_strategies = false;
   bool stuck_actuators = false;
+  bool adhoc_combos = false;
 };
 
 TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
@@ -1275,6 +1476,9 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       {"a command is ok once its driver says so, effect or not", &routine::FaultPoints::trust_actuation_reports,
        "was stuck and did not change", routine::Visibility::psv, false, false, false, false, routine::LockStrategy::sla,
        false, true},
+      {"ad hoc combos run their command without its preconditions", &routine::FaultPoints::adhoc_ignores_rules,
+       "both on at", routine::Visibility::psv, false, true, false, false, routine::LockStrategy::sla, false, false,
+       true},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;
@@ -1290,6 +1494,7 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       plan.strategy = bug.strategy;
       plan.mixed_strategies = bug.mixed_strategies;
       plan.stuck_actuators = bug.stuck_actuators;
+      plan.adhoc_combos = bug.adhoc_combos;
       for (const auto& violation : run(plan, seed).violations) {
         if (violation.find(bug.expected) != std::string::npos) {
           caught = seed;
