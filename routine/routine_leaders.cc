@@ -1827,9 +1827,9 @@ void RoutineLeaders::ask_to_make_way(const std::string& holder, const std::strin
     if (std::find(uses.begin(), uses.end(), resource) == uses.end()) continue;
     core::log("routine").debug("invocation {}: asking routine {} to make way with {}", holder, id, resource);
     client_.write_to(kgroup::GroupTarget{kgroup::TargetKind::routine, id}, encoded, options_.request_timeout,
-                     [id, resource](const auto& written) {
+                     [group_id = id, resource](const auto& written) {
                        if (!written)
-                         core::log("routine").debug("making way in {} for {}: {}", id, resource, written.error());
+                         core::log("routine").debug("making way in {} for {}: {}", group_id, resource, written.error());
                      });
   }
 }
