@@ -1742,16 +1742,7 @@ void RoutineLeaders::take_resource(const SessionKey& key, uint64_t seq, const st
     idle(key, seq, options_.poll_interval);
     return;
   }
-  const uint64_t token = *found->second.token;
-  const uint32_t self = messages_.self().value();
-  step(
-      key, seq,
-      [&resource, token, self](proto::InvocationStep& s) {
-        s.mutable_resource_held()->set_resource(resource);
-        s.mutable_resource_held()->set_token(token);
-        s.mutable_resource_held()->set_holder(self);
-      },
-      [this, key, seq](bool committed) { after_step(key, seq, committed); });
+  commit_resource_held(key, seq, resource, *found->second.token, false);
 }
 
 void RoutineLeaders::retake_for_rollback(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
@@ -1800,15 +1791,19 @@ void RoutineLeaders::retake_for_rollback(const SessionKey& key, const RoutineGro
     idle(key, seq, options_.poll_interval);
     return;
   }
-  const uint64_t token = *found->second.token;
+  commit_resource_held(key, seq, resource, *found->second.token, true);
+}
+
+void RoutineLeaders::commit_resource_held(const SessionKey& key, uint64_t seq, const std::string& resource,
+                                          uint64_t token, bool for_rollback) {
   const uint32_t self = messages_.self().value();
   step(
       key, seq,
-      [&resource, token, self](proto::InvocationStep& s) {
+      [&resource, token, self, for_rollback](proto::InvocationStep& s) {
         s.mutable_resource_held()->set_resource(resource);
         s.mutable_resource_held()->set_token(token);
         s.mutable_resource_held()->set_holder(self);
-        s.mutable_resource_held()->set_for_rollback(true);
+        s.mutable_resource_held()->set_for_rollback(for_rollback);
       },
       [this, key, seq](bool committed) { after_step(key, seq, committed); });
 }

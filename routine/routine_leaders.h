@@ -510,6 +510,9 @@ class RoutineLeaders {
   // order.
   void start_over(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
   // Releases `holder`'s locks on `devices` and leaves their queues.
+  // Commits this node's Camera grant of `resource` (ResourceHeldStep).
+  void commit_resource_held(const SessionKey& key, uint64_t seq, const std::string& resource, uint64_t token,
+                            bool for_rollback);
   // Asks Camera for `resource` on `holder`'s behalf (claims_).
   void ask_camera(const SessionKey& key, uint64_t seq, const std::string& holder, const std::string& resource);
   // A rollback whose resource grant was lost takes the resource again

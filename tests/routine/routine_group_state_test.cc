@@ -50,22 +50,19 @@ class RoutineGroup : public ::testing::Test {
   }
   void lock_held(uint64_t seq, const std::string& device, uint64_t token) { lock_step(seq, device, token, false); }
   void lock_leased(uint64_t seq, const std::string& device, uint64_t token) { lock_step(seq, device, token, true); }
-  void resource_held(uint64_t seq, const std::string& resource, uint64_t token, uint32_t holder) {
+  // A grant taken while acquiring, or, with `for_rollback`, again by a rollback.
+  void resource_held(uint64_t seq, const std::string& resource, uint64_t token, uint32_t holder,
+                     bool for_rollback = false) {
     proto::RoutineUpdate update;
     auto& held = *step(seq, update).mutable_resource_held();
     held.set_resource(resource);
     held.set_token(token);
     held.set_holder(holder);
+    held.set_for_rollback(for_rollback);
     apply(update);
   }
   void resource_retaken(uint64_t seq, const std::string& resource, uint64_t token, uint32_t holder) {
-    proto::RoutineUpdate update;
-    auto& held = *step(seq, update).mutable_resource_held();
-    held.set_resource(resource);
-    held.set_token(token);
-    held.set_holder(holder);
-    held.set_for_rollback(true);
-    apply(update);
+    resource_held(seq, resource, token, holder, true);
   }
   void make_way(const std::string& resource, const std::string& by, const std::vector<std::string>& devices) {
     proto::RoutineUpdate update;
