@@ -372,7 +372,7 @@ proto::AdminResponse AdminService::locks() const {
   for (const auto& status : node_.camera().status()) {
     proto::LockEntry& entry = *reply.add_locks();
     entry.set_resource(status.resource);
-    entry.set_phase(std::string(phase_name(status.phase)));
+    entry.set_phase(status.lapsed ? "lapsed" : std::string(phase_name(status.phase)));
     entry.set_fencing_token(status.fencing_token);
     if (status.request) entry.set_request(status.request->to_string());
     entry.set_slow_path(status.slow_path);

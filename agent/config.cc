@@ -921,6 +921,18 @@ class Parser {
            "set dedupe_hold_ms well above deadline_ms, e.g. 60000 for a 10000 deadline");
     }
 
+    const auto& camera = node.mutex;
+    if (valid("mutex", "hold_lease_ms") && valid("mutex", "retry_deadline_s") &&
+        camera.hold_lease * 3 > camera.retry.deadline * 2) {
+      const auto [line, key] = blame("mutex", "retry_deadline_s", "hold_lease_ms");
+      fail(line, key,
+           fmt::format("mutex.hold_lease_ms ({}) must stay at most two thirds of mutex.retry_deadline_s ({} ms): "
+                       "the rest of the mesh may take a silent holder's lock retry_deadline_s after it fell silent, "
+                       "and the holder must have let go well before",
+                       to_ms(camera.hold_lease), to_ms(camera.retry.deadline)),
+           "set hold_lease_ms to half of retry_deadline_s (5000 for the default 10 s), or 0 to turn the lease off");
+    }
+
     LinkConfig& link = config.link;
     if (!valid("link", "mode")) return;
     if (config.kernel_routes.install && link.mode == LinkConfig::Mode::loopback) {
@@ -1353,6 +1365,11 @@ const std::vector<SectionSpec>& Parser::sections() {
            seconds_key("retry_deadline_s", 1, 86400,
                        "seconds one lock message is retried; a peer still listed live is then asked again",
                        [](C& c, D v) { c.node.mutex.retry.deadline = v; }),
+           millis_key("hold_lease_ms", 0, 3600000,
+                      "a held lock stops counting as held once this many milliseconds pass without a majority of "
+                      "the known nodes answering the holder (a holder cut off from the mesh lets go before the "
+                      "rest may take the lock); at most two thirds of retry_deadline_s, 0 turns it off",
+                      [](C& c, D v) { c.node.mutex.hold_lease = v; }),
            integer_key("tolerated_failures", 0, 16,
                        "f: failed slow-path tree nodes repaired by adoption (subtrees kept f + 1 levels deep)",
                        [](C& c, int64_t v) { c.node.mutex.tolerated_failures = static_cast<uint32_t>(v); }),

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,5 +27,13 @@ bool set_log_level(std::string_view level, std::string_view layer = {});
 // under systemd) or nowhere (benchmarks).
 void log_to_stderr();
 void log_to_null();
+
+// Stamps every message with `seconds()` (the simulator's virtual time, so a
+// replayed seed's log reads on the timeline its checkers report) instead of
+// the wall clock. The returned token is passed back to stop; a later call
+// replaces the clock, and stopping a replaced one changes nothing.
+using LogClock = std::function<double()>;
+uint64_t log_with_clock(LogClock seconds);
+void stop_log_clock(uint64_t token);
 
 }  // namespace mesh::core

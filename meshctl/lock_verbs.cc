@@ -26,11 +26,15 @@ constexpr std::string_view kHelp = R"(    lock RESOURCE [--timeout S] -- CMD [AR
         exits and exits with CMD's status (128 + N if a signal N ended it).
         The lock is tied to meshctl's connection: if meshctl dies, the
         agent releases it. --timeout S gives up after S seconds of waiting
-        (exit 1); without it meshctl waits as long as it takes.
+        (exit 1); without it meshctl waits as long as it takes. If this node
+        is cut off from most of the mesh for [mutex] hold_lease_ms while CMD
+        runs, the lock lapses (`locks` shows it) and the rest of the mesh may
+        take it again; CMD is not stopped, so where the resource can check
+        MESH_FENCING_TOKEN, have it refuse tokens below the newest it saw.
 
     locks
         Camera's state per resource on this node: phase (idle, waiting,
-        held), fencing token, request id, fast or slow path, OKs still
+        held, or lapsed: held, but the holder lease ran out), fencing token, request id, fast or slow path, OKs still
         awaited, local waiters, requests deferred and recently OKed.
 )";
 

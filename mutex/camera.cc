@@ -54,6 +54,7 @@ Camera::Camera(core::Env& env, core::Messenger& messenger, membership::MemberVie
       minority_trees_total_(metrics.counter("mutex_minority_trees_total")),
       bad_messages_total_(metrics.counter("mutex_bad_messages_total")),
       relays_total_(metrics.counter("mutex_ok_relays_total")),
+      lapsed_total_(metrics.counter("mutex_grants_lapsed_total")),
       ok_bytes_(metrics.histogram("mutex_ok_bytes")),
       wait_ms_(metrics.histogram("mutex_wait_ms")) {
   // Nodes an earlier life knew: asked like nodes learned from OK sets until
@@ -92,13 +93,21 @@ Camera::~Camera() {
 
 uint64_t Camera::send(core::NodeId dst, const proto::MutexBody& body, std::string_view type,
                       std::function<void(const core::RequestResult&)> callback) {
+  return send(dst, body, type, std::move(callback), options_.retry);
+}
+
+uint64_t Camera::send(core::NodeId dst, const proto::MutexBody& body, std::string_view type,
+                      std::function<void(const core::RequestResult&)> callback, const core::RetryPolicy& retry) {
   metrics_.counter("mutex_messages_sent_total", {{"type", std::string(type)}}).add();
   return messenger_.request(
       dst, kBodyType, body.SerializeAsString(),
-      [alive = alive_, callback = std::move(callback)](const core::RequestResult& result) {
-        if (*alive && callback) callback(result);
+      [this, alive = alive_, dst, sent_at = env_.now(),
+       callback = std::move(callback)](const core::RequestResult& result) {
+        if (!*alive) return;
+        if (result.status == core::RequestStatus::ok) note_answered(dst, sent_at);
+        if (callback) callback(result);
       },
-      options_.retry);
+      retry);
 }
 
 void Camera::later(std::function<void()> action) {
@@ -298,6 +307,7 @@ bool Camera::cancel(AcquireHandle handle) {
 std::optional<Grant> Camera::held(const std::string& name) const {
   auto it = resources_.find(name);
   if (it == resources_.end() || it->second.state != State::held) return std::nullopt;
+  if (!lease_holds(it->second)) return std::nullopt;
   return it->second.grant;
 }
 
@@ -313,6 +323,7 @@ std::vector<Camera::ResourceStatus> Camera::status() const {
       s.awaiting_oks = r.own->pending.size();
     }
     if (r.grant) s.fencing_token = r.grant->fencing_token;
+    s.lapsed = r.state == State::held && !lease_holds(r);
     // A waiting acquire is the queue's head; a granted one has left it.
     s.queued_locally = r.queue.size() - (r.own && r.state == State::wait ? 1 : 0);
     s.deferred = r.deferred.size();

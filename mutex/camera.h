@@ -97,6 +97,29 @@ using AcquireHandle = uint64_t;
 // a node they OKed or were waiting for raise their mark by
 // `failed_holder_token_gap`.
 //
+// Holder lease (camera_hold_lease.cc): the paper's model loses no message
+// and stops only failed nodes; a mesh partitions. A holder cut off from the
+// rest is silent to it, and every node drops a silent node (its OK, its
+// place in the tree, its recently-OKed entry) once retry.deadline passed
+// without a word from it, so the other side grants again while the holder
+// still believes it holds: two holders, told apart only by their fencing
+// tokens. So a holder keeps a lease: every answer to a message it sent at
+// time s proves the answering node heard it at s or later, and the grant
+// holds while a majority of the nodes it knows (network_size_known, itself
+// included) answered something sent within `hold_lease` (the grant itself
+// counts as contact at its time). From half the lease on, it probes the
+// nodes it has not heard answer lately (a short hold sends nothing). Once the lease runs out the grant has
+// lapsed: held() no longer shows it, for good, though the node keeps the
+// resource's state (defers requests) until release(). The other side needs
+// a majority to grant (the tree covers one, a fast-path list is more than
+// N.upper / 2), so if the holder sits in a minority its lease runs out at
+// most `hold_lease` after the cut, and the majority drops it no sooner than
+// retry.deadline after the cut: with the default 5 s against 10 s, a
+// command sent just before the lapse has 5 s to land. Not covered: a
+// holder that still reaches a majority but not one particular requester
+// (connectivity that is not transitive, for as long as retry.deadline);
+// there the fencing token is what tells the two apart.
+//
 // Restarts: a restarted node's member list is empty or partial until
 // membership has joined it again, and the rest of the mesh may already have
 // declared its previous life failed, so nobody would ask it. It therefore
@@ -162,6 +185,7 @@ class Camera {
     size_t deferred = 0;        // other nodes' requests we hold back
     size_t recently_oked = 0;
     uint64_t high_water = 0;
+    bool lapsed = false;  // held, but its holder lease ran out (see above)
   };
   // Every resource this node has state for, sorted by name.
   std::vector<ResourceStatus> status() const;
@@ -228,14 +252,20 @@ class Camera {
     std::map<core::NodeId, RequestId> recently_oked;  // at most one per requester
     std::map<core::NodeId, SlowTree> trees;           // by root: our part in its tree
     std::deque<Waiter> queue;                         // local acquires, the current one first
+    // The holder lease ran out (held() found it so): sticky until release,
+    // since contact regained says nothing of a grant made meanwhile.
+    mutable bool lapsed = false;
   };
 
   // Plumbing.
   void on_request_message(const core::Message& message, core::Responder responder);
   void on_datagram_message(const core::Message& message);
   void on_member_event(const membership::MemberEvent& event);
+  // Every answer is contact for the holder lease (note_answered).
   uint64_t send(core::NodeId dst, const proto::MutexBody& body, std::string_view type,
                 std::function<void(const core::RequestResult&)> callback);
+  uint64_t send(core::NodeId dst, const proto::MutexBody& body, std::string_view type,
+                std::function<void(const core::RequestResult&)> callback, const core::RetryPolicy& retry);
   void later(std::function<void()> action);
   void flood(const proto::MutexBody& body, std::string_view type);
   Resource& resource(const std::string& name);
@@ -323,6 +353,17 @@ class Camera {
   // note_life() for the life a probe's or tree message's ack reports.
   void note_ack(core::NodeId node, const core::RequestResult& result);
 
+  // Holder lease (camera_hold_lease.cc).
+  void note_answered(core::NodeId peer, core::TimePoint sent_at);
+  // Whether r's grant still holds; marks it lapsed (for good) when not.
+  bool lease_holds(const Resource& r) const;
+  core::TimePoint lease_valid_until(const Resource& r) const;
+  // At a grant under `token`: renew_lease() from half the lease on.
+  void start_lease(const std::string& name, uint64_t token);
+  // While r is held under `token`: probes the known nodes that have not
+  // answered lately, then again every hold_lease / 4.
+  void renew_lease(const std::string& name, uint64_t token);
+
   // Algorithm 3.
   void start_tree(Resource& r);
   void send_joins(Resource& r, SlowTree& tree);
@@ -368,6 +409,9 @@ class Camera {
   std::unordered_map<core::NodeId, uint32_t> lives_;  // latest nonce seen per node
   std::unordered_map<core::NodeId, core::TimePoint> last_heard_;
   std::set<core::NodeId> rechecking_gone_;  // recheck_gone_later() timers running
+  // The latest send time of a message of ours that each node answered.
+  std::unordered_map<core::NodeId, core::TimePoint> answered_at_;
+  std::set<core::NodeId> lease_probing_;  // lease probes in flight
   std::unordered_map<AcquireHandle, std::string> handles_;
   AcquireHandle next_handle_ = 1;
 
@@ -379,6 +423,7 @@ class Camera {
   core::Counter& minority_trees_total_;
   core::Counter& bad_messages_total_;
   core::Counter& relays_total_;
+  core::Counter& lapsed_total_;
   core::Histogram& ok_bytes_;
   core::Histogram& wait_ms_;
 };

@@ -189,11 +189,13 @@ void Camera::check_enter(Resource& r) {
   g.requested_at = r.own->requested_at;
   g.granted_at = env_.now();
   r.grant = g;
+  r.lapsed = false;
   grants_total_.add();
   if (g.slow_path) slow_grants_total_.add();
   wait_ms_.record(core::to_millis(g.granted_at - g.requested_at));
   core::log("mutex").debug("granted node={} resource={} request={} token={}", self_.to_string(), r.name,
                            g.request.to_string(), token);
+  start_lease(r.name, token);
   // Dropping the waiter also cancels its timeout.
   finish_waiter(r, r.own->handle, g);
 }

@@ -43,6 +43,15 @@ struct CameraOptions {
   NetworkSizeOptions network_size;
   // Never take the slow path (benchmarks of the fast path alone).
   bool slow_path_enabled = true;
+  // Holder lease: a grant stops counting as held (Camera::held) once this
+  // node has gone this long without a majority of the nodes it knows
+  // answering it, and stays lapsed until released. Others forget a silent
+  // node only after retry.deadline of silence, so a holder cut off from the
+  // mesh lets go before the rest may grant again; keep it well under
+  // retry.deadline (the gap covers a command already on its way). From half
+  // of this into a hold on, the holder probes every known node it has not
+  // heard answer within a quarter of this. 0 turns the lease off.
+  core::Duration hold_lease = std::chrono::seconds(5);
   // Resource names are short labels ("pump", "amps/floor2").
   size_t max_resource_name = 128;
   // When membership declares failed a node whose request this node OKed and

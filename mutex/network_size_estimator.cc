@@ -12,6 +12,14 @@ size_t NetworkSizeEstimator::upper(core::TimePoint now) {
 
 size_t NetworkSizeEstimator::known(core::TimePoint now) { return std::max(options_.floor, known_ids(now)); }
 
+std::vector<core::NodeId> NetworkSizeEstimator::known_nodes(core::TimePoint now) const {
+  std::vector<core::NodeId> ids;
+  for (const auto& [id, seen] : last_seen_) {
+    if (now - seen <= options_.window) ids.push_back(id);
+  }
+  return ids;
+}
+
 size_t NetworkSizeEstimator::known_ids(core::TimePoint now) {
   std::erase_if(last_seen_, [&](const auto& entry) { return now - entry.second > options_.window; });
   return last_seen_.size();

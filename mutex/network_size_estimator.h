@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <unordered_map>
+#include <vector>
 
 #include "core/node_id.h"
 #include "core/time.h"
@@ -28,6 +29,8 @@ class NetworkSizeEstimator {
   // which is there to switch paths early, not to make a majority larger.
   size_t known(core::TimePoint now);
   size_t remembered() const { return last_seen_.size(); }
+  // The ids heard of within the window (without pruning the older ones).
+  std::vector<core::NodeId> known_nodes(core::TimePoint now) const;
 
  private:
   size_t known_ids(core::TimePoint now);

@@ -198,7 +198,17 @@ void RoutineGroupState::apply_update(std::string_view update) {
 }
 
 void RoutineGroupState::apply_make_way(const proto::MakeWay& make_way) {
-  if (make_way.resource().empty() || make_way.by().empty() || make_way.devices().empty()) return;
+  if (make_way.resource().empty() || make_way.by().empty()) return;
+  if (make_way.withdrawn()) {
+    for (auto& [seq, invocation] : invocations_) {
+      if (invocation.make_way && invocation.make_way->resource == make_way.resource() &&
+          invocation.make_way->by == make_way.by()) {
+        invocation.make_way.reset();
+      }
+    }
+    return;
+  }
+  if (make_way.devices().empty()) return;
   for (auto& [seq, invocation] : invocations_) {
     // Only invocations going forward: one rolling back needs no device it
     // does not hold.

@@ -1783,6 +1783,8 @@ void RoutineLeaders::retake_for_rollback(const SessionKey& key, const RoutineGro
       ask_to_make_way(holder, resource, held);
     }
     if (env_.now() - claim.asked_at >= options_.rollback_resource_wait) {
+      // Those asked must not go on making way for a rollback that is over.
+      withdraw_make_way(holder, resource);
       stop(key, seq,
            fmt::format("resource {} was not regained within {} s to undo the commands that ran under it", resource,
                        std::chrono::duration_cast<std::chrono::seconds>(options_.rollback_resource_wait).count()));
@@ -1790,6 +1792,10 @@ void RoutineLeaders::retake_for_rollback(const SessionKey& key, const RoutineGro
     }
     idle(key, seq, options_.poll_interval);
     return;
+  }
+  if (found->second.make_way_asked_at) {
+    found->second.make_way_asked_at.reset();
+    withdraw_make_way(holder, resource);
   }
   commit_resource_held(key, seq, resource, *found->second.token, true);
 }
@@ -1816,11 +1822,27 @@ void RoutineLeaders::ask_to_make_way(const std::string& holder, const std::strin
   make_way.set_resource(resource);
   make_way.set_by(holder);
   for (const auto& device : devices) make_way.add_devices(device);
+  send_make_way(update);
+}
+
+void RoutineLeaders::withdraw_make_way(const std::string& holder, const std::string& resource) {
+  proto::RoutineUpdate update;
+  auto& make_way = *update.mutable_make_way();
+  make_way.set_resource(resource);
+  make_way.set_by(holder);
+  make_way.set_withdrawn(true);
+  send_make_way(update);
+}
+
+void RoutineLeaders::send_make_way(const proto::RoutineUpdate& update) {
+  const std::string& resource = update.make_way().resource();
+  const std::string& holder = update.make_way().by();
   const std::string encoded = RoutineGroupState::encode(update);
   for (const auto& [id, spec] : catalog_.routines()) {
     const std::vector<std::string> uses = resources_of(spec);
     if (std::find(uses.begin(), uses.end(), resource) == uses.end()) continue;
-    core::log("routine").debug("invocation {}: asking routine {} to make way with {}", holder, id, resource);
+    core::log("routine").debug("invocation {}: {} routine {} to make way with {}", holder,
+                               update.make_way().withdrawn() ? "no longer asking" : "asking", id, resource);
     client_.write_to(kgroup::GroupTarget{kgroup::TargetKind::routine, id}, encoded, options_.request_timeout,
                      [group_id = id, resource](const auto& written) {
                        if (!written)

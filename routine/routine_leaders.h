@@ -310,12 +310,16 @@ struct RoutineLeaderOptions {
 //    (a holder that ran commands waits for someone who waits for the
 //    rollback) ends after `rollback_resource_wait`: the rollback stops and
 //    leaves what ran in place, reported, rather than undo outside the
-//    resource's exclusion.
+//    resource's exclusion. Either way the rollback then withdraws its
+//    request (MakeWay.withdrawn), so no holder goes on making way for it.
 //  - what the token guards: Camera tokens grow from holder to holder, and
 //    the committed token names the one grant under which this invocation's
 //    commands ran; a leader sends a command only while its Camera still
 //    holds that grant, so a late or new leader cannot run commands under a
-//    grant another holder has since superseded. The token does not travel
+//    grant another holder has since superseded. Nor can a leader cut off
+//    from most of the mesh: its grant lapses (Camera's holder lease) before
+//    the rest may grant the resource again, and the invocation then takes
+//    it again (or aborts) as for any lost grant. The token does not travel
 //    to the devices (a device group fences with its own lock's token);
 //    `meshctl routine show` shows it, so an operator or a resource's own
 //    controller can compare it with the token of whoever uses it next.
@@ -522,6 +526,12 @@ class RoutineLeaders {
   // Asks every routine group whose routine uses `resource` to make way
   // (RoutineUpdate.make_way) for `holder`'s rollback, which holds `devices`.
   void ask_to_make_way(const std::string& holder, const std::string& resource, const std::vector<std::string>& devices);
+  // `holder`'s rollback has `resource` again, or stopped waiting for it: the
+  // invocations asked stop making way (a request left standing would make a
+  // later wait of theirs abort for nothing).
+  void withdraw_make_way(const std::string& holder, const std::string& resource);
+  // A make-way request or its withdrawal, to every group whose routine uses the resource.
+  void send_make_way(const proto::RoutineUpdate& update);
   void leave_devices(const std::string& holder, const std::vector<std::string>& devices);
   // Commits `stop` with the reason: the invocation releases and ends.
   void stop(const SessionKey& key, uint64_t seq, const std::string& reason);

@@ -1,11 +1,19 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
+
+#include "core/log.h"
 
 namespace mesh::sim {
 
-Simulator::Simulator(uint64_t seed) : seed_(seed), rng_(seed) {}
+Simulator::Simulator(uint64_t seed) : seed_(seed), rng_(seed) {
+  log_clock_token_ =
+      core::log_with_clock([this] { return std::chrono::duration<double>(now_.time_since_epoch()).count(); });
+}
+
+Simulator::~Simulator() { core::stop_log_clock(log_clock_token_); }
 
 core::TimerId Simulator::at(core::TimePoint when, Callback callback) {
   return queue_.schedule(std::max(when, now_), std::move(callback));

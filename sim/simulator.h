@@ -18,7 +18,9 @@ class Simulator {
  public:
   using Callback = std::function<void()>;
 
+  // While it lives, log messages carry its virtual time (core::log_with_clock).
   explicit Simulator(uint64_t seed);
+  ~Simulator();
   Simulator(const Simulator&) = delete;
   Simulator& operator=(const Simulator&) = delete;
 
@@ -50,6 +52,7 @@ class Simulator {
   core::TimePoint now_{};
   core::TimerQueue queue_;
   uint64_t events_processed_ = 0;
+  uint64_t log_clock_token_ = 0;
 };
 
 }  // namespace mesh::sim

@@ -550,13 +550,14 @@ TEST_F(ConfigTest, MembershipValuesAreValidated) {
 }
 
 TEST_F(ConfigTest, MutexKeysReachCameraOptions) {
-  const AgentConfig config = parse(kMinimal +
-                                   "[mutex]\nexpected_nodes = 40\nboot_grace_s = 0\nboot_settle_ms = 750\nretry_first_timeout_ms = 100\n"
-                                   "retry_backoff = 1.0\nretry_max_interval_ms = 900\nretry_deadline_s = 30\n"
-                                   "tolerated_failures = 2\nsize_window_s = 120\nsize_margin = 0.5\n"
-                                   "slow_path = false\nmax_ok_bytes = 600\n"
-                                   "[membership]\nsilent_probes_to_suspect = 1\npush_pull_scale_threshold = 0\n"
-                                   "push_pull_fast_rounds = 5\n");
+  const AgentConfig config =
+      parse(kMinimal +
+            "[mutex]\nexpected_nodes = 40\nboot_grace_s = 0\nboot_settle_ms = 750\nretry_first_timeout_ms = 100\n"
+            "retry_backoff = 1.0\nretry_max_interval_ms = 900\nretry_deadline_s = 30\n"
+            "tolerated_failures = 2\nsize_window_s = 120\nsize_margin = 0.5\n"
+            "slow_path = false\nmax_ok_bytes = 600\nhold_lease_ms = 12000\n"
+            "[membership]\nsilent_probes_to_suspect = 1\npush_pull_scale_threshold = 0\n"
+            "push_pull_fast_rounds = 5\n");
   const mutex::CameraOptions& c = config.node.mutex;
   EXPECT_EQ(c.network_size.floor, 40u);
   EXPECT_EQ(c.boot_grace, std::chrono::seconds(0));
@@ -570,6 +571,7 @@ TEST_F(ConfigTest, MutexKeysReachCameraOptions) {
   EXPECT_EQ(c.network_size.margin, 0.5);
   EXPECT_FALSE(c.slow_path_enabled);
   EXPECT_EQ(c.max_ok_bytes, 600u);
+  EXPECT_EQ(c.hold_lease, 12000ms);
   const auto& m = config.node.membership;
   EXPECT_EQ(m.silent_probes_to_suspect, 1u);
   EXPECT_EQ(m.push_pull_scale_threshold, 0u);
@@ -584,6 +586,12 @@ TEST_F(ConfigTest, MutexValuesAreValidated) {
   message = expect_error(kMinimal + "[mutex]\nslow_path = 1\n", 6, "mutex.slow_path");
   EXPECT_THAT(message, HasSubstr("boolean"));
   expect_error(kMinimal + "[membership]\nsilent_probes_to_suspect = 0\n", 6, "membership.silent_probes_to_suspect");
+  // The lease must run out well before the others may take a silent holder's lock.
+  message = expect_error(kMinimal + "[mutex]\nhold_lease_ms = 8000\n", 6, "mutex.hold_lease_ms");
+  EXPECT_THAT(message, HasSubstr("at most two thirds of mutex.retry_deadline_s (10000 ms)"));
+  // Under the default 5 s lease, a 6 s deadline is what the user wrote wrong.
+  expect_error(kMinimal + "[mutex]\nretry_deadline_s = 6\n", 6, "mutex.retry_deadline_s");
+  EXPECT_EQ(parse(kMinimal + "[mutex]\nhold_lease_ms = 0\nretry_deadline_s = 1\n").node.mutex.hold_lease, 0ms);
 }
 
 TEST_F(ConfigTest, MaxIntervalBelowFirstTimeout) {
@@ -793,6 +801,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "mutex.retry_backoff",
                           "mutex.retry_max_interval_ms",
                           "mutex.retry_deadline_s",
+                          "mutex.hold_lease_ms",
                           "mutex.tolerated_failures",
                           "mutex.size_window_s",
                           "mutex.size_margin",
@@ -822,7 +831,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 119u);
+  EXPECT_EQ(keys.size(), 120u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next

@@ -543,5 +543,97 @@ TEST(CameraOkSize, OkNeverExceedsTheBudgetAndLargeSetsAreRelayed) {
   EXPECT_GT(relays, 0u) << "the budget never bound: the test proves nothing";
 }
 
+// The holder lease (camera.h): node 0 holds, then is cut off from the rest of
+// a five-node line, which declares it failed and, after retry.deadline of its
+// silence, lets node 2 in.
+struct CutOffHolder {
+  std::optional<core::TimePoint> lapsed_at;   // node 0's held() stopped showing the grant
+  std::optional<core::TimePoint> granted_at;  // node 2's held() showed its grant
+  bool held_after_heal = false;
+  uint64_t lapses = 0;
+  uint64_t superseded_lapsed = 0;
+  std::vector<std::string> violations;
+};
+
+CutOffHolder cut_off_holder(core::Duration hold_lease) {
+  testing::WorldOptions o;
+  o.nodes = 5;
+  o.topology = "line";
+  o.link.delay = milliseconds(5);
+  o.camera.slow_path_enabled = false;
+  o.camera.hold_lease = hold_lease;
+  testing::CameraWorld world(21, o);
+  for (size_t i = 0; i < 5; ++i) world.set_list(i, {0, 1, 2, 3, 4});
+  world.run_section({0, "pump", seconds(120)});
+  world.simulator().run_for(milliseconds(200));
+  EXPECT_TRUE(world.camera(0).held("pump"));
+  world.network().partition({{world.id(0)}});
+  // Membership on the other side declares it failed, as Medley would.
+  for (size_t i = 1; i < 5; ++i) world.view(i).mark_failed(world.id(0));
+  world.run_section({2, "pump", seconds(60)});
+  CutOffHolder out;
+  while (!out.granted_at && world.now() < core::TimePoint(seconds(60))) {
+    world.simulator().run_for(milliseconds(50));
+    if (!out.lapsed_at && !world.camera(0).held("pump")) out.lapsed_at = world.now();
+    if (world.camera(2).held("pump")) out.granted_at = world.now();
+  }
+  world.network().heal();
+  world.simulator().run_for(seconds(10));
+  out.held_after_heal = world.camera(0).held("pump").has_value();
+  out.lapses = world.metrics(0).total("mutex_grants_lapsed_total");
+  out.superseded_lapsed = world.superseded_lapsed();
+  out.violations = world.violations();
+  return out;
+}
+
+TEST(CameraLease, AHolderCutOffLetsGoBeforeTheOthersTakeItAgain) {
+  const CutOffHolder run = cut_off_holder(seconds(5));
+  ASSERT_TRUE(run.granted_at) << "the side with the majority never took the resource";
+  ASSERT_TRUE(run.lapsed_at) << "the cut-off holder kept showing its grant";
+  EXPECT_LT(*run.lapsed_at, *run.granted_at);
+  // Contact regained says nothing of the grant made meanwhile.
+  EXPECT_FALSE(run.held_after_heal);
+  EXPECT_EQ(run.lapses, 1u);
+  EXPECT_EQ(run.superseded_lapsed, 1u);
+  EXPECT_TRUE(run.violations.empty()) << run.violations.front();
+}
+
+TEST(CameraLease, WithoutTheLeaseTheCutOffHolderStillHoldsWhenTheOthersTakeIt) {
+  // What the lease is for, and proof that the oracle sees two holders.
+  const CutOffHolder run = cut_off_holder(core::Duration::zero());
+  ASSERT_TRUE(run.granted_at);
+  EXPECT_FALSE(run.lapsed_at);
+  EXPECT_EQ(run.lapses, 0u);
+  EXPECT_FALSE(run.violations.empty());
+}
+
+TEST(CameraLease, AHolderInTouchWithAMajorityKeepsItsGrantUnderLoss) {
+  testing::WorldOptions o;
+  o.nodes = 5;
+  o.topology = "line";
+  o.link.delay = milliseconds(5);
+  o.link.loss = 0.1;
+  o.camera.slow_path_enabled = false;
+  testing::CameraWorld world(22, o);
+  for (size_t i = 0; i < 5; ++i) world.set_list(i, {0, 1, 2, 3, 4});
+  world.run_section({1, "pump", seconds(40)});
+  // Retransmissions under the loss may take a while.
+  for (int step = 0; step < 100 && !world.camera(1).held("pump"); ++step) {
+    world.simulator().run_for(milliseconds(100));
+  }
+  ASSERT_TRUE(world.camera(1).held("pump"));
+  // Loss of a node that answered: the other three are still a majority.
+  world.crash(4);
+  for (int step = 0; step < 300; ++step) {
+    world.simulator().run_for(milliseconds(100));
+    ASSERT_TRUE(world.camera(1).held("pump"))
+        << "lapsed at t=" << core::to_millis(world.now().time_since_epoch()) << " ms";
+  }
+  EXPECT_EQ(world.metrics(1).total("mutex_grants_lapsed_total"), 0u);
+  EXPECT_GT(world.metrics(1).counter("mutex_messages_sent_total", {{"type", "lease_probe"}}).value(), 0u)
+      << "a 40 s hold renewed its lease without a probe: the test proves nothing";
+  EXPECT_TRUE(world.violations().empty());
+}
+
 }  // namespace
 }  // namespace mesh::mutex

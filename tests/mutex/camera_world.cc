@@ -102,7 +102,19 @@ void CameraWorld::on_grant(uint64_t section_id, const Section& section, uint32_t
   if (grant.slow_path) ++slow_grants_;
   waits_ms_.push_back(core::to_millis(grant.granted_at - grant.requested_at));
   auto h = holders_.find(section.resource);
-  if (h != holders_.end()) {
+  // A holder whose lease ran out (Camera::held no longer shows its grant) has
+  // let go; only its token must still be below the new one.
+  const bool lapsed = h != holders_.end() && up(h->second.node) &&
+                      nodes_[h->second.node].incarnation == h->second.incarnation &&
+                      !camera(h->second.node).held(section.resource);
+  if (lapsed) {
+    ++superseded_lapsed_;
+    if (grant.fencing_token <= h->second.token) {
+      violations_.push_back("resource=" + section.resource + " token " + std::to_string(grant.fencing_token) +
+                            " at node " + std::to_string(section.node) + " not above lapsed holder " +
+                            std::to_string(h->second.node) + "'s " + std::to_string(h->second.token));
+    }
+  } else if (h != holders_.end()) {
     violations_.push_back(
         "t=" + std::to_string(core::to_millis(now().time_since_epoch())) + "ms resource=" + section.resource +
         " granted to node " + std::to_string(section.node) + " while node " + std::to_string(h->second.node) +

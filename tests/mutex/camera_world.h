@@ -91,6 +91,9 @@ class CameraWorld {
   // (a violation too: persisted marks must prevent them; kept apart to say
   // which invariant broke).
   uint64_t token_repeats_after_crash() const { return token_repeats_after_crash_; }
+  // Grants made while the previous holder's lease had run out (it no longer
+  // showed the grant): not a violation, the holder had let go.
+  uint64_t superseded_lapsed() const { return superseded_lapsed_; }
   // Sections started on nodes that are still up and not yet finished.
   size_t unfinished() const;
   std::vector<std::string> unfinished_descriptions() const;
@@ -138,6 +141,7 @@ class CameraWorld {
   std::map<uint64_t, Open> open_;
   uint64_t next_section_ = 1;
   std::vector<std::string> violations_;
+  uint64_t superseded_lapsed_ = 0;
   uint64_t grants_ = 0;
   uint64_t slow_grants_ = 0;
   uint64_t crashes_ = 0;

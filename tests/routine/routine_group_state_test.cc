@@ -509,6 +509,32 @@ TEST_F(RoutineGroup, MakeWayReachesRunningHoldersOfTheResourceUntilTheyDropIt) {
   EXPECT_FALSE(state_.invocation(1)->make_way);
 }
 
+TEST_F(RoutineGroup, AWithdrawnMakeWayNoLongerStandsOnlyForItsRollback) {
+  trigger(100, "", 0, "a");
+  trigger(101, "", 0, "b");
+  resource_held(1, "boiler", 1, 0x0a000001);
+  resource_held(2, "boiler", 2, 0x0a000001);
+  make_way("boiler", "r9#1.0000abcd", {"d2"});
+  ASSERT_TRUE(state_.invocation(1)->make_way);
+  // Another rollback's withdrawal, or one for another resource, changes nothing.
+  for (const auto& [resource, by] : {std::pair<std::string, std::string>{"boiler", "r8#3.0000beef"},
+                                     std::pair<std::string, std::string>{"pump", "r9#1.0000abcd"}}) {
+    proto::RoutineUpdate update;
+    update.mutable_make_way()->set_resource(resource);
+    update.mutable_make_way()->set_by(by);
+    update.mutable_make_way()->set_withdrawn(true);
+    apply(update);
+    EXPECT_TRUE(state_.invocation(1)->make_way) << by << " " << resource;
+  }
+  proto::RoutineUpdate update;
+  update.mutable_make_way()->set_resource("boiler");
+  update.mutable_make_way()->set_by("r9#1.0000abcd");
+  update.mutable_make_way()->set_withdrawn(true);
+  apply(update);
+  EXPECT_FALSE(state_.invocation(1)->make_way);
+  EXPECT_FALSE(state_.invocation(2)->make_way);
+}
+
 TEST_F(RoutineGroup, ACommandKeepsTheStartItsLeaderSentItAtIfBeforeItsOutcome) {
   trigger(100, "", 0, "req-1");
   lock_held(1, "lamp", 4);
