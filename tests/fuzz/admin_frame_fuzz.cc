@@ -11,10 +11,9 @@
 // Also declares protobuf's SetLogHandler.
 #include "proto/admin.pb.h"
 #include "proto/frame.h"
+#include "tests/fuzz/quiet_protobuf.h"
 
 namespace {
-
-void ignore_protobuf_log(google::protobuf::LogLevel, const char*, int, const std::string&) {}
 
 void check_round_trip(const mesh::proto::AdminRequest& request) {
   std::string serialized;
@@ -30,8 +29,7 @@ void check_round_trip(const mesh::proto::AdminRequest& request) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const bool quiet = (google::protobuf::SetLogHandler(&ignore_protobuf_log), true);
-  (void)quiet;
+  mesh::fuzz::quiet_protobuf_log();
   if (size == 0) return 0;
 
   // The first byte chooses how the rest is cut into reads, so the fuzzer

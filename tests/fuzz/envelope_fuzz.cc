@@ -9,6 +9,7 @@
 // Also declares protobuf's SetLogHandler.
 #include "proto/wire.pb.h"
 #include "routing/envelope_codec.h"
+#include "tests/fuzz/quiet_protobuf.h"
 
 namespace {
 
@@ -30,15 +31,10 @@ void check_hop_datagram(mesh::core::ByteSpan input) {
   if (decoded->message && !same(*again->message, *decoded->message)) std::abort();
 }
 
-void ignore_protobuf_log(google::protobuf::LogLevel, const char*, int, const std::string&) {}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // Hostile strings make protobuf log every invalid UTF-8 field; the decoder
-  // refuses them, so the log is only noise here.
-  static const bool quiet = (google::protobuf::SetLogHandler(&ignore_protobuf_log), true);
-  (void)quiet;
+  mesh::fuzz::quiet_protobuf_log();
 
   using namespace mesh::routing;
   check_hop_datagram({data, size});

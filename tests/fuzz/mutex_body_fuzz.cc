@@ -7,18 +7,10 @@
 #include <string_view>
 
 #include "mutex/mutex_codec.h"
-
-namespace {
-
-void ignore_protobuf_log(google::protobuf::LogLevel, const char*, int, const std::string&) {}
-
-}  // namespace
+#include "tests/fuzz/quiet_protobuf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // Hostile strings make protobuf log every invalid UTF-8 field; the decoder
-  // refuses them, so the log is only noise here.
-  static const bool quiet = (google::protobuf::SetLogHandler(&ignore_protobuf_log), true);
-  (void)quiet;
+  mesh::fuzz::quiet_protobuf_log();
 
   auto decoded = mesh::mutex::decode_mutex_body(std::string_view(reinterpret_cast<const char*>(data), size));
   if (!decoded) return 0;

@@ -258,23 +258,18 @@ std::optional<core::TimePoint> last_actuation(EmulatedDevice& device) {
   return device.actuations().back().at;
 }
 
-// r (uses pump) keeps d0 for 6 s, then d1; its leader crashes in between.
-// The new leader cannot hold the crashed node's Camera grant: it aborts r
-// and undoes d0 under r's device lock (d1 never actuated) and a pump grant
-// of its own, and s (uses pump, d2) still gets the pump.
-std::vector<std::string> resource_lost_with_its_leader(uint64_t seed) {
-  std::vector<std::string> violations;
-  Bench bench(seed, {make_routine("r", {0, 1}, seconds(6), {"pump"}), make_routine("s", {2}, seconds(0), {"pump"})},
-              seconds(1));
+// Starts r, crashes its leader once r actuated d0, starts s, and runs until
+// both ended. The crashed node, or nullopt with the reason in `violations`.
+std::optional<size_t> crash_r_leader_then_run_s(Bench& bench, std::vector<std::string>& violations) {
   bench.start("r");
   if (!bench.run_until([&] { return !bench.device(0).actuations().empty(); })) {
     violations.push_back("r never actuated d0");
-    return violations;
+    return std::nullopt;
   }
   const auto [victim, replica] = leader_of(bench.sim(), "routine:r");
   if (replica == nullptr) {
     violations.push_back("nobody leads routine:r");
-    return violations;
+    return std::nullopt;
   }
   bench.sim().crash(victim);
   bench.start("s");
@@ -284,7 +279,22 @@ std::vector<std::string> resource_lost_with_its_leader(uint64_t seed) {
   const auto* s = bench.invocation("s", 1);
   if (r == nullptr || !r->done()) violations.push_back("r did not end");
   if (s == nullptr || !s->done()) violations.push_back("s did not end");
-  if (!violations.empty()) return violations;
+  if (!violations.empty()) return std::nullopt;
+  return victim;
+}
+
+// r (uses pump) keeps d0 for 6 s, then d1; its leader crashes in between.
+// The new leader cannot hold the crashed node's Camera grant: it aborts r
+// and undoes d0 under r's device lock (d1 never actuated) and a pump grant
+// of its own, and s (uses pump, d2) still gets the pump.
+std::vector<std::string> resource_lost_with_its_leader(uint64_t seed) {
+  std::vector<std::string> violations;
+  Bench bench(seed, {make_routine("r", {0, 1}, seconds(6), {"pump"}), make_routine("s", {2}, seconds(0), {"pump"})},
+              seconds(1));
+  const std::optional<size_t> victim = crash_r_leader_then_run_s(bench, violations);
+  if (!victim) return violations;
+  const auto* r = bench.invocation("r", 1);
+  const auto* s = bench.invocation("s", 1);
   if (r->outcome != proto::INVOCATION_ABORTED || r->abort_reason.find("resource pump") == std::string::npos) {
     violations.push_back(fmt::format("r ended {} ('{}'), not aborted for the pump",
                                      proto::InvocationOutcome_Name(r->outcome), r->detail));
@@ -302,7 +312,7 @@ std::vector<std::string> resource_lost_with_its_leader(uint64_t seed) {
   }
   const auto pump = r->resources.find("pump");
   if (pump == r->resources.end() || !pump->second.for_rollback ||
-      pump->second.holder == bench.sim().id_of(victim).value()) {
+      pump->second.holder == bench.sim().id_of(*victim).value()) {
     violations.push_back("r's undo did not run under a pump grant taken again for it");
   }
   for (const auto& still : bench.locked()) violations.push_back("still locked: " + still);
@@ -318,24 +328,10 @@ std::vector<std::string> resource_holder_makes_way_for_a_rollback(uint64_t seed)
   std::vector<std::string> violations;
   Bench bench(seed, {make_routine("r", {0, 1}, seconds(6), {"pump"}), make_routine("s", {1}, seconds(0), {"pump"})},
               seconds(1));
-  bench.start("r");
-  if (!bench.run_until([&] { return !bench.device(0).actuations().empty(); })) {
-    violations.push_back("r never actuated d0");
-    return violations;
-  }
-  const auto [victim, replica] = leader_of(bench.sim(), "routine:r");
-  if (replica == nullptr) {
-    violations.push_back("nobody leads routine:r");
-    return violations;
-  }
-  bench.sim().crash(victim);
-  bench.start("s");
-  bench.run_until([&] { return ended(bench, "r") && ended(bench, "s"); }, kAfterCrash);
+  const std::optional<size_t> victim = crash_r_leader_then_run_s(bench, violations);
+  if (!victim) return violations;
   const auto* r = bench.invocation("r", 1);
   const auto* s = bench.invocation("s", 1);
-  if (r == nullptr || !r->done()) violations.push_back("r did not end");
-  if (s == nullptr || !s->done()) violations.push_back("s did not end");
-  if (!violations.empty()) return violations;
   if (r->outcome != proto::INVOCATION_ABORTED || r->undone.count(0) == 0 || !r->stop_reason.empty()) {
     violations.push_back(
         fmt::format("r ended {} ('{}'), not rolled back", proto::InvocationOutcome_Name(r->outcome), r->detail));
