@@ -419,7 +419,7 @@ void Camera::confirm_gone(core::NodeId id) {
       recheck_gone_later(id);
       return;
     }
-    forget_if_silent(id, since);
+    if (!forget_if_silent(id, since)) recheck_gone_later(id);
   });
 }
 
@@ -454,13 +454,14 @@ bool Camera::has_state_with(core::NodeId id) const {
   return false;
 }
 
-void Camera::forget_if_silent(core::NodeId id, core::TimePoint since) {
+bool Camera::forget_if_silent(core::NodeId id, core::TimePoint since) {
   auto h = last_heard_.find(id);
   if (h != last_heard_.end() && h->second >= since) {
     core::log("mutex").debug("not forgotten, spoke since node={} peer={}", self_.to_string(), id.to_string());
-    return;
+    return false;
   }
   forget(id);
+  return true;
 }
 
 void Camera::forget(core::NodeId id) {

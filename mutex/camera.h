@@ -343,8 +343,10 @@ class Camera {
   void heard(core::NodeId id) { last_heard_[id] = env_.now(); }
   // forget(id) after a message sent at `since` went unanswered, unless `id`
   // (a new life of it, or the same one) has spoken since: silence that
-  // began before a restart says nothing about the new life.
-  void forget_if_silent(core::NodeId id, core::TimePoint since);
+  // began before a restart says nothing about the new life. False when it
+  // spoke: the caller asks again (it may have died just after speaking, and
+  // nothing else would ever ask).
+  bool forget_if_silent(core::NodeId id, core::TimePoint since);
   // Stops waiting for, and forgets everything of, a node that is gone.
   void forget(core::NodeId id);
   // A message showed `node` living its life `nonce`: what an earlier life

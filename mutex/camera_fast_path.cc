@@ -123,9 +123,8 @@ void Camera::on_request_result(const std::string& name, const RequestId& id, cor
       ask_again();
       return;
     }
-    core::log("mutex").debug("peer unresponsive and unlisted, forgotten node={} peer={}", self_.to_string(),
-                             peer.to_string());
-    forget_if_silent(peer, since);
+    core::log("mutex").debug("peer unresponsive and unlisted node={} peer={}", self_.to_string(), peer.to_string());
+    if (!forget_if_silent(peer, since)) ask_again();
   });
 }
 

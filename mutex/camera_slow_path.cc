@@ -94,21 +94,18 @@ void Camera::on_join_result(const std::string& name, core::NodeId root, const Re
     }
     bad_messages_total_.add();
   }
-  if (is_live_member(peer)) {
-    later([this, name, root, id, attempt, peer] {
-      Resource* r2 = find(name);
-      if (r2 == nullptr) return;
-      SlowTree* t2 = tree_for(*r2, root, to_proto(id), attempt);
-      if (t2 == nullptr || !t2->joins_pending.count(peer)) return;
-      t2->joins_pending.erase(peer);
-      send_joins(*r2, *t2);
-    });
-  } else {
-    // It may have joined and built a subtree we cannot see: forgetting it
-    // makes the tree rebuild. The JOIN went unanswered for the whole retry
-    // deadline.
-    forget_if_silent(peer, env_.now() - options_.retry.deadline);
-  }
+  // Not listed and silent for the JOIN's whole retry deadline: it may have
+  // joined and built a subtree we cannot see, and forgetting it makes the
+  // tree rebuild. Otherwise (listed, or it spoke meanwhile) ask again.
+  if (!is_live_member(peer) && forget_if_silent(peer, env_.now() - options_.retry.deadline)) return;
+  later([this, name, root, id, attempt, peer] {
+    Resource* r2 = find(name);
+    if (r2 == nullptr) return;
+    SlowTree* t2 = tree_for(*r2, root, to_proto(id), attempt);
+    if (t2 == nullptr || !t2->joins_pending.count(peer)) return;
+    t2->joins_pending.erase(peer);
+    send_joins(*r2, *t2);
+  });
 }
 
 void Camera::handle_join(Resource& r, const core::Message& message, const proto::MutexJoin& join,
@@ -295,15 +292,12 @@ void Camera::progress_tree(Resource& r, core::NodeId root) {
     if (r2 == nullptr) return;
     SlowTree* t2 = tree_for(*r2, root, to_proto(id), attempt);
     if (t2 == nullptr || t2->parent() != to) return;
-    if (is_live_member(to)) {
-      (tree_msg ? t2->tree_sent : t2->ok_sent) = false;
-      later([this, name, root] {
-        Resource* r3 = find(name);
-        if (r3 != nullptr) progress_tree(*r3, root);
-      });
-    } else {
-      forget_if_silent(to, since);
-    }
+    if (!is_live_member(to) && forget_if_silent(to, since)) return;
+    (tree_msg ? t2->tree_sent : t2->ok_sent) = false;
+    later([this, name, root] {
+      Resource* r3 = find(name);
+      if (r3 != nullptr) progress_tree(*r3, root);
+    });
   };
   if (!tree.tree_sent && tree.construction_done()) {
     tree.tree_sent = true;
@@ -359,11 +353,9 @@ void Camera::watch_child(const std::string& name, core::NodeId root, const Reque
          [this, name, root, id, attempt, child, since = env_.now()](const core::RequestResult& result) {
            // A new life of the child answering means the old one died.
            note_ack(child, result);
-           if (result.status == core::RequestStatus::ok || is_live_member(child)) {
+           if (result.status == core::RequestStatus::ok || is_live_member(child) || !forget_if_silent(child, since)) {
              watch_child(name, root, id, attempt, child);
-             return;
            }
-           forget_if_silent(child, since);
          });
   });
 }
