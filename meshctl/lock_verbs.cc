@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -26,24 +30,69 @@ constexpr std::string_view kHelp = R"(    lock RESOURCE [--timeout S] -- CMD [AR
         exits and exits with CMD's status (128 + N if a signal N ended it).
         The lock is tied to meshctl's connection: if meshctl dies, the
         agent releases it. --timeout S gives up after S seconds of waiting
-        (exit 1); without it meshctl waits as long as it takes. If this node
-        is cut off from most of the mesh for [mutex] hold_lease_ms while CMD
-        runs, the lock lapses (`locks` shows it) and the rest of the mesh may
-        take it again; CMD is not stopped, so where the resource can check
-        MESH_FENCING_TOKEN, have it refuse tokens below the newest it saw.
+        (exit 1); without it meshctl waits as long as it takes. While CMD
+        runs, meshctl checks every second that the grant still holds: if
+        this node was cut off from most of the mesh for [mutex]
+        hold_lease_ms, the grant lapses (the rest of the mesh may take the
+        resource again), and meshctl stops CMD with SIGTERM, says so, and
+        exits with CMD's status (143 if SIGTERM ended it). Where the
+        resource can check MESH_FENCING_TOKEN, also have it refuse tokens
+        below the newest it saw.
 
     locks
         Camera's state per resource on this node: phase (idle, waiting,
-        held, or lapsed: held, but the holder lease ran out), fencing token, request id, fast or slow path, OKs still
-        awaited, local waiters, requests deferred and recently OKed.
+        held, or lapsed: held, but the holder lease ran out), fencing
+        token, request id, fast or slow path, OKs still awaited, local
+        waiters, requests deferred and recently OKed.
 )";
 
-// Waits for CMD, whatever signals arrive meanwhile; its exit status as a
-// shell reports it.
-int wait_for_child(pid_t child) {
+constexpr auto kChildPoll = std::chrono::milliseconds(50);
+constexpr auto kGrantCheck = std::chrono::seconds(1);
+
+// Why this node no longer holds `resource` under `token`, or nothing while
+// it does (or the agent cannot say: then CMD goes on, and a dead agent has
+// dropped the lock with the connection anyway).
+std::optional<std::string> grant_gone(AgentConnection& connection, const std::string& resource, uint64_t token) {
+  mesh::proto::AdminRequest request;
+  request.mutable_locks();
+  auto response = connection.call(request, kDefaultTimeoutS);
+  if (!response || !response->error().empty() || !response->has_locks()) return std::nullopt;
+  for (const auto& lock : response->locks().locks()) {
+    if (lock.resource() != resource) continue;
+    if (lock.phase() == "lapsed") {
+      return fmt::format(
+          "the grant on '{}' (token {}) lapsed: this node lost touch with most of the mesh for "
+          "[mutex] hold_lease_ms, and the rest of the mesh may take it again",
+          resource, token);
+    }
+    if (lock.phase() != "held" || lock.fencing_token() != token) {
+      return fmt::format("'{}' is no longer held under token {} (phase {}, token {})", resource, token, lock.phase(),
+                         lock.fencing_token());
+    }
+    return std::nullopt;
+  }
+  return fmt::format("'{}' is no longer held under token {}", resource, token);
+}
+
+// Waits for CMD, whatever signals arrive meanwhile, and stops it (SIGTERM)
+// if the grant goes; CMD's exit status as a shell reports it.
+int wait_while_held(pid_t child, AgentConnection& connection, const std::string& resource, uint64_t token) {
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) return kExitFailure;
+  bool stopped = false;
+  auto next_check = std::chrono::steady_clock::now() + kGrantCheck;
+  for (;;) {
+    const pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child) break;
+    if (done < 0 && errno != EINTR) return kExitFailure;
+    if (!stopped && std::chrono::steady_clock::now() >= next_check) {
+      if (const auto why = grant_gone(connection, resource, token)) {
+        std::cerr << fmt::format("meshctl: {}; stopping the command (SIGTERM)\n", *why);
+        ::kill(child, SIGTERM);
+        stopped = true;
+      }
+      next_check = std::chrono::steady_clock::now() + kGrantCheck;
+    }
+    std::this_thread::sleep_for(kChildPoll);
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -87,7 +136,7 @@ int run_lock(AgentConnection& connection, const CommandLine& line) {
     std::cerr << fmt::format("meshctl: cannot run {}: {}\n", argv[0], std::strerror(error));
     ::_exit(error == ENOENT ? 127 : 126);
   }
-  const int status = wait_for_child(child);
+  const int status = wait_while_held(child, connection, resource, grant.fencing_token());
 
   mesh::proto::AdminRequest unlock;
   unlock.mutable_unlock()->set_resource(resource);

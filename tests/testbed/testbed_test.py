@@ -13,7 +13,8 @@ agent's `meshctl members` lists all five alive (the restarted n2 included), n4
 killed with SIGKILL is declared failed by all the others, and n3 stopped with
 SIGTERM is listed as left by n0, n1 and n2. Mutual exclusion (Camera): all
 five run `meshctl lock pump -- CMD` at once; the CMD runs never overlap and
-their fencing tokens grow in the order they ran. netns mode needs root and working network namespaces; without
+their fencing tokens grow in the order they ran; a holder cut off from the
+mesh (its only neighbour stopped) has its grant lapse, and meshctl stops CMD. netns mode needs root and working network namespaces; without
 them it prints why and exits 77, which ctest reports as skipped.
 
 netns mode runs the agents with routing.install_kernel_routes = true and also
@@ -225,6 +226,36 @@ def check_lock(tb):
     log("five meshctl lock runs: disjoint critical sections, rising fencing tokens")
 
 
+def check_lock_lapses(tb):
+    """n0 holds `boiler` for a long CMD; SIGSTOP of n1, n0's only neighbour, cuts n0 off from the mesh. Its grant
+    lapses within [mutex] hold_lease_ms (5 s), before the others could take it (they wait out 10 s of silence),
+    and meshctl stops CMD with SIGTERM: exit 143, saying why. n1 is resumed afterwards."""
+    argv = [sys.executable, tb.args.testbed, "ctl", "--dir", tb.dir, "n0", "lock", "boiler", "--timeout", "60",
+            "--", "sleep", "300"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while True:
+        out = tb.ctl_json("n0", "locks")
+        locks = json.loads(out.stdout).get("locks", []) if out.returncode == 0 and out.stdout.strip() else []
+        if any(lock.get("resource") == "boiler" and lock.get("phase") == "held" for lock in locks):
+            break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"n0 never held boiler: {locks}; meshctl lock: {proc.poll()}")
+        time.sleep(0.5)
+    n1 = tb.nodes()["n1"]["pid"]
+    os.kill(n1, signal.SIGSTOP)
+    cut_at = time.monotonic()
+    try:
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        os.kill(n1, signal.SIGCONT)
+    took = time.monotonic() - cut_at
+    log(f"n0: meshctl lock boiler -- sleep 300 -> exit {proc.returncode} {took:.1f} s after the cut: {out.strip()}")
+    if proc.returncode != 128 + signal.SIGTERM or "lapsed" not in out:
+        raise AssertionError(f"meshctl lock on the cut-off n0 exited {proc.returncode}, want 143 with the lapse named")
+    log("the cut-off holder's grant lapsed and meshctl stopped its command")
+
+
 def check_membership(tb):
     """(After wait_all_alive.) kill -9 n4 (an end of the chain, so the rest stay connected): the others
     declare it failed; SIGTERM n3: n0..n2 list it as left."""
@@ -391,6 +422,7 @@ def main():
         # Lock while the restarted n2's member list may still be partial: Camera must stay safe then too
         # (it persists the node ids it knew and the fencing high-water mark; mutex.expected_nodes is set).
         check_lock(tb)
+        check_lock_lapses(tb)
         wait_all_alive(tb)
         check_membership(tb)
         if kernel:
