@@ -105,6 +105,9 @@ void Camera::on_join_result(const std::string& name, core::NodeId root, const Re
     if (t2 == nullptr || !t2->joins_pending.count(peer)) return;
     t2->joins_pending.erase(peer);
     send_joins(*r2, *t2);
+    // It may not be asked again (it joined meanwhile, from us or another
+    // node, or left the list): then the subtree may be complete now.
+    progress_tree(*r2, root);
   });
 }
 
