@@ -543,6 +543,17 @@ TEST(CameraOkSize, OkNeverExceedsTheBudgetAndLargeSetsAreRelayed) {
   EXPECT_GT(relays, 0u) << "the budget never bound: the test proves nothing";
 }
 
+// `nodes` Camera nodes on a line of 5 ms links, fast path only; the tests
+// fill the member lists.
+testing::WorldOptions line_of(size_t nodes) {
+  testing::WorldOptions o;
+  o.nodes = nodes;
+  o.topology = "line";
+  o.link.delay = milliseconds(5);
+  o.camera.slow_path_enabled = false;
+  return o;
+}
+
 // The holder lease (camera.h): node 0 holds, then is cut off from the rest of
 // a five-node line, which declares it failed and, after retry.deadline of its
 // silence, lets node 2 in.
@@ -556,11 +567,7 @@ struct CutOffHolder {
 };
 
 CutOffHolder cut_off_holder(core::Duration hold_lease) {
-  testing::WorldOptions o;
-  o.nodes = 5;
-  o.topology = "line";
-  o.link.delay = milliseconds(5);
-  o.camera.slow_path_enabled = false;
+  testing::WorldOptions o = line_of(5);
   o.camera.hold_lease = hold_lease;
   testing::CameraWorld world(21, o);
   for (size_t i = 0; i < 5; ++i) world.set_list(i, {0, 1, 2, 3, 4});
@@ -608,12 +615,8 @@ TEST(CameraLease, WithoutTheLeaseTheCutOffHolderStillHoldsWhenTheOthersTakeIt) {
 }
 
 TEST(CameraLease, AHolderInTouchWithAMajorityKeepsItsGrantUnderLoss) {
-  testing::WorldOptions o;
-  o.nodes = 5;
-  o.topology = "line";
-  o.link.delay = milliseconds(5);
+  testing::WorldOptions o = line_of(5);
   o.link.loss = 0.1;
-  o.camera.slow_path_enabled = false;
   testing::CameraWorld world(22, o);
   for (size_t i = 0; i < 5; ++i) world.set_list(i, {0, 1, 2, 3, 4});
   world.run_section({1, "pump", seconds(40)});
