@@ -1,6 +1,8 @@
 #include "agent/kgroup_service.h"
 
 #include <algorithm>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -8,6 +10,7 @@
 #include "agent/text_log.h"
 #include "core/log.h"
 #include "kgroup/client_state_machine.h"
+#include "kgroup/hash_selection.h"
 #include "kgroup/leader_read.h"
 
 namespace mesh::agent {
@@ -471,11 +474,16 @@ GroupReplica* KgroupService::route(const GroupTarget& target, bool create, Reply
       return nullptr;
     }
     if (auto refusal = genesis_refusal()) {
+      core::log("kgroup").debug("genesis refused target={} reason={}", key, *refusal);
       reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, std::move(*refusal)));
       return nullptr;
     }
     start_genesis(target, selected);
-    reply(make_reply(proto::KGROUP_CLIENT_RETRY, {}, "creating the group"));
+    const auto postponed = genesis_postponed_because_.find(key);
+    reply(make_reply(proto::KGROUP_CLIENT_RETRY, {},
+                     postponed == genesis_postponed_because_.end()
+                         ? std::string("creating the group")
+                         : "creating the group; the last try waited: " + postponed->second));
     return nullptr;
   }
   if (const kgroup::ClientRoute route = kgroup::route_client(*replica); route.verdict != kgroup::ClientVerdict::serve) {
@@ -579,6 +587,42 @@ std::optional<std::string> KgroupService::genesis_refusal() {
   return std::nullopt;
 }
 
+std::vector<core::NodeId> KgroupService::failed_members_that_could_hold(const GroupTarget& target) const {
+  std::vector<kgroup::SmartNode> everyone;
+  std::set<core::NodeId> failed;
+  std::optional<core::TimePoint> first_failure;
+  for (const membership::Member& m : view_.live_members()) everyone.push_back({m.id, m.location});
+  for (const auto& [failed_node, at] : failed_at_) {
+    const core::NodeId node = failed_node;  // clang 14 cannot capture a structured binding
+    if (node == messenger_.self() || env_.now() - at > config_.genesis_failed_memory) continue;
+    if (std::any_of(everyone.begin(), everyone.end(), [&](const auto& n) { return n.id == node; })) continue;
+    const auto remembered = view_.member(node);
+    everyone.push_back({node, remembered ? remembered->location : kgroup::Location{}});
+    failed.insert(node);
+    first_failure = std::min(first_failure.value_or(at), at);
+  }
+  const size_t quorum = kgroup::quorum_size(config_.selection.k);
+  if (failed.size() < quorum) return {};  // fewer cannot hide a group that commits
+  // A group commits on the far side of a cut only if a quorum of its
+  // members went there: of those selected, at the epoch of the cut, among
+  // the nodes then live (these, as near as this node knows). The cut came
+  // some time before its detection, so the epoch before the first failure
+  // counts too; after the cut the group migrates within that side.
+  const uint64_t now = current_epoch(target);
+  const uint64_t first = schedule_.epoch_at(target, *first_failure);
+  const uint64_t from = first == 0 ? 0 : first - 1;
+  constexpr uint64_t kMostEpochsChecked = 16;  // epochs far shorter than failure memory: assume it could
+  bool could = now - from >= kMostEpochsChecked;
+  for (uint64_t epoch = from; !could && epoch <= now; ++epoch) {
+    size_t cut_off = 0;
+    for (const auto& member : selector_.select_among(target, epoch, everyone).members)
+      cut_off += failed.count(member.id);
+    could = cut_off >= quorum;
+  }
+  if (!could) return {};
+  return {failed.begin(), failed.end()};
+}
+
 void KgroupService::start_genesis(const GroupTarget& target, const kgroup::GroupSelector::Selected& selected,
                                   bool create) {
   const std::string key = target.to_string();
@@ -594,25 +638,39 @@ void KgroupService::start_genesis(const GroupTarget& target, const kgroup::Group
   // target may live on other nodes (an earlier epoch's group that has not
   // migrated yet, or one selected from a different view). Genesis is rare
   // (once per target), so one probe per node is cheap.
-  std::vector<core::NodeId> probed;
+  std::vector<std::pair<core::NodeId, bool>> probed;  // node, failed lately
   for (const membership::Member& member : view_.live_members()) {
-    if (member.id != messenger_.self()) probed.push_back(member.id);
+    if (member.id != messenger_.self()) probed.emplace_back(member.id, false);
   }
+  // A group of the target whose quorum the view lists as failed (cut off by
+  // a partition, not crashed) answers no probe to the live nodes, and may
+  // still commit on the other side. When that could be, the members failed
+  // lately are asked too, and genesis waits while a quorum's worth stays
+  // silent (finish_genesis). (Reads search the same way: a read search may
+  // turn into a genesis.)
+  const std::vector<core::NodeId> failed_members = failed_members_that_could_hold(target);
+  for (const core::NodeId node : failed_members) probed.emplace_back(node, true);
   proto::KgroupClientBody body;
   body.mutable_probe()->set_target(key);
   const std::string bytes = body.SerializeAsString();
   genesis.awaiting = probed.size();
-  for (const core::NodeId node : probed) {
+  for (const auto& probe : probed) {
+    const core::NodeId node = probe.first;
+    const bool failed_lately = probe.second;
     messenger_.request(
         node, kKgroupClientBodyType, bytes,
-        [this, key, node](const core::RequestResult& result) {
+        [this, key, node, failed_lately](const core::RequestResult& result) {
           const auto it = genesis_.find(key);
           if (it == genesis_.end()) return;
           Genesis& g = it->second;
           --g.awaiting;
           const auto reply = result.status == core::RequestStatus::ok ? decode(result.response.body) : std::nullopt;
           if (!reply || !reply->has_reply()) {
-            ++g.silent;
+            if (failed_lately) {
+              ++g.failed_silent;
+            } else {
+              ++g.silent;
+            }
             g.silent_example = node;
             if (g.awaiting == 0) finish_genesis(key);
             return;
@@ -648,6 +706,7 @@ void KgroupService::finish_genesis(const std::string& key) {
   if (it == genesis_.end()) return;
   const Genesis genesis = std::move(it->second);
   genesis_.erase(it);
+  genesis_postponed_because_.erase(key);  // set again below if it waits once more
   const auto target = GroupTarget::parse(key);
   if (!target || host_->latest(key) != nullptr) return;
   if (genesis.hosted_at) {
@@ -666,7 +725,9 @@ void KgroupService::finish_genesis(const std::string& key) {
     return;
   }
   if (!genesis.create) {
-    if (genesis.silent == 0) absent_until_[key] = env_.now() + config_.write_attempt_timeout;
+    if (genesis.silent == 0 && genesis.failed_silent == 0) {
+      absent_until_[key] = env_.now() + config_.write_attempt_timeout;
+    }
     core::log("kgroup").debug("no group of {} found for a read", key);
     return;
   }
@@ -675,8 +736,24 @@ void KgroupService::finish_genesis(const std::string& key) {
     // another could fork the target's state. Wait until it answers or
     // membership declares it failed.
     genesis_postponed_.add();
+    genesis_postponed_because_[key] =
+        fmt::format("{} live member(s) did not answer, e.g. {}", genesis.silent, genesis.silent_example.to_string());
     core::log("kgroup").info("genesis postponed target={} reason=unanswered_probes count={} e.g.={}", key,
                              genesis.silent, genesis.silent_example.to_string());
+    return;
+  }
+  if (genesis.failed_silent >= kgroup::quorum_size(config_.selection.k)) {
+    // Members failed lately and still silent could hold a quorum of the
+    // target's group on the far side of a partition: wait until they answer
+    // or genesis_failed_memory forgets them.
+    genesis_postponed_.add();
+    genesis_postponed_because_[key] = fmt::format(
+        "{} member(s) failed lately, e.g. {}, could hold a quorum of its group cut off from here; it is created "
+        "once they answer or {} s after they failed",
+        genesis.failed_silent, genesis.silent_example.to_string(),
+        std::chrono::duration_cast<std::chrono::seconds>(config_.genesis_failed_memory).count());
+    core::log("kgroup").info("genesis postponed target={} reason=failed_members_silent count={} e.g.={}", key,
+                             genesis.failed_silent, genesis.silent_example.to_string());
     return;
   }
   kgroup::GroupConfig config;

@@ -50,7 +50,8 @@ struct KgroupConfig {
   // Members seen failing this recently still count for genesis's majority:
   // a node that sees fewer than half of its live and recently failed
   // members live is likely cut off from the rest, where the target's group
-  // may be, and creates none.
+  // may be, and creates none. When enough of them to hold a group's quorum
+  // failed, genesis also probes them and waits while they stay silent.
   core::Duration genesis_failed_memory = std::chrono::minutes(10);
   // Longest text meshctl kgroup-write accepts (bytes).
   size_t max_text_bytes = 512;
@@ -96,10 +97,19 @@ inline constexpr uint32_t kKgroupClientBodyType = proto::Envelope::kKgroupClient
 // the creator, the creator's view is behind: genesis waits, and membership
 // pulls that node's list at once (MemberView::catch_up_from). A node that sees only a minority of the members it knew
 // lately (live ones plus those failed within genesis_failed_memory) creates
-// nothing either: it is probably on the small side of a partition. What
+// nothing either: it is probably on the small side of a partition. A node
+// on the large side may still miss a group whose members are all on the
+// small side, listed failed in its view yet committing there: when the
+// target's group, selected among the live members and those failed lately
+// at the epoch they were cut off, had a quorum (k / 2 + 1) among the
+// failed ones, these are probed too, and genesis waits while that many stay
+// silent, until they answer or genesis_failed_memory forgets them (so such
+// a target gets no group for that long after such a loss). What
 // remains possible: creators whose views are equally large
 // but disjoint where it matters (neither lists the other, nor the other's
-// members), or a group whose every member is down or cut off, are not
+// members), a group on nodes the creator never saw or forgot (failed
+// longer than genesis_failed_memory), or a group on fewer nodes than a
+// quorum of k (a one-member group born in a lone node's view), are not
 // found, and a second group of the target is created.
 class KgroupService : public kgroup::GroupClient {
  public:
@@ -178,6 +188,9 @@ class KgroupService : public kgroup::GroupClient {
   // Probes every live node for a group of `target` and creates it if none
   // has one and `create`; a search for a read (create false) only learns
   // where the group is (a hint) or that there is none.
+  // The members failed lately, if a quorum of the target's group could have
+  // been among them when they were cut off; none otherwise.
+  std::vector<core::NodeId> failed_members_that_could_hold(const kgroup::GroupTarget& target) const;
   void start_genesis(const kgroup::GroupTarget& target, const kgroup::GroupSelector::Selected& selected,
                      bool create = true);
   void finish_genesis(const std::string& target);
@@ -208,7 +221,8 @@ class KgroupService : public kgroup::GroupClient {
     uint64_t epoch = 0;
     std::vector<core::NodeId> members;
     size_t awaiting = 0;  // probes not answered yet
-    size_t silent = 0;    // probes that got no usable answer
+    size_t silent = 0;    // probes to live members that got no usable answer
+    size_t failed_silent = 0;     // the same, to members failed lately
     core::NodeId silent_example;  // one of them, for the log
     // The most live members an answer said its node knows, when above ours,
     // and that node.
@@ -222,6 +236,8 @@ class KgroupService : public kgroup::GroupClient {
   // A read-only search found no group of the target anywhere: reads fail
   // at once until then.
   std::map<std::string, core::TimePoint> absent_until_;
+  // Why the target's last genesis waited, for the writer's retry answer.
+  std::map<std::string, std::string> genesis_postponed_because_;
   // A probe found the target's group elsewhere: send writes there for a while.
   struct Hint {
     core::NodeId node;

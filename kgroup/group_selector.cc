@@ -82,6 +82,11 @@ std::optional<GroupSelector::Centre> GroupSelector::centre_of(const GroupTarget&
 GroupSelector::Selected GroupSelector::select(const GroupTarget& target, uint64_t epoch) const {
   std::vector<SmartNode> nodes;
   for (const membership::Member& m : view_.live_members()) nodes.push_back({m.id, m.location});
+  return select_among(target, epoch, nodes);
+}
+
+GroupSelector::Selected GroupSelector::select_among(const GroupTarget& target, uint64_t epoch,
+                                                    const std::vector<SmartNode>& nodes) const {
   Selected out;
   out.target = target;
   out.epoch = epoch;

@@ -50,6 +50,10 @@ class GroupSelector {
   void set_routine_devices(const std::string& routine_id, std::vector<std::string> devices);
 
   Selected select(const GroupTarget& target, uint64_t epoch) const;
+  // The same among other nodes than the live ones: where the group would
+  // have been had these been the live list (genesis asks whether a group
+  // of the target could sit among members failed lately).
+  Selected select_among(const GroupTarget& target, uint64_t epoch, const std::vector<SmartNode>& nodes) const;
   // The member ids alone (GroupHost::Selector).
   std::vector<core::NodeId> members(const GroupTarget& target, uint64_t epoch) const;
   const DeviceClusters& clusters() const { return clusters_; }

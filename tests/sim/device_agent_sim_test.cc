@@ -76,6 +76,9 @@ struct Outcome {
   // A move's crash cut the down device's group off: its bound is waived.
   bool cut_off = false;
   bool forked = false;  // a target got two groups: the version check is waived
+  // The catalog change waited for members failed lately that could hold the
+  // catalog's group, and was sent again after the victim's restart.
+  uint64_t catalog_retried = 0;
 };
 
 // The devices of one run: they exist once, whatever node talks to them.
@@ -527,6 +530,25 @@ Outcome run(const Plan& plan, uint64_t seed) {
     // Back, it may be cut off (its neighbours are the node that stays down).
     out.partitioned = out.partitioned || !sim.topology().connected_without(down);
   }
+  // The catalog's group may never have been created, and two crashes may
+  // take a quorum of the members it would have had: genesis then waits for
+  // them (they could be holding it behind a partition). Once the victim is
+  // back and answers, a retry must create it.
+  if (catalog_done && catalog_problem && catalog_problem->find("failed lately") != std::string::npos &&
+      sim.node(changer) != nullptr) {
+    ++out.catalog_retried;
+    catalog_done = false;
+    catalog_problem.reset();
+    sim.run_until(sim.simulator().now() + seconds(10));
+    sim.node(changer)->devices().change_catalog(change, seconds(20), [&](const auto& result) {
+      catalog_done = true;
+      if (!result) {
+        catalog_problem = "after the victim's restart: " + result.error();
+      } else if (result->refused()) {
+        catalog_problem = "refused after the victim's restart: " + result->detail();
+      }
+    });
+  }
   // Quiescence: clients stopped at `stop`; let notifications and renewals settle.
   sim.run_until(stop + seconds(40));
   if (!out.partitioned && (!catalog_done || catalog_problem)) {
@@ -631,6 +653,7 @@ struct Totals {
   uint64_t regrouped = 0;
   uint64_t handoffs = 0;
   uint64_t forked = 0;
+  uint64_t catalog_retried = 0;
 };
 
 void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
@@ -652,17 +675,19 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.regrouped += o.regrouped;
     totals.handoffs += o.handoffs;
     totals.forked += o.forked ? 1 : 0;
+    totals.catalog_retried += o.catalog_retried;
     if (test_support::report_violations("DEVICE_AGENT", seed, o.violations)) return;
   }
   std::printf(
       "seeds=%llu (partitioned, safety only: %llu; down device's group cut off by a move's crash, bound "
       "waived: %llu) commands ok=%llu failed=%llu actuations=%llu moves that regrouped=%llu handoffs=%llu "
-      "(forked groups, versions unchecked: %llu seeds)\n",
+      "(forked groups, versions unchecked: %llu seeds) catalog changes sent again after genesis waited for "
+      "members failed lately: %llu\n",
       static_cast<unsigned long long>(totals.seeds), static_cast<unsigned long long>(totals.partitioned),
       static_cast<unsigned long long>(totals.cut_off), static_cast<unsigned long long>(totals.ok),
       static_cast<unsigned long long>(totals.failed), static_cast<unsigned long long>(totals.actuations),
       static_cast<unsigned long long>(totals.regrouped), static_cast<unsigned long long>(totals.handoffs),
-      static_cast<unsigned long long>(totals.forked));
+      static_cast<unsigned long long>(totals.forked), static_cast<unsigned long long>(totals.catalog_retried));
 }
 
 TEST(DeviceAgentSim, LeaderCrashNeitherLosesNorRepeatsCommands) {

@@ -31,6 +31,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "kgroup/group_target.h"
+#include "kgroup/hash_selection.h"
 #include "sim/mesh_sim.h"
 #include "tests/support/quiet_logs.h"
 #include "tests/support/seed_range.h"
@@ -620,6 +621,110 @@ TEST(KgroupAgentSim, NodeRestartedIntoAMinorityCreatesNoGroup) {
     if (test_support::report_violations("KGROUP_RESTART_MINORITY", seed, restart_into_minority_violations(seed))) {
       return;
     }
+  }
+}
+
+// A group cut off whole: the mesh splits with every member of a target's
+// group on the small side (where it keeps its quorum) and a majority of the
+// nodes on the other, and both sides write to the target. The large side
+// lists the group's members as failed and sees a majority live; before
+// genesis probed the members failed lately, it created a second group of
+// the target, and once healed one of the two groups' acknowledged writes
+// were gone. (The routine agent sweep's soak, seeds 81 and 677 at
+// SEED_SCALE=100 before the Camera holder lease: a crashed cut vertex left
+// a device group and a routine group whole on the small side.) Meanwhile
+// the large side writes to a new target whose group could not have had a
+// quorum on the small side: where the large side stays connected, its
+// genesis must not wait for the cut-off members (it did, for
+// genesis_failed_memory, while genesis waited for any quorum's worth of
+// failed members). `free_checked` counts the seeds where that was checked.
+std::vector<std::string> group_cut_off_whole_violations(uint64_t seed, size_t& free_checked) {
+  core::Rng rng(seed * 6007 + 5);
+  const auto n = static_cast<size_t>(rng.between(7, 9));
+  const std::string toml = fmt::format(
+      "[topology]\nkind = \"random\"\nnodes = {}\nseed = {}\n[link]\ndelay_ms = {}\njitter_ms = {}\n"
+      "[run]\nduration_s = 600\n",
+      n, seed, rng.between(1, 5), rng.between(0, 3));
+  MeshSim::Options options;
+  options.start_spread = seconds(1);
+  options.configure = [](agent::NodeConfig& config) { config.kgroup.selection.k = 3; };
+  MeshSim sim(parse_scenario(toml, "kgroup_cut_off_whole.toml"), seed, options);
+
+  const kgroup::GroupTarget target{kgroup::TargetKind::device, "hall"};
+  TargetWriters writers(sim);
+  std::vector<core::NodeId> members;
+  sim.run_until(core::TimePoint(seconds(12)));
+  for (int step = 0; step < 20 && members.empty(); ++step) {
+    writers.write_from(rng.below(n), {target});
+    sim.run_until(sim.simulator().now() + seconds(1));
+    for (size_t i = 0; i < n && members.empty(); ++i) {
+      kgroup::GroupReplica* replica = sim.node(i)->kgroups().host().latest(target.to_string());
+      if (replica != nullptr && replica->role() == kgroup::Role::leader) members = replica->config().members;
+    }
+  }
+  if (members.empty()) return {"no group of the target before the cut"};
+  sim.run_until(sim.simulator().now() + seconds(2));
+  const std::set<core::NodeId> cut(members.begin(), members.end());
+  std::optional<kgroup::GroupTarget> free_target;  // its group's quorum stays on the large side
+  for (int i = 0; i < 100 && !free_target; ++i) {
+    const kgroup::GroupTarget candidate{kgroup::TargetKind::device, fmt::format("room-{}", i)};
+    size_t on_small_side = 0;
+    for (const auto& member : sim.node(0)->kgroups().select(candidate).members) on_small_side += cut.count(member.id);
+    if (on_small_side < kgroup::quorum_size(3)) free_target = candidate;
+  }
+  if (!free_target) return {"no target whose group keeps its quorum on the large side"};
+  TargetWriters free_writers(sim);
+  std::vector<size_t> large_side;
+  for (size_t i = 0; i < n; ++i) {
+    if (cut.count(sim.id_of(i)) == 0) large_side.push_back(i);
+  }
+  std::vector<size_t> small_side;
+  for (size_t i = 0; i < n; ++i) {
+    if (cut.count(sim.id_of(i)) != 0) small_side.push_back(i);
+  }
+  // A large side split by the cut may leave every writer in a minority,
+  // which rightly creates nothing.
+  const bool large_side_connected =
+      sim.topology().connected_without(std::set<size_t>(small_side.begin(), small_side.end()));
+  sim.network().partition({members});
+  // Both sides write for longer than failure detection and genesis_settle.
+  for (int step = 0; step < 160; ++step) {
+    sim.run_until(sim.simulator().now() + milliseconds(250));
+    writers.write_from(
+        step % 2 == 0 ? large_side[rng.below(large_side.size())] : small_side[rng.below(small_side.size())], {target});
+    if (step % 8 == 0) free_writers.write_from(large_side[rng.below(large_side.size())], {*free_target});
+  }
+  const size_t free_acked_in_cut = free_writers.acked().size();
+  sim.network().heal();
+  sim.run_until(sim.simulator().now() + seconds(60));
+
+  std::vector<std::string> violations = fork_and_lost_write_violations(sim, {target, *free_target}, [&] {
+    std::vector<TargetAck> acked = writers.acked();
+    acked.insert(acked.end(), free_writers.acked().begin(), free_writers.acked().end());
+    return acked;
+  }());
+  if (writers.acked().empty()) violations.push_back("no write was acknowledged");
+  if (large_side_connected) ++free_checked;
+  if (large_side_connected && free_acked_in_cut == 0) {
+    violations.push_back(
+        fmt::format("no write to {} (its group's quorum on the large side) was acknowledged during the cut",
+                    free_target->to_string()));
+  }
+  return violations;
+}
+
+TEST(KgroupAgentSim, AGroupCutOffWholeIsNotCreatedAgain) {
+  const test_support::SeedRange range = test_support::seed_range("KGROUP_CUT_OFF_WHOLE", 1, 10);
+  if (range.replaying) core::set_log_level(std::getenv("KGROUP_DEBUG") ? "debug" : "info", "kgroup");
+  size_t free_checked = 0;
+  for (uint64_t seed = range.first; seed < range.end(); ++seed) {
+    if (test_support::report_violations("KGROUP_CUT_OFF_WHOLE", seed,
+                                        group_cut_off_whole_violations(seed, free_checked))) {
+      return;
+    }
+  }
+  if (!range.replaying) {
+    EXPECT_GT(free_checked, 0u) << "no seed left the large side connected: the free target's genesis went unchecked";
   }
 }
 
