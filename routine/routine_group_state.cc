@@ -77,6 +77,8 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     undo.set_index(index);
     undo.set_status(result.status);
     undo.set_detail(result.detail);
+    undo.set_started_at_us(result.started_at_us);
+    msg.add_undone_done_at_us(result.done_at_us);
   }
   if (invocation.plan) {
     *msg.mutable_plan() = to_proto(*invocation.plan);
@@ -137,10 +139,12 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
     if (msg.commands(i).has_availability_events()) result.availability_events = msg.commands(i).availability_events();
   }
   invocation.abort_reason = msg.abort_reason();
-  for (const auto& undo : msg.undone()) {
-    auto& result = invocation.undone[undo.index()];
-    result.status = undo.status();
-    result.detail = undo.detail();
+  for (int i = 0; i < msg.undone_size(); ++i) {
+    auto& result = invocation.undone[msg.undone(i).index()];
+    result.status = msg.undone(i).status();
+    result.detail = msg.undone(i).detail();
+    result.started_at_us = msg.undone(i).started_at_us();
+    result.done_at_us = i < msg.undone_done_at_us_size() ? msg.undone_done_at_us(i) : 0;
   }
   if (msg.has_plan()) {
     invocation.plan = from_proto(msg.plan());
@@ -448,6 +452,9 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       result->second.status = undo.status();
       result->second.detail = undo.detail();
       result->second.done_at_us = step.at_us();
+      if (undo.started_at_us() > 0 && undo.started_at_us() <= step.at_us()) {
+        result->second.started_at_us = undo.started_at_us();
+      }
       return;
     }
     case proto::InvocationStep::kEnd:

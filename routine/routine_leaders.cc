@@ -1207,7 +1207,7 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
     a.set_after_lease(true);
   }
   const core::TimePoint deadline = env_.now() + options_.request_timeout * 4;
-  if (!undo) command_sent_at_us_.try_emplace(a.command_id(), now_us());  // a resend keeps the first
+  command_sent_at_us_.try_emplace(a.command_id(), now_us());  // a resend keeps the first
   core::log("routine").debug("routine {} invocation {}: sending command {} to {} (token {})", routine, seq,
                              a.command_id(), command.device, a.lock_token());
   write_device(command.device, accept.SerializeAsString(),
@@ -1553,9 +1553,12 @@ void RoutineLeaders::record_outcome(const SessionKey& key, uint64_t seq, uint32_
                                     const proto::CommandOutcome& outcome) {
   const RoutineGroupState* st = state(key);
   const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
-  const std::string id = invocation == nullptr ? std::string() : command_id(routine_id(key), *invocation, index);
+  std::string id;
+  if (invocation != nullptr) {
+    id = undo ? undo_command_id(routine_id(key), *invocation, index) : command_id(routine_id(key), *invocation, index);
+  }
   const auto sent = command_sent_at_us_.find(id);
-  const int64_t started_at_us = undo || sent == command_sent_at_us_.end() ? 0 : sent->second;
+  const int64_t started_at_us = sent == command_sent_at_us_.end() ? 0 : sent->second;
   step(
       key, seq,
       [index, undo, &outcome, started_at_us](proto::InvocationStep& s) {
@@ -1563,15 +1566,15 @@ void RoutineLeaders::record_outcome(const SessionKey& key, uint64_t seq, uint32_
         recorded.set_index(index);
         recorded.set_status(outcome.status());
         recorded.set_detail(outcome.detail());
+        recorded.set_started_at_us(started_at_us);
         if (!undo) {
           *recorded.mutable_state_before() = outcome.state_before();
           if (outcome.has_availability_events()) recorded.set_availability_events(outcome.availability_events());
-          recorded.set_started_at_us(started_at_us);
         }
       },
       [this, key, seq, undo, id](bool committed) {
         if (committed && undo) rollback_commands_.add();
-        if (committed && !undo) command_sent_at_us_.erase(id);
+        if (committed) command_sent_at_us_.erase(id);
         after_step(key, seq, committed);
       });
 }

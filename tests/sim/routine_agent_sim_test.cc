@@ -938,21 +938,31 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // EV: an aborted invocation whose undo of a device was refused because a
   // later invocation had written it since hands its undo value to that
   // writer (DeviceGroupState::restore_after_lease), so the writer's own
-  // undo must restore what was there before the aborted one.
-  // Commands whose undo the device group refused as overwritten, handing
-  // the undo value to the overwriter (DeviceGroupState::
-  // restore_after_lease); an undo that failed otherwise (the device was
-  // down) hands nothing over: the write stays, and what comes after sees it.
-  std::set<std::string> handed_over;
+  // undo, if it actuates after the hand-over, must restore what was there
+  // before the aborted one. The device group decided the refusal between
+  // the undo's sending and its recorded outcome; an undo actuated inside
+  // that window may restore either value. An undo that failed otherwise
+  // (the device was down) hands nothing over: the write stays, and what
+  // comes after sees it.
+  const core::TimePoint origin = sim.node(0) != nullptr ? sim.node(0)->config().kgroup.epoch_origin : core::TimePoint{};
+  struct HandOver {
+    std::optional<core::TimePoint> not_before;  // unknown: any time up to `not_after`
+    std::optional<core::TimePoint> not_after;   // unknown: any time from `not_before`
+  };
+  std::map<std::string, HandOver> handed_over;  // command id -> when its undo value was handed over
   for (const auto& group : groups) {
     const routine::RoutineGroupState* state = leading_state(sim, group.id);
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
       for (const auto& [index, undo] : invocation.undone) {
         // The refusal's wording is DeviceGroupState::restore_after_lease's.
-        if (undo.status == proto::COMMAND_REFUSED && undo.detail.find("was written since") != std::string::npos) {
-          handed_over.insert(routine::command_id(group.id, invocation, index));
+        if (undo.status != proto::COMMAND_REFUSED || undo.detail.find("was written since") == std::string::npos) {
+          continue;
         }
+        HandOver when;
+        if (undo.started_at_us > 0) when.not_before = origin + std::chrono::microseconds(undo.started_at_us);
+        if (undo.done_at_us > 0) when.not_after = origin + std::chrono::microseconds(undo.done_at_us);
+        handed_over.emplace(routine::command_id(group.id, invocation, index), when);
       }
     }
   }
@@ -970,20 +980,29 @@ Outcome run(const Plan& plan, uint64_t seed) {
     for (const auto& a : device->actuations()) {
       if (is_undo(a.command_id)) undone_here.insert(a.command_id.substr(0, a.command_id.size() - suffix.size()));
     }
-    const auto restored_before = [&](std::string id) {
-      Attributes value = before.at(id);
-      if (plan.visibility != routine::Visibility::ev) return value;
+    // The values an undo of `id` actuated at `at` may restore: what was
+    // there before it, or, following hand-overs back through earlier
+    // aborted writers, what was there before them.
+    const auto restorable_before = [&](const std::string& undone, core::TimePoint at) {
+      std::vector<Attributes> values{before.at(undone)};
+      if (plan.visibility != routine::Visibility::ev) return values;
+      std::string id = undone;
+      bool surely_handed = true;
       for (auto writer = previous_writer.find(id); writer != previous_writer.end() && !writer->second.empty();
            writer = previous_writer.find(id)) {
         const std::string& w = writer->second;
-        if (is_undo(w) || undone_here.count(w) != 0 || invocation_of(w) == invocation_of(id) ||
-            handed_over.count(w) == 0) {
+        const auto handed = handed_over.find(w);
+        if (is_undo(w) || undone_here.count(w) != 0 || invocation_of(w) == invocation_of(undone) ||
+            handed == handed_over.end() || (handed->second.not_before && at < *handed->second.not_before)) {
           break;
         }
-        value = before.at(w);
+        // Only a chain handed over for sure up to here rules the values before out.
+        surely_handed = surely_handed && handed->second.not_after && at > *handed->second.not_after;
+        if (surely_handed) values.clear();
+        values.push_back(before.at(w));
         id = w;
       }
-      return value;
+      return values;
     };
     std::string last_actuation;
     for (const auto& a : device->actuations()) {
@@ -1013,10 +1032,11 @@ Outcome run(const Plan& plan, uint64_t seed) {
             out.violations.push_back(
                 fmt::format("{} changed {} though {} never actuated", a.command_id, device->spec().id, undone));
           }
-        } else if (const Attributes expected = restored_before(undone); a.values != expected) {
+        } else if (const std::vector<Attributes> expected = restorable_before(undone, a.at);
+                   std::find(expected.begin(), expected.end(), a.values) == expected.end()) {
           out.violations.push_back(fmt::format("{} set {} to power={} but it was power={} before {}", a.command_id,
                                                device->spec().id, std::get<bool>(a.values.at("power")),
-                                               std::get<bool>(expected.at("power")), undone));
+                                               std::get<bool>(expected.back().at("power")), undone));
         }
       }
       if (!a.took_effect) continue;  // a stuck actuator kept its state
