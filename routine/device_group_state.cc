@@ -376,6 +376,9 @@ void DeviceGroupState::apply_import(const proto::DeviceImport& imported) {
   }
   forget_old_commands();
   if (!imported.last()) return;
+  for (const auto& carried : imported.carried_locks()) {
+    if (carried.device() == imported.device()) locks_.carry_over(carried);
+  }
   Device& device = devices_[imported.device()];
   if (imported.has_record()) {
     Device incoming = from_proto(imported.record());
@@ -405,6 +408,13 @@ proto::DeviceQueryReply DeviceGroupState::handoff_answer(const std::string& id) 
   if (const Device* record = device(id)) {
     *reply.add_devices() = to_proto(id, *record);
     reply.set_found(true);
+  }
+  if (const DeviceLocks::Lock* lock = locks_.find(id)) {
+    proto::DeviceLockMsg& carried = *reply.mutable_handoff_lock();
+    carried.set_device(id);
+    carried.set_last_token(lock->last_token);
+    carried.set_floor_key_us(lock->floor_key_us);
+    carried.set_floor_holder(lock->floor_holder);
   }
   size_t bytes = 0;
   for (auto it = finished_order_.rbegin(); it != finished_order_.rend(); ++it) {

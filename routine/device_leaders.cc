@@ -42,6 +42,7 @@ struct DeviceLeaders::Handoff {
   size_t next = 0;  // the source being visited
   core::TimePoint deadline;
   std::vector<proto::CommandRecordMsg> history;  // newest first, from every source visited
+  std::vector<proto::DeviceLockMsg> carried_locks;  // from every source visited
   // The newest record found so far: the one placed last (then the higher
   // version). A group the device left long ago may still hold an older
   // one, frozen, so every source is visited. `record` is empty when the
@@ -790,6 +791,9 @@ void DeviceLeaders::take_source(const SessionKey& key, const std::string& device
   for (const auto& command : reply.history()) {
     if (h->history.size() * 2 < DeviceGroupState::kMaxFinishedCommands) h->history.push_back(command);
   }
+  if (reply.has_handoff_lock() && reply.handoff_lock().device() == device) {
+    h->carried_locks.push_back(reply.handoff_lock());
+  }
   ++h->next;
   continue_handoff(key, device, id);
 }
@@ -853,6 +857,7 @@ void DeviceLeaders::import(const SessionKey& key, const std::string& device, uin
   if (chunk.imported().commands_size() > 0) imports.push_back(chunk);
   proto::DeviceUpdate last = fresh_import(true);
   if (h->record) *last.mutable_imported()->mutable_record() = *h->record;
+  for (const auto& carried : h->carried_locks) *last.mutable_imported()->add_carried_locks() = carried;
   imports.push_back(last);
   core::log("routine").info("handoff of device {} to group={}: importing {} from {} with {} finished commands", device,
                             std::get<0>(key), h->record ? "its record" : "no record",

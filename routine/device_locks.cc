@@ -104,6 +104,30 @@ void DeviceLocks::request(const std::string& device, const std::string& holder, 
   if (started_us != 0) lock.started_us[holder] = started_us;
 }
 
+void DeviceLocks::carry_over(const proto::DeviceLockMsg& carried) {
+  if (carried.device().empty() || carried.floor_key_us() < 0 ||
+      (carried.floor_key_us() == 0) != carried.floor_holder().empty()) {
+    return;
+  }
+  Lock& lock = locks_[carried.device()];
+  lock.last_token = std::max(lock.last_token, carried.last_token());
+  if (!key_below(lock.floor_key_us, lock.floor_holder, carried.floor_key_us(), carried.floor_holder())) return;
+  lock.floor_key_us = carried.floor_key_us();
+  lock.floor_holder = carried.floor_holder();
+  const auto below_floor = [&lock](const std::string& holder, const Entry& entry) {
+    return key_below(entry.serial_key_us, holder, lock.floor_key_us, lock.floor_holder);
+  };
+  const auto held = lock.lineage.find(lock.holder);
+  const bool holder_below = held != lock.lineage.end() && below_floor(held->first, held->second);
+  std::erase_if(lock.lineage, [&](const auto& placed) {
+    return placed.first != lock.holder && below_floor(placed.first, placed.second);
+  });
+  if (holder_below) {
+    const std::string revoked = lock.holder;  // release() clears lock.holder
+    release(carried.device(), revoked);       // and grants the lowest entry left, if ready
+  }
+}
+
 std::optional<std::string> DeviceLocks::release(const std::string& device, const std::string& holder,
                                                 int64_t serial_key_us) {
   const auto it = locks_.find(device);

@@ -96,6 +96,15 @@ class DeviceLocks {
   // holder whose entry is under a higher key is not touched: the release
   // is a late one, from before the entry moved up (a re-key).
   std::optional<std::string> release(const std::string& device, const std::string& holder, int64_t serial_key_us = 0);
+  // A device handed over from another group (DeviceImport): its lock goes
+  // on from where that group's left off (`carried`: its last token and
+  // floor, DeviceGroupState::handoff_answer). Tokens stay above every token
+  // the lock issued there, and the floor is the larger of the two, so the
+  // device's users still come in key order across the move. Entries placed
+  // here below the carried floor are dropped (their invocations read
+  // LOCK_NONE and re-key); a holder granted under such an entry loses the
+  // grant, which it cannot have used: the device was not live here yet.
+  void carry_over(const proto::DeviceLockMsg& carried);
 
   // With `lineage`, the answer carries the lineage's first kMaxLineageAnswer
   // entries (what a timeline placement reads).

@@ -242,6 +242,7 @@ proto::DeviceUpdate import_from(const proto::DeviceQueryReply& reply, const std:
     for (const auto& held : reply.devices()) {
       if (held.held()) *i.mutable_record() = held;
     }
+    if (reply.has_handoff_lock()) *i.add_carried_locks() = reply.handoff_lock();
   } else {
     for (const auto& command : reply.history()) *i.add_commands() = command;
   }
@@ -333,6 +334,63 @@ TEST(DeviceGroupStateHandoff, ImportKeepsRecordVersionAndHistoryIdempotently) {
   step(fresh, new_seq, accept("c1", "lamp", {{"power", true}}));
   EXPECT_EQ(fresh.pending().size(), 1u);
   EXPECT_EQ(fresh.pending()[0]->id, "c9");
+}
+
+proto::DeviceUpdate place(const std::string& device, const std::string& holder, int64_t key_us, bool ready) {
+  proto::DeviceUpdate update;
+  update.mutable_lock()->set_device(device);
+  update.mutable_lock()->set_holder(holder);
+  update.mutable_lock()->set_serial_key_us(key_us);
+  update.mutable_lock()->set_ready(ready);
+  return update;
+}
+
+proto::DeviceUpdate release(const std::string& device, const std::string& holder) {
+  proto::DeviceUpdate update;
+  update.mutable_unlock()->set_device(device);
+  update.mutable_unlock()->set_holder(holder);
+  return update;
+}
+
+// EV across a move: the device's users must still come in key order, and
+// its fencing tokens must keep growing. The new group goes on from the old
+// one's floor and last token; what it had placed or granted below that
+// floor before the import (the device was not live there yet, so unused)
+// is dropped, and those invocations re-key.
+TEST(DeviceGroupStateHandoff, TheLockGoesOnFromTheOldGroupsFloorAndTokens) {
+  DeviceGroupState old;
+  uint64_t seq = 0;
+  step(old, seq, observed("lamp", true, {{"power", false}}));
+  step(old, seq, place("lamp", "a#1", 50, true));
+  step(old, seq, release("lamp", "a#1"));
+  step(old, seq, place("lamp", "b#1", 70, true));
+  step(old, seq, release("lamp", "b#1"));  // floor (70, b#1), last token 2
+  step(old, seq, handoff("lamp", "cluster:b", 4));
+  const proto::DeviceQueryReply reply = handoff_read(old, "lamp");
+  ASSERT_TRUE(reply.has_handoff_lock());
+  EXPECT_EQ(reply.handoff_lock().last_token(), 2u);
+  EXPECT_EQ(reply.handoff_lock().floor_key_us(), 70);
+  EXPECT_EQ(reply.handoff_lock().floor_holder(), "b#1");
+
+  DeviceGroupState fresh;
+  uint64_t new_seq = 0;
+  step(fresh, new_seq, place("lamp", "low#1", 60, true));  // granted before the import: token 1
+  step(fresh, new_seq, place("lamp", "lower#1", 55, false));
+  step(fresh, new_seq, place("lamp", "high#1", 80, false));
+  ASSERT_EQ(fresh.locks().find("lamp")->holder, "low#1");
+  step(fresh, new_seq, import_from(reply, "lamp", 4, true));
+  const DeviceLocks::Lock* lock = fresh.locks().find("lamp");
+  ASSERT_NE(lock, nullptr);
+  EXPECT_EQ(lock->floor_key_us, 70);
+  EXPECT_TRUE(lock->free()) << "low#1 (60) would use the device after b#1 (70) used it";
+  EXPECT_EQ(lock->lineage.count("low#1"), 0u);
+  EXPECT_EQ(lock->lineage.count("lower#1"), 0u);
+  EXPECT_EQ(lock->lineage.count("high#1"), 1u);
+  step(fresh, new_seq, place("lamp", "high#1", 80, true));
+  EXPECT_EQ(fresh.locks().find("lamp")->holder, "high#1");
+  EXPECT_GT(fresh.locks().find("lamp")->token, 2u) << "tokens grow across the move";
+  step(fresh, new_seq, place("lamp", "late#1", 65, true));  // a new entry below the carried floor
+  EXPECT_EQ(fresh.locks().status("lamp", "late#1").state(), proto::LOCK_NONE);
 }
 
 TEST(DeviceGroupStateHandoff, ACommandTheOldGroupMayHaveRunDoesNotRunAgain) {

@@ -246,6 +246,37 @@ TEST(DeviceLocks, LineageEntriesMoveAndLeave) {
   EXPECT_EQ(locks.find("fan")->holder, "after#1");
 }
 
+// A carried-over lock (a device handed to another group) only ever raises
+// the floor and the token count; one naming a floor without its holder is
+// not one a group wrote, and changes nothing.
+TEST(DeviceLocks, CarryOverOnlyRaisesTheFloorAndTokens) {
+  DeviceLocks locks;
+  locks.place("fan", "mid#1", entry(40, true));
+  locks.release("fan", "mid#1");  // floor 40, last token 1
+  proto::DeviceLockMsg lower;
+  lower.set_device("fan");
+  lower.set_last_token(0);
+  lower.set_floor_key_us(30);
+  lower.set_floor_holder("old#1");
+  locks.carry_over(lower);
+  EXPECT_EQ(locks.find("fan")->floor_key_us, 40);
+  EXPECT_EQ(locks.find("fan")->last_token, 1u);
+  proto::DeviceLockMsg broken;
+  broken.set_device("fan");
+  broken.set_last_token(9);
+  broken.set_floor_key_us(90);
+  locks.carry_over(broken);
+  EXPECT_EQ(locks.find("fan")->floor_key_us, 40);
+  EXPECT_EQ(locks.find("fan")->last_token, 1u);
+  proto::DeviceLockMsg higher = lower;
+  higher.set_last_token(5);
+  higher.set_floor_key_us(60);
+  locks.carry_over(higher);
+  EXPECT_EQ(locks.find("fan")->floor_key_us, 60);
+  locks.place("fan", "next#1", entry(70, true));
+  EXPECT_EQ(locks.find("fan")->token, 6u);
+}
+
 // Lineages and floors survive a snapshot; a lineage that names a waiter
 // twice, or a floor without its holder, is not one this code wrote.
 TEST(DeviceLocks, LineagesRestoreFromSnapshots) {
