@@ -20,10 +20,17 @@
 //   Concurrent        c requesters at once, each holding for one time unit:
 //                     mean wait / c in time units (the normalized wait time
 //                     of Fig. 5.1) and messages per entry.
+//   LongHold          what the holder lease (CameraOptions::hold_lease,
+//                     camera.h "Holder lease") costs: one node holds for
+//                     60 s, once with the lease and once without it, on the
+//                     same mesh and seed; the end-to-end messages of the
+//                     first minus the second, per second of hold, whole mesh
+//                     and per node (probes and their answers).
 // --benchmark_format=csv gives the CSV (bench/camera_plot.py draws it); the
 // wall time columns are the cost of simulating, not a property of Camera.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <numeric>
 #include <vector>
 
@@ -88,7 +95,7 @@ double rtt_to_farthest_ms(CameraWorld& world, size_t from) {
 // every counter, the ones it does not measure to 0.
 void set_counters(benchmark::State& state, double client_delay, double sync_delay, double normalized_wait,
                   double msgs_ratio, double e2e_ratio, double first_entry_delay = 0, double hop_datagrams_per_node = 0,
-                  double hop_bytes_per_node = 0) {
+                  double hop_bytes_per_node = 0, double lease_msgs_per_s = 0, double lease_msgs_per_node_s = 0) {
   state.counters["client_delay_rtts"] = client_delay;
   state.counters["first_entry_client_delay_rtts"] = first_entry_delay;
   state.counters["sync_delay_rtts"] = sync_delay;
@@ -97,6 +104,8 @@ void set_counters(benchmark::State& state, double client_delay, double sync_dela
   state.counters["e2e_msgs_per_entry_over_2(N-1)"] = e2e_ratio;
   state.counters["hop_datagrams_per_node_entry"] = hop_datagrams_per_node;
   state.counters["hop_bytes_per_node_entry"] = hop_bytes_per_node;
+  state.counters["lease_msgs_per_hold_s"] = lease_msgs_per_s;
+  state.counters["lease_msgs_per_node_hold_s"] = lease_msgs_per_node_s;
 }
 
 uint64_t camera_messages(CameraWorld& world) {
@@ -220,6 +229,48 @@ void Concurrent(benchmark::State& state) {
   set_counters(state, 0, 0, normalized / runs, msgs_ratio / runs, 0);
 }
 
+// End-to-end messages sent while one node holds "pump" for kLongHold.
+constexpr auto kLongHold = seconds(60);
+uint64_t messages_during_long_hold(size_t n, double loss, uint64_t seed, bool lease) {
+  WorldOptions o = options(n, loss);
+  if (!lease) o.camera.hold_lease = core::Duration::zero();
+  CameraWorld world(seed, o);
+  full_lists(world);
+  const size_t who = static_cast<size_t>(world.simulator().rng().below(n));
+  uint64_t at_grant = 0;
+  uint64_t at_release = 0;
+  bool granted = false;
+  world.run_section({who, "pump", kLongHold, Camera::kNoTimeout}, [&](bool ok) {
+    granted = ok;
+    at_release = world.routing().stats().sent;
+  });
+  // The grant comes within a second; the hold is measured from then.
+  world.simulator().run_until(world.now() + seconds(1));
+  at_grant = world.routing().stats().sent;
+  world.simulator().run_until(world.now() + kLongHold + seconds(5));
+  if (!granted || !world.violations().empty()) return UINT64_MAX;
+  return at_release - at_grant;
+}
+
+void LongHold(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const double loss = static_cast<double>(state.range(1)) / 100.0;
+  double per_s = 0;
+  int runs = 0;
+  for (auto _ : state) {
+    const uint64_t seed = static_cast<uint64_t>(runs) + 1;
+    const uint64_t with_lease = messages_during_long_hold(n, loss, seed, true);
+    const uint64_t without = messages_during_long_hold(n, loss, seed, false);
+    if (with_lease == UINT64_MAX || without == UINT64_MAX) {
+      state.SkipWithError("the long hold was not granted, or a safety violation");
+      return;
+    }
+    per_s += (static_cast<double>(with_lease) - static_cast<double>(without)) / core::to_seconds(kLongHold);
+    ++runs;
+  }
+  set_counters(state, 0, 0, 0, 0, 0, 0, 0, 0, per_s / runs, per_s / runs / static_cast<double>(n));
+}
+
 BENCHMARK(LoneRequester)
     ->ArgNames({"N", "loss_pct", "rto", "hop_arq"})
     ->Args({16, 0, 0, 0})
@@ -251,6 +302,14 @@ BENCHMARK(Concurrent)
     ->Args({64, 10})
     ->Args({128, 10})
     ->Args({256, 10})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(LongHold)
+    ->ArgNames({"N", "loss_pct"})
+    ->Args({16, 0})
+    ->Args({64, 0})
+    ->Args({256, 0})
+    ->Args({256, 5})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 

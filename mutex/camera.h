@@ -107,8 +107,10 @@ using AcquireHandle = uint64_t;
 // time s proves the answering node heard it at s or later, and the grant
 // holds while a majority of the nodes it knows (network_size_known, itself
 // included) answered something sent within `hold_lease` (the grant itself
-// counts as contact at its time). From half the lease on, it probes the
-// nodes it has not heard answer lately (a short hold sends nothing). Once the lease runs out the grant has
+// counts as contact at its time). From half the lease on, every quarter
+// lease, it probes enough of the nodes it has not heard answer lately to
+// keep a majority and a margin fresh, those that answered last first (a
+// short hold sends nothing). Once the lease runs out the grant has
 // lapsed: held() no longer shows it, for good, though the node keeps the
 // resource's state (defers requests) until release(). The other side needs
 // a majority to grant (the tree covers one, a fast-path list is more than
