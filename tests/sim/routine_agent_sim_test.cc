@@ -980,29 +980,31 @@ Outcome run(const Plan& plan, uint64_t seed) {
     for (const auto& a : device->actuations()) {
       if (is_undo(a.command_id)) undone_here.insert(a.command_id.substr(0, a.command_id.size() - suffix.size()));
     }
-    // The values an undo of `id` actuated at `at` may restore: what was
-    // there before it, or, following hand-overs back through earlier
-    // aborted writers, what was there before them.
-    const auto restorable_before = [&](const std::string& undone, core::TimePoint at) {
-      std::vector<Attributes> values{before.at(undone)};
+    // The values an undo of `undone` actuated at `at` may restore: `values`
+    // (what was there before it), or, following hand-overs back from
+    // `writer` (the actuation before it) through earlier aborted writers,
+    // what was there before them.
+    const auto follow_hand_overs = [&](std::vector<Attributes> values, std::string writer, const std::string& undone,
+                                       core::TimePoint at) {
       if (plan.visibility != routine::Visibility::ev) return values;
-      std::string id = undone;
       bool surely_handed = true;
-      for (auto writer = previous_writer.find(id); writer != previous_writer.end() && !writer->second.empty();
-           writer = previous_writer.find(id)) {
-        const std::string& w = writer->second;
-        const auto handed = handed_over.find(w);
-        if (is_undo(w) || undone_here.count(w) != 0 || invocation_of(w) == invocation_of(undone) ||
+      while (!writer.empty()) {
+        const auto handed = handed_over.find(writer);
+        if (is_undo(writer) || undone_here.count(writer) != 0 || invocation_of(writer) == invocation_of(undone) ||
             handed == handed_over.end() || (handed->second.not_before && at < *handed->second.not_before)) {
           break;
         }
         // Only a chain handed over for sure up to here rules the values before out.
         surely_handed = surely_handed && handed->second.not_after && at > *handed->second.not_after;
         if (surely_handed) values.clear();
-        values.push_back(before.at(w));
-        id = w;
+        values.push_back(before.at(writer));
+        const auto previous = previous_writer.find(writer);
+        writer = previous == previous_writer.end() ? std::string() : previous->second;
       }
       return values;
+    };
+    const auto restorable_before = [&](const std::string& undone, core::TimePoint at) {
+      return follow_hand_overs({before.at(undone)}, previous_writer.at(undone), undone, at);
     };
     std::string last_actuation;
     for (const auto& a : device->actuations()) {
@@ -1025,10 +1027,17 @@ Outcome run(const Plan& plan, uint64_t seed) {
           }
         } else if (original == before.end()) {
           // The undone command's outcome was unknown (the device did not
-          // answer) and it never acted: its undo must change nothing.
-          bool unchanged = true;
-          for (const auto& [attribute, value] : a.values) unchanged = unchanged && now.at(attribute) == value;
-          if (!unchanged) {
+          // answer) and it never acted: its undo must change nothing, or
+          // (EV) restore what an aborted writer before it handed over.
+          const std::vector<Attributes> expected =
+              follow_hand_overs({now}, previous_writer.at(a.command_id), undone, a.at);
+          const bool allowed = std::any_of(expected.begin(), expected.end(), [&a](const Attributes& values) {
+            return std::all_of(a.values.begin(), a.values.end(), [&values](const auto& written) {
+              const auto value = values.find(written.first);
+              return value != values.end() && value->second == written.second;
+            });
+          });
+          if (!allowed) {
             out.violations.push_back(
                 fmt::format("{} changed {} though {} never actuated", a.command_id, device->spec().id, undone));
           }
@@ -1179,6 +1188,7 @@ struct Totals {
   uint64_t adhoc_stopped_unrun = 0;
   uint64_t pivot_crashes = 0;
   uint64_t partitioned = 0;
+  bool replaying = false;  // one seed named by ROUTINE_AGENT_SEED
 };
 
 void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
@@ -1192,6 +1202,7 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
       core::set_log_level(std::getenv("ROUTINE_AGENT_DEBUG"), "mutex");  // Camera: resources
     }
   }
+  totals.replaying = totals.replaying || range.replaying;
   for (uint64_t seed = range.first; seed < range.end(); ++seed) {
     const Outcome o = run(plan, seed);
     ++totals.seeds;
@@ -1244,10 +1255,18 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
   }
 }
 
+// What a sweep's totals must show (it exercised what it is for) holds of
+// its seeds together, not of the one seed a replay runs.
+bool totals_checked(const Totals& totals) {
+  if (totals.replaying) std::printf("one seed replayed: the sweep's totals are not checked\n");
+  return !totals.replaying;
+}
+
 TEST(RoutineAgentSim, SlaIsSafeAndLiveAcrossACrash) {
   Plan plan;
   Totals t;
   sweep(plan, 1, 10, t);
+  if (!totals_checked(t)) return;
   EXPECT_GT(t.ok, 0u);
 }
 
@@ -1256,6 +1275,7 @@ TEST(RoutineAgentSim, GsvRunsOneRoutineAtATimeAcrossACrash) {
   plan.visibility = routine::Visibility::gsv;
   Totals t;
   sweep(plan, 1, 10, t);
+  if (!totals_checked(t)) return;
   EXPECT_GT(t.ok, 0u);
 }
 
@@ -1269,6 +1289,7 @@ TEST(RoutineAgentSim, EvPostLeasesYetStaysSerializableAcrossACrash) {
   plan.revisits = true;
   Totals t;
   sweep(plan, 1, 10, t);
+  if (!totals_checked(t)) return;
   EXPECT_GT(t.ok, 0u);
   // Timeline placement put some invocations before others already placed
   // (pre-leases), or this sweep never exercised the lineages' ordering.
@@ -1323,6 +1344,7 @@ TEST(RoutineAgentSim, DeviceFailuresRollBackAndSerializeUnderPsvGsvSgsvAndEv) {
     plan.revisits = visibility == routine::Visibility::ev;
     Totals t;
     sweep(plan, 1, 6, t);
+    if (!totals_checked(t)) continue;
     // Undos whose value differs from the state before, or restoring that
     // state would pass too.
     if (plan.user_undo) {
@@ -1353,6 +1375,7 @@ TEST(RoutineAgentSim, PreconditionCombosKeepEveryRuleAcrossCrashesAndFailures) {
     plan.device_failures = true;
     Totals t;
     sweep(plan, 1, 4, t);
+    if (!totals_checked(t)) continue;
     // Combos must have run precondition commands, or this checked nothing.
     EXPECT_GT(t.precondition_commands, 0u) << routine::to_string(strategy);
     EXPECT_GT(t.ok, 0u) << routine::to_string(strategy);
@@ -1368,6 +1391,7 @@ TEST(RoutineAgentSim, PreconditionCombosKeepEveryRuleUnderEv) {
   plan.device_failures = true;
   Totals t;
   sweep(plan, 1, 4, t);
+  if (!totals_checked(t)) return;
   EXPECT_GT(t.precondition_commands, 0u);
   EXPECT_GT(t.ok, 0u);
 }
@@ -1387,6 +1411,7 @@ TEST(RoutineAgentSim, AggressiveCombosWoundYoungerHoldersYetKeepEveryRule) {
     plan.device_failures = true;
     Totals t;
     sweep(plan, 1, 4, t);
+    if (!totals_checked(t)) continue;
     EXPECT_GT(t.precondition_commands, 0u) << (mixed ? "mixed" : "aggressive");
     EXPECT_GT(t.ok, 0u) << (mixed ? "mixed" : "aggressive");
   }
@@ -1414,6 +1439,7 @@ TEST(RoutineAgentSim, AdhocCombosContendAndSurviveAPivotCrash) {
     // Seed 7 (PSV) once showed a new leader yielding to a wound while its
     // predecessor's first command had run (unless_next_was_sent).
     sweep(plan, 1, 8, t);
+    if (!totals_checked(t)) continue;
     const std::string model(routine::to_string(visibility));
     EXPECT_GT(t.adhoc_ok, 0u) << model;
     EXPECT_GT(t.adhoc_aborted, 0u) << model;
@@ -1432,6 +1458,7 @@ TEST(RoutineAgentSim, StuckActuatorsFailTheirCommandsAndRollBack) {
   plan.stuck_actuators = true;
   Totals t;
   sweep(plan, 1, 4, t);
+  if (!totals_checked(t)) return;
   EXPECT_GT(t.not_effective, 0u);
   EXPECT_GT(t.aborted, 0u);
   EXPECT_GT(t.undone, 0u);
@@ -1443,6 +1470,7 @@ TEST(RoutineAgentSim, OlaIsSafeAndLiveAcrossACrash) {
   plan.strategy = routine::LockStrategy::ola;
   Totals t;
   sweep(plan, 1, 10, t);
+  if (!totals_checked(t)) return;
   EXPECT_GT(t.ok, 0u);
 }
 
