@@ -46,7 +46,8 @@
 // (routine/fault_points.h). A failing seed is printed;
 // ROUTINE_AGENT_SEED=<seed> replays it with routine logs
 // (ROUTINE_AGENT_DEBUG=debug for more); ROUTINE_AGENT_SEED_SCALE=100 runs
-// 1,000 seeds per strategy and visibility model.
+// 1,000 seeds per strategy and visibility model, and ROUTINE_AGENT_MODELS
+// (say "sgsv,ev") limits the sweeps over several models to those.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -1255,6 +1256,18 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
   }
 }
 
+// Whether ROUTINE_AGENT_MODELS (a comma-separated list; unset: every model)
+// names `visibility`, for a soak of some models of a sweep over several.
+bool model_selected(routine::Visibility visibility) {
+  const char* models = std::getenv("ROUTINE_AGENT_MODELS");
+  if (models == nullptr) return true;
+  const std::string list = std::string(",") + models + ",";
+  if (list.find("," + std::string(routine::to_string(visibility)) + ",") != std::string::npos) return true;
+  std::printf("%s: not in ROUTINE_AGENT_MODELS=%s, skipped\n", std::string(routine::to_string(visibility)).c_str(),
+              models);
+  return false;
+}
+
 // What a sweep's totals must show (it exercised what it is for) holds of
 // its seeds together, not of the one seed a replay runs.
 bool totals_checked(const Totals& totals) {
@@ -1335,6 +1348,7 @@ TEST(RoutineAgentSim, WvRunsAndIsSeenInterleaving) {
 TEST(RoutineAgentSim, DeviceFailuresRollBackAndSerializeUnderPsvGsvSgsvAndEv) {
   for (const auto visibility :
        {routine::Visibility::psv, routine::Visibility::gsv, routine::Visibility::sgsv, routine::Visibility::ev}) {
+    if (!model_selected(visibility)) continue;
     Plan plan;
     plan.visibility = visibility;
     plan.device_failures = true;
@@ -1428,6 +1442,7 @@ TEST(RoutineAgentSim, AggressiveCombosWoundYoungerHoldersYetKeepEveryRule) {
 // and are wounded across routines and ad hoc combos), and under EV.
 TEST(RoutineAgentSim, AdhocCombosContendAndSurviveAPivotCrash) {
   for (const auto visibility : {routine::Visibility::psv, routine::Visibility::ev}) {
+    if (!model_selected(visibility)) continue;
     Plan plan;
     plan.visibility = visibility;
     plan.mixed_strategies = visibility == routine::Visibility::psv;
