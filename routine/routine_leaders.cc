@@ -498,6 +498,10 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
         stop(key, seq, *reason);
         return;
       }
+      if (const auto reason = lock_given_up(invocation, combo_of(*spec, invocation))) {
+        stop(key, seq, *reason);
+        return;
+      }
       const bool keyed = options_.visibility == Visibility::ev;
       const bool aggressive = !keyed && strategy_of(*spec) == LockStrategy::aggressive;
       if (invocation.abort_reason.empty()) {
@@ -818,10 +822,13 @@ void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std:
       return;
     }
     // The session may have ended (and even begun again) meanwhile: its
-    // successor drives the invocation from the committed state.
+    // successor drives the invocation from the committed state. A round
+    // from before that may find the invocation executing under locks its
+    // successor's round took (the same holder's): giving back what is
+    // recorded then would free the devices of a running invocation.
     Session* s = session(key);
     const auto found = s == nullptr ? decltype(s->driving)::iterator{} : s->driving.find(seq);
-    if (s == nullptr || found == s->driving.end()) return;
+    if (s == nullptr || found == s->driving.end() || !recorded_locks(key, seq)) return;
     Driving& driving = *found->second;
     ++driving.ola_attempts;
     lock_retries_.add();
@@ -1940,6 +1947,19 @@ std::optional<std::string> RoutineLeaders::lost_lock(const std::string& routine,
       if (gone != known->second.end() && gone->second == token) {
         return fmt::format("the lock on device {} (token {}) was taken back by its device group", device, token);
       }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> RoutineLeaders::lock_given_up(const RoutineGroupState::Invocation& invocation,
+                                                         const std::vector<ComboCommand>& commands) const {
+  if (options_.visibility == Visibility::wv) return std::nullopt;
+  for (const auto& [index, result] : invocation.commands) {
+    if (index >= commands.size() || !may_have_acted(result.status)) continue;
+    const std::string& device = commands[index].command.device;
+    if (invocation.locks.count(device) == 0 && invocation.leased.count(device) == 0) {
+      return fmt::format("its lock on device {}, where command {} ran, is no longer recorded", device, index + 1);
     }
   }
   return std::nullopt;

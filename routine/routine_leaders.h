@@ -540,6 +540,11 @@ class RoutineLeaders {
   // device since, so it is not rolled back) ...
   std::optional<std::string> lost_lock(const std::string& routine,
                                        const RoutineGroupState::Invocation& invocation) const;
+  // ... or a device lock no longer recorded though a command ran on the
+  // device (every model but WV holds it to the end, or EV leases it):
+  // without it, the next command or undo would go out without a lock.
+  std::optional<std::string> lock_given_up(const RoutineGroupState::Invocation& invocation,
+                                           const std::vector<ComboCommand>& commands) const;
   // ... or a resource's Camera grant gone (it aborts and rolls back under
   // the device locks it still holds).
   std::optional<std::string> lost_resource(const RoutineGroupState::Invocation& invocation) const;

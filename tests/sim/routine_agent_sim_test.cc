@@ -1480,11 +1480,17 @@ TEST(RoutineAgentSim, StuckActuatorsFailTheirCommandsAndRollBack) {
   EXPECT_GT(t.ok, 0u);
 }
 
+// Soak seed 220 (SEED_SCALE=100): r1's leader lost and regained its
+// session while an OLA round for r1#2 was out; the new session's round took
+// every lock and r1#2 ran its first command, then the old round's refusal
+// gave every recorded lock back. r1#2 went on without locks, r1#3 took
+// them, and r1#2's rollback then undid d0 over r1#3's write.
 TEST(RoutineAgentSim, OlaIsSafeAndLiveAcrossACrash) {
   Plan plan;
   plan.strategy = routine::LockStrategy::ola;
   Totals t;
   sweep(plan, 1, 10, t);
+  sweep(plan, 220, 1, t);
   if (!totals_checked(t)) return;
   EXPECT_GT(t.ok, 0u);
 }
