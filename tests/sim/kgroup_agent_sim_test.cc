@@ -480,10 +480,11 @@ std::vector<std::string> fork_and_lost_write_violations(MeshSim& sim,
   return violations;
 }
 
-// A random mesh of 5-9 agents with k = 3 whose nodes boot over
+// A random mesh of min_nodes-9 agents with k = 3 whose nodes boot over
 // [0, 1..max_spread_s) seconds; the draws come from `rng` in a fixed order.
-std::unique_ptr<MeshSim> random_k3_mesh(core::Rng& rng, uint64_t seed, int64_t max_spread_s, const char* file) {
-  const auto n = static_cast<size_t>(rng.between(5, 9));
+std::unique_ptr<MeshSim> random_k3_mesh(core::Rng& rng, uint64_t seed, int64_t max_spread_s, const char* file,
+                                        int64_t min_nodes = 5) {
+  const auto n = static_cast<size_t>(rng.between(min_nodes, 9));
   const std::string toml = fmt::format(
       "[topology]\nkind = \"random\"\nnodes = {}\nseed = {}\n[link]\ndelay_ms = {}\njitter_ms = {}\n"
       "[run]\nduration_s = 600\n",
@@ -640,15 +641,9 @@ TEST(KgroupAgentSim, NodeRestartedIntoAMinorityCreatesNoGroup) {
 // failed members). `free_checked` counts the seeds where that was checked.
 std::vector<std::string> group_cut_off_whole_violations(uint64_t seed, size_t& free_checked) {
   core::Rng rng(seed * 6007 + 5);
-  const auto n = static_cast<size_t>(rng.between(7, 9));
-  const std::string toml = fmt::format(
-      "[topology]\nkind = \"random\"\nnodes = {}\nseed = {}\n[link]\ndelay_ms = {}\njitter_ms = {}\n"
-      "[run]\nduration_s = 600\n",
-      n, seed, rng.between(1, 5), rng.between(0, 3));
-  MeshSim::Options options;
-  options.start_spread = seconds(1);
-  options.configure = [](agent::NodeConfig& config) { config.kgroup.selection.k = 3; };
-  MeshSim sim(parse_scenario(toml, "kgroup_cut_off_whole.toml"), seed, options);
+  const std::unique_ptr<MeshSim> mesh = random_k3_mesh(rng, seed, 1, "kgroup_cut_off_whole.toml", 7);
+  MeshSim& sim = *mesh;
+  const size_t n = sim.size();
 
   const kgroup::GroupTarget target{kgroup::TargetKind::device, "hall"};
   TargetWriters writers(sim);
