@@ -59,6 +59,7 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
     held.set_token(grant.token);
     held.set_holder(grant.holder);
     held.set_for_rollback(grant.for_rollback);
+    held.set_taken_at_us(grant.taken_at_us);
   }
   msg.set_stop_reason(invocation.stop_reason);
   for (const auto& [index, result] : invocation.commands) {
@@ -126,7 +127,7 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
   for (const auto& lock : msg.locks()) invocation.locks[lock.device()] = lock.token();
   for (const auto& lock : msg.leased()) invocation.leased[lock.device()] = lock.token();
   for (const auto& held : msg.resources()) {
-    invocation.resources[held.resource()] = {held.token(), held.holder(), held.for_rollback()};
+    invocation.resources[held.resource()] = {held.token(), held.holder(), held.for_rollback(), held.taken_at_us()};
   }
   invocation.stop_reason = msg.stop_reason();
   for (int i = 0; i < msg.commands_size(); ++i) {
@@ -311,7 +312,9 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       const bool acquiring = invocation.phase == proto::PHASE_ACQUIRING_LOCKS && !held.for_rollback();
       const bool retaken = invocation.phase == proto::PHASE_EXECUTING && !invocation.abort_reason.empty() &&
                            held.for_rollback() && invocation.resources.count(held.resource()) != 0;
-      if (acquiring || retaken) invocation.resources[held.resource()] = {held.token(), held.holder(), retaken};
+      if (acquiring || retaken) {
+        invocation.resources[held.resource()] = {held.token(), held.holder(), retaken, step.at_us()};
+      }
       return;
     }
     case proto::InvocationStep::kResourceDropped:

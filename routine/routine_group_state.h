@@ -72,6 +72,7 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     uint64_t token = 0;
     uint32_t holder = 0;  // NodeId value
     bool for_rollback = false;  // taken again to roll back (ResourceHeldStep.for_rollback)
+    int64_t taken_at_us = 0;    // when committed (the step's at_us; 0: not known)
     bool operator==(const ResourceGrant&) const = default;
   };
   struct Invocation {

@@ -437,6 +437,12 @@ TEST_F(RoutineGroup, ReadAnswerCompactsAnInvocationTooBigOnItsOwn) {
   EXPECT_EQ(reply.invocations(4).commands(0).state_before_size(), 1);  // small ones stay whole
 }
 
+// A grant without the time its step was committed at.
+RoutineGroupState::ResourceGrant untimed(RoutineGroupState::ResourceGrant grant) {
+  grant.taken_at_us = 0;
+  return grant;
+}
+
 TEST_F(RoutineGroup, ResourceGrantsAreRecordedWhileAcquiringAndTravelInSnapshots) {
   trigger(100, "", 0, "req-1");
   resource_held(1, "pump", 7, 0x0a000001);
@@ -449,8 +455,8 @@ TEST_F(RoutineGroup, ResourceGrantsAreRecordedWhileAcquiringAndTravelInSnapshots
   resource_dropped(1, "pump");
   const auto& resources = state_.invocation(1)->resources;
   ASSERT_EQ(resources.size(), 2u);
-  EXPECT_EQ(resources.at("pump"), (RoutineGroupState::ResourceGrant{7, 0x0a000001}));
-  EXPECT_EQ(resources.at("boiler"), (RoutineGroupState::ResourceGrant{9, 0x0a000002}));
+  EXPECT_EQ(untimed(resources.at("pump")), (RoutineGroupState::ResourceGrant{7, 0x0a000001}));
+  EXPECT_EQ(untimed(resources.at("boiler")), (RoutineGroupState::ResourceGrant{9, 0x0a000002}));
   RoutineGroupState copy;
   ASSERT_TRUE(copy.restore(state_.snapshot()));
   EXPECT_EQ(copy.invocation(1)->resources, resources);
@@ -472,11 +478,14 @@ TEST_F(RoutineGroup, ARollbackRetakesOnlyAResourceItHadAndOnlyOnceAborted) {
   EXPECT_EQ(state_.invocation(1)->resources.count("pump"), 0u);
   resource_held(1, "boiler", 7, 0x0a000002);  // a plain grant while rolling back: ignored
   EXPECT_EQ(state_.invocation(1)->resources.at("boiler").token, 3u);
+  const int64_t before_retake_us = state_.invocation(1)->resources.at("boiler").taken_at_us;
   resource_retaken(1, "boiler", 8, 0x0a000002);
-  EXPECT_EQ(state_.invocation(1)->resources.at("boiler"), (RoutineGroupState::ResourceGrant{8, 0x0a000002, true}));
+  const RoutineGroupState::ResourceGrant& retaken = state_.invocation(1)->resources.at("boiler");
+  EXPECT_EQ(untimed(retaken), (RoutineGroupState::ResourceGrant{8, 0x0a000002, true}));
+  EXPECT_GT(retaken.taken_at_us, before_retake_us) << "the retake's own step time, where its undos begin";
   RoutineGroupState copy;
   ASSERT_TRUE(copy.restore(state_.snapshot()));
-  EXPECT_EQ(copy.invocation(1)->resources.at("boiler"), (RoutineGroupState::ResourceGrant{8, 0x0a000002, true}));
+  EXPECT_EQ(copy.invocation(1)->resources.at("boiler"), retaken);
 }
 
 TEST_F(RoutineGroup, MakeWayReachesRunningHoldersOfTheResourceUntilTheyDropIt) {

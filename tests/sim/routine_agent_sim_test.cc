@@ -710,15 +710,24 @@ Outcome run(const Plan& plan, uint64_t seed) {
     resources_of[spec.id] = {spec.uses.begin(), spec.uses.end()};
   }
   // A rollback that took a lost resource again (ResourceHeldStep.
-  // for_rollback) uses it anew: its undos are a span of their own.
-  std::set<std::string> undone_under_retaken;
+  // for_rollback) uses it anew: its undos from then on are a span of their
+  // own (those before it ran under the first grant). Holder -> when the
+  // grant was taken again (the epoch when not known: every undo).
+  const core::TimePoint origin = sim.node(0) != nullptr ? sim.node(0)->config().kgroup.epoch_origin : core::TimePoint{};
+  std::map<std::string, core::TimePoint> undone_under_retaken;
   for (const auto& spec : world.routines) {
     const routine::RoutineGroupState* state = leading_state(sim, spec.id);
     if (state == nullptr) continue;
     for (const auto& [seq, invocation] : state->invocations()) {
-      if (std::any_of(invocation.resources.begin(), invocation.resources.end(),
-                      [](const auto& held) { return held.second.for_rollback; })) {
-        undone_under_retaken.insert(routine::holder_name(spec.id, invocation));
+      std::optional<core::TimePoint> retaken;
+      for (const auto& [resource, held] : invocation.resources) {
+        if (!held.for_rollback) continue;
+        const core::TimePoint at =
+            held.taken_at_us > 0 ? origin + std::chrono::microseconds(held.taken_at_us) : core::TimePoint{};
+        retaken = std::min(retaken.value_or(at), at);
+      }
+      if (retaken) {
+        undone_under_retaken[routine::holder_name(spec.id, invocation)] = *retaken;
         ++out.rollback_resource_retakes;
       }
     }
@@ -750,7 +759,10 @@ Outcome run(const Plan& plan, uint64_t seed) {
       const auto hash = a.command_id.rfind('#');
       if (hash == std::string::npos) continue;
       std::string invocation = a.command_id.substr(0, hash);
-      if (a.command_id.ends_with(".undo") && undone_under_retaken.count(invocation) != 0) invocation += " (undo)";
+      if (const auto retaken = undone_under_retaken.find(invocation);
+          a.command_id.ends_with(".undo") && retaken != undone_under_retaken.end() && a.at >= retaken->second) {
+        invocation += " (undo)";
+      }
       Span& span = spans[invocation];
       span.first = std::min(span.first, a.at);
       span.last = std::max(span.last, a.at);
@@ -945,7 +957,6 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // that window may restore either value. An undo that failed otherwise
   // (the device was down) hands nothing over: the write stays, and what
   // comes after sees it.
-  const core::TimePoint origin = sim.node(0) != nullptr ? sim.node(0)->config().kgroup.epoch_origin : core::TimePoint{};
   struct HandOver {
     std::optional<core::TimePoint> not_before;  // unknown: any time up to `not_after`
     std::optional<core::TimePoint> not_after;   // unknown: any time from `not_before`
