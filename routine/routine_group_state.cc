@@ -420,7 +420,8 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       return;
     case proto::InvocationStep::kSerialKey: {
       const int64_t key_us = step.serial_key().key_us();
-      if (invocation.phase != proto::PHASE_ACQUIRING_LOCKS || key_us <= 0 || key_us == invocation.serial_key_us) {
+      if (invocation.phase != proto::PHASE_ACQUIRING_LOCKS || key_us <= 0 || key_us == invocation.serial_key_us ||
+          step.serial_key().replaces_key_us() != invocation.serial_key_us) {
         return;
       }
       if (invocation.serial_key_us == 0) {
@@ -432,9 +433,9 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
       invocation.placed_at_us = 0;
       return;
     }
-    case proto::InvocationStep::kPlaced:
+    case proto::InvocationStep::kPlacedKeyUs:
       if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS && invocation.serial_key_us != 0 &&
-          invocation.placed_at_us == 0 && step.placed()) {
+          invocation.placed_at_us == 0 && step.placed_key_us() == invocation.serial_key_us) {
         invocation.placed_at_us = std::max<int64_t>(step.at_us(), 1);
       }
       return;

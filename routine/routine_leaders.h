@@ -214,8 +214,8 @@ struct RoutineLeaderOptions {
 //    placed entry, `jit` waits until its devices are unused) and commits it
 //    (`serial_key`); then it places an entry under that key in every
 //    device's lineage (not yet asking for the lock, unless precondition
-//    rules need every device held for the plan) and commits `placed` once
-//    every lineage has it. A device group keeps its lineage in key order,
+//    rules need every device held for the plan) and commits `placed_key_us`
+//    once every lineage has it under that key. A device group keeps its lineage in key order,
 //    grants the lock to the lowest entry only, once that entry asks
 //    (`ready`), and refuses an entry below the largest key it ever granted
 //    (its floor): the invocation then withdraws every entry and re-keys
@@ -234,7 +234,13 @@ struct RoutineLeaderOptions {
 //    key order is a serial order with the end state the devices show. This
 //    holds however placements race, whatever key a scheduler picks, and
 //    across leader changes: a new leader re-places under the committed key
-//    (placement is idempotent), or re-keys if refused. Why no deadlock: the
+//    (placement is idempotent), or re-keys if refused. It needs one key per
+//    invocation on all its devices, so both steps are conditional: a key
+//    names the key it replaces and a placement the key it placed, and
+//    neither applies once the key moved on, as a round begun from an
+//    earlier state (an earlier leader's, still reading) would otherwise
+//    move it twice or call the new key placed where the old one sits (EV
+//    soak seed 655: d1 under the old key, d3 under the new, a deadlock). Why no deadlock: the
 //    lowest key among running invocations waits for nobody (no entry below
 //    it is left on its devices, and none above it can have been granted,
 //    or its placement would have been refused), and keys only grow on a
@@ -412,12 +418,14 @@ class RoutineLeaders {
   void acquire_in_lineages(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
                            const std::vector<std::string>& devices, bool all_from_start);
   // Reads the lineages of `devices` and commits the key the scheduler
-  // chooses (`refused_by`: the device whose refusal makes it re-key).
+  // chooses in place of `replaces_key_us` (0: the first key; `refused_by`:
+  // the device whose refusal makes it re-key).
   void choose_key(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices,
-                  const std::string& refused_by, bool all_from_start);
+                  const std::string& refused_by, int64_t replaces_key_us, bool all_from_start);
   // Reads this invocation's entry at every device, places it where it is
-  // missing, and commits `placed` once every device has it; withdraws
-  // everything and re-keys if one refused it.
+  // missing, and commits that it is placed under its key once every device
+  // has it; withdraws everything and re-keys if one refused it. A round
+  // whose key is no longer the invocation's does nothing but wait.
   void place_everywhere(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices,
                         bool all_from_start);
   // While executing: asks for the locks of `devices` now (the entries

@@ -38,16 +38,16 @@ void RoutineLeaders::acquire_in_lineages(const SessionKey& key, const RoutineGro
   if (devices.empty()) {
     enter_phase(key, seq, proto::PHASE_EXECUTING);
   } else if (invocation.serial_key_us == 0) {
-    choose_key(key, seq, devices, std::string(), all_from_start);
+    choose_key(key, seq, devices, std::string(), 0, all_from_start);
   } else {
-    // Also when `placed` is committed: a new leader, or one that gave its
+    // Also when `placed_key_us` is committed: a new leader, or one that gave its
     // entries back to take its resources again, makes sure of them.
     place_everywhere(key, seq, devices, all_from_start);
   }
 }
 
 void RoutineLeaders::choose_key(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices,
-                                const std::string& refused_by, bool all_from_start) {
+                                const std::string& refused_by, int64_t replaces_key_us, bool all_from_start) {
   struct Round {
     size_t awaiting = 0;
     bool failed = false;
@@ -56,15 +56,17 @@ void RoutineLeaders::choose_key(const SessionKey& key, uint64_t seq, const std::
   auto round = std::make_shared<Round>();
   round->awaiting = devices.size();
   const std::string holder = holder_of(key, seq);
-  auto finish = [this, key, seq, round, refused_by, all_from_start] {
+  auto finish = [this, key, seq, round, refused_by, replaces_key_us, all_from_start] {
     if (--round->awaiting != 0) return;
     const auto [invocation, spec] = running(key, seq);
-    if (round->failed || invocation == nullptr || spec == nullptr) {
+    // Another round (maybe one begun under an earlier leader) moved the key
+    // while this one read: what it read decides nothing now.
+    if (round->failed || invocation == nullptr || spec == nullptr || invocation->serial_key_us != replaces_key_us) {
       idle(key, seq, options_.poll_interval);
       return;
     }
     // A new key goes above the refused one: each re-key moves forward.
-    const int64_t lowest = std::max(invocation->triggered_at_us, invocation->serial_key_us + 1);
+    const int64_t lowest = std::max(invocation->triggered_at_us, replaces_key_us + 1);
     const auto choice = choose_serial_key(options_.ev_scheduler, options_.ev_pre_lease, lowest, round->lineages,
                                           expected_uses(*spec, all_from_start, 0));
     if (!choice) {
@@ -83,6 +85,7 @@ void RoutineLeaders::choose_key(const SessionKey& key, uint64_t seq, const std::
         [&](proto::InvocationStep& s) {
           s.mutable_serial_key()->set_key_us(choice->key_us);
           s.mutable_serial_key()->set_refused_by(refused_by);
+          s.mutable_serial_key()->set_replaces_key_us(replaces_key_us);
         },
         [this, key, seq, before_placed, rekey](bool committed) {
           if (committed && before_placed) pre_leases_.add();
@@ -133,6 +136,14 @@ void RoutineLeaders::place_everywhere(const SessionKey& key, uint64_t seq, const
   const int64_t key_us = invocation->serial_key_us;
   auto finish = [this, key, seq, round, devices, holder, all_from_start, key_us] {
     if (--round->awaiting != 0) return;
+    const RoutineGroupState* now_keyed = state(key);
+    const auto* keyed = now_keyed == nullptr ? nullptr : now_keyed->invocation(seq);
+    if (keyed == nullptr || keyed->serial_key_us != key_us) {
+      // Re-keyed by another round while this one read: neither its
+      // refusals nor its placements are about the current key.
+      idle(key, seq, options_.poll_interval);
+      return;
+    }
     if (!round->refused_by.empty()) {
       // Someone serialized after this key already used the device: withdraw
       // every entry (they would hold up routines after it) and re-key.
@@ -143,7 +154,7 @@ void RoutineLeaders::place_everywhere(const SessionKey& key, uint64_t seq, const
       for (const std::string& device : devices) {
         write_device(device, unlock_payload(device, holder, key_us), [](const auto&) {});
       }
-      choose_key(key, seq, devices, round->refused_by, all_from_start);
+      choose_key(key, seq, devices, round->refused_by, key_us, all_from_start);
       return;
     }
     if (round->placed < devices.size()) {
@@ -151,14 +162,12 @@ void RoutineLeaders::place_everywhere(const SessionKey& key, uint64_t seq, const
       idle(key, seq, round->asked ? core::Duration::zero() : options_.poll_interval);
       return;
     }
-    const RoutineGroupState* before = state(key);
-    const auto* placed_before = before == nullptr ? nullptr : before->invocation(seq);
-    if (placed_before != nullptr && placed_before->placed_at_us != 0) {
+    if (keyed->placed_at_us != 0) {
       enter_phase(key, seq, proto::PHASE_EXECUTING);
       return;
     }
     step(
-        key, seq, [](proto::InvocationStep& s) { s.set_placed(true); },
+        key, seq, [key_us](proto::InvocationStep& s) { s.set_placed_key_us(key_us); },
         [this, key, seq](bool committed) {
           const RoutineGroupState* now_state = state(key);
           const auto* placed = now_state == nullptr ? nullptr : now_state->invocation(seq);

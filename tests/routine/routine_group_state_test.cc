@@ -156,39 +156,50 @@ TEST_F(RoutineGroup, APostLeaseMovesAHeldLockAsideOnlyWhileExecuting) {
 }
 
 // EV: a serial key is taken while acquiring; a new one counts a re-key and
-// makes it place itself again; `placed` needs a key and happens once.
+// makes it place itself again; both a key and a placement apply only to the
+// key they were chosen from, and a placement happens once.
 TEST_F(RoutineGroup, SerialKeysAndPlacementsMoveOnlyForwardWhileAcquiring) {
   trigger(100, "", 0, "r");
-  auto key = [&](int64_t key_us, int64_t at_us, const std::string& refused_by) {
+  auto key = [&](int64_t key_us, int64_t at_us, const std::string& refused_by, int64_t replaces_key_us) {
     proto::RoutineUpdate update;
     auto& s = step(1, update);
     s.set_at_us(at_us);
     s.mutable_serial_key()->set_key_us(key_us);
     s.mutable_serial_key()->set_refused_by(refused_by);
+    s.mutable_serial_key()->set_replaces_key_us(replaces_key_us);
     apply(update);
   };
-  auto placed = [&](int64_t at_us) {
+  auto placed = [&](int64_t key_us, int64_t at_us) {
     proto::RoutineUpdate update;
     auto& s = step(1, update);
     s.set_at_us(at_us);
-    s.set_placed(true);
+    s.set_placed_key_us(key_us);
     apply(update);
   };
-  placed(150);  // no key yet: ignored
+  placed(500, 150);  // no key yet: ignored
   EXPECT_EQ(state_.invocation(1)->placed_at_us, 0);
-  key(500, 200, "");
-  key(500, 210, "");  // repeated: nothing changes
-  placed(300);
+  key(500, 200, "", 0);
+  key(500, 210, "", 0);  // repeated: nothing changes
+  key(600, 220, "", 0);  // a second first key, chosen from the same state: ignored
+  EXPECT_EQ(state_.invocation(1)->serial_key_us, 500);
+  EXPECT_EQ(state_.invocation(1)->rekeys, 0u);
+  placed(600, 250);  // a key it does not have: ignored
+  EXPECT_EQ(state_.invocation(1)->placed_at_us, 0);
+  placed(500, 300);
   EXPECT_EQ(state_.invocation(1)->keyed_at_us, 200);
   EXPECT_EQ(state_.invocation(1)->placed_at_us, 300);
-  key(700, 400, "lamp");
+  key(700, 400, "lamp", 500);
   EXPECT_EQ(state_.invocation(1)->serial_key_us, 700);
   EXPECT_EQ(state_.invocation(1)->rekeys, 1u);
   EXPECT_EQ(state_.invocation(1)->placed_at_us, 0) << "a new key is placed again";
   EXPECT_EQ(state_.invocation(1)->keyed_at_us, 200) << "placement time counts from the first key";
-  placed(450);
+  placed(500, 420);  // a round under the old key (EV soak seed 655): not placed
+  EXPECT_EQ(state_.invocation(1)->placed_at_us, 0);
+  key(800, 430, "fan", 500);  // re-keys what is no longer its key: ignored
+  EXPECT_EQ(state_.invocation(1)->serial_key_us, 700);
+  placed(700, 450);
   phase(1, proto::PHASE_EXECUTING);
-  key(900, 500, "fan");  // executing: too late to re-key
+  key(900, 500, "fan", 700);  // executing: too late to re-key
   EXPECT_EQ(state_.invocation(1)->serial_key_us, 700);
   RoutineGroupState copy;
   ASSERT_TRUE(copy.restore(state_.snapshot()));
