@@ -1319,6 +1319,10 @@ const std::vector<SectionSpec>& Parser::sections() {
            millis_key("migration_retry_ms", 1, kMaxIntervalMs,
                       "milliseconds between retries of unanswered migration steps",
                       [](C& c, D v) { c.node.kgroup.replica.migration_retry = v; }),
+           seconds_key("migration_postpone_max_s", 0, 86400,
+                       "seconds past its epoch's end a group may put off its migration while its state asks "
+                       "(a routine group while an invocation holds a Camera grant); 0: never put off",
+                       [](C& c, D v) { c.node.kgroup.replica.migration_postpone_max = v; }),
            integer_key("snapshot_after_entries", 16, 1000000,
                        "applied log entries a group member holds before it snapshots its state and removes "
                        "them (log compaction); it bounds a group's storage within an epoch, and must exceed "

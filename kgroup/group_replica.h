@@ -47,6 +47,10 @@ struct ReplicaOptions {
   core::Duration election_backoff = std::chrono::milliseconds(100);
   // Migration: how often unanswered start / state / decommission requests are retried.
   core::Duration migration_retry = std::chrono::milliseconds(500);
+  // How long past its epoch's end a leader may put off the migration while
+  // its state machine finds it unwelcome (StateMachine::
+  // migration_unwelcome); zero: never put off.
+  core::Duration migration_postpone_max = std::chrono::minutes(30);
   // Heartbeats of every group a node leads leave on one shared tick, and
   // those bound for one node travel in one request (GroupHost,
   // kgroup/heartbeat_coalescer.h). Off: each group ticks on its own.
@@ -153,6 +157,10 @@ struct SubmitResult {
 //    member that applied the seal, commits it as its first entries, and then
 //    decommissions the old members. Every step is retried by whichever
 //    leader holds the step's group, so any of them may crash (cases 2a-2d).
+//    A leader puts an epoch's migration off while its state machine says a
+//    leader change would cost something (StateMachine::
+//    migration_unwelcome), up to migration_postpone_max; clients find the
+//    old group meanwhile as they do during any migration.
 //  - Damaged storage (ChecksummedStorage reports it; ReplicatedLog::load
 //    names what): a member voting with a damaged copy could make a quorum
 //    that lacks a committed entry, or promise one term twice. So it discards
@@ -403,6 +411,7 @@ class GroupReplica {
   bool draining_ = false;
   bool progress_again_ = false;
   bool sealing_ = false;
+  bool migration_postponed_ = false;  // logged once per epoch end
   // A member joined or came back since the last heartbeat round: the round
   // checks whether an undersized group can now hand over (maybe_reselect).
   bool view_grew_ = false;

@@ -49,6 +49,29 @@ void GroupReplica::arm_epoch_timer() {
 
 void GroupReplica::on_epoch_end() {
   if (!serving()) return;
+  const core::TimePoint due = hooks_.schedule->epoch_end(config_.target, config_.epoch);
+  const auto why = state_machine_.migration_unwelcome();
+  if (why && env_.now() < due + options_.migration_postpone_max) {
+    if (!migration_postponed_) {
+      core::log("kgroup").info(
+          "postponing migration group={} epoch={} generation={}: {} (at most until {} s past "
+          "the epoch's end)",
+          ref_.target(), ref_.epoch(), ref_.generation(), *why,
+          std::chrono::duration_cast<std::chrono::seconds>(options_.migration_postpone_max).count());
+      migration_postponed_ = true;
+    }
+    epoch_timer_.start(options_.migration_retry, [this] { on_epoch_end(); });
+    return;
+  }
+  if (why) {
+    core::log("kgroup").warn("migrating group={} epoch={} although {}: postponed as long as allowed", ref_.target(),
+                             ref_.epoch(), *why);
+  } else if (migration_postponed_) {
+    core::log("kgroup").info("migration of group={} epoch={} no longer postponed ({} s past the epoch's end)",
+                             ref_.target(), ref_.epoch(),
+                             std::chrono::duration_cast<std::chrono::seconds>(env_.now() - due).count());
+  }
+  migration_postponed_ = false;
   const uint64_t next = std::max(config_.epoch + 1, hooks_.schedule->epoch_at(config_.target, env_.now()));
   seal(next, 0);
   // No successor could be selected (no live nodes in view): try again later.

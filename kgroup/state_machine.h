@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,13 @@ class StateMachine {
   // Replaces the state with a snapshot() of another replica; false, leaving
   // the state unchanged, if `snapshot` is not one.
   virtual bool restore(std::string_view snapshot) = 0;
+  // Why an epoch migration would cost something now, if it would: the
+  // successor's leader may be another node, and some state may be usable
+  // only at the node that leads now (a routine's Camera grant). The leader
+  // then puts the migration off, up to ReplicaOptions::
+  // migration_postpone_max past the epoch's end. Re-selection after
+  // failures is never put off. Asked of the leader only.
+  virtual std::optional<std::string> migration_unwelcome() const { return std::nullopt; }
 };
 
 }  // namespace mesh::kgroup

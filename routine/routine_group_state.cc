@@ -599,6 +599,14 @@ std::string RoutineGroupState::snapshot() const {
   return snapshot.SerializeAsString();
 }
 
+std::optional<std::string> RoutineGroupState::migration_unwelcome() const {
+  for (const auto& [seq, invocation] : invocations_) {
+    if (invocation.done() || invocation.resources.empty()) continue;
+    return fmt::format("invocation {} holds the Camera grant of {}", seq, invocation.resources.begin()->first);
+  }
+  return std::nullopt;
+}
+
 bool RoutineGroupState::restore(std::string_view snapshot) {
   const auto decoded = parse_message<proto::RoutineGroupSnapshot>(snapshot);
   if (!decoded || decoded->invocations_size() > kMaxInvocations) return false;

@@ -157,6 +157,11 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
   std::optional<uint64_t> position_of(uint64_t group_seq) const override;
   // Query: a proto::RoutineQuery; answer: a proto::RoutineQueryReply.
   core::Expected<std::string, std::string> read(std::string_view query) const override;
+  // While an unfinished invocation holds a Camera grant: the grant lives at
+  // the leading node, and a successor led by another node would have to
+  // abort the invocation and take the resource again to roll it back,
+  // behind whoever waits for it (morning benchmark, GSV seed 4).
+  std::optional<std::string> migration_unwelcome() const override;
 
   const std::map<uint64_t, Invocation>& invocations() const { return invocations_; }
   const Invocation* invocation(uint64_t seq) const;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kgroup/state_machine.h"
@@ -26,8 +27,13 @@ class CounterLog final : public kgroup::StateMachine {
   std::string snapshot() const override;
   bool restore(std::string_view snapshot) override;
 
+  std::optional<std::string> migration_unwelcome() const override { return migration_unwelcome_; }
+
   const std::vector<uint64_t>& values() const { return values_; }
   std::optional<size_t> position_of(uint64_t value) const;
+  // What migration_unwelcome() answers from now on (not replicated: a test
+  // sets it at the leader it means).
+  void set_migration_unwelcome(std::optional<std::string> why) { migration_unwelcome_ = std::move(why); }
 
  private:
   KgroupChecker& checker_;
@@ -36,6 +42,7 @@ class CounterLog final : public kgroup::StateMachine {
   std::vector<uint64_t> values_;
   std::map<uint64_t, size_t> position_;
   std::optional<uint64_t> last_seq_;
+  std::optional<std::string> migration_unwelcome_;
 };
 
 }  // namespace mesh::sim

@@ -793,6 +793,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "kgroup.genesis_settle_ms",
                           "kgroup.genesis_failed_memory_s",
                           "kgroup.snapshot_after_entries",
+                          "kgroup.migration_postpone_max_s",
                           "kgroup.coalesce_heartbeats",
                           "mutex.expected_nodes",
                           "mutex.boot_grace_s",
@@ -831,7 +832,7 @@ TEST_F(ConfigTest, KnownKeysAreAllAccepted) {
                           "log.layers.*"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 120u);
+  EXPECT_EQ(keys.size(), 121u);
 }
 
 // The shipped example: valid as is (its key path is relative, so a key next
@@ -953,6 +954,7 @@ TEST_F(ConfigTest, ExampleFileParsesAndDocumentsEveryKey) {
   EXPECT_EQ(kg.replica.prepare_deadline, kd.replica.prepare_deadline);
   EXPECT_EQ(kg.replica.election_backoff, kd.replica.election_backoff);
   EXPECT_EQ(kg.replica.migration_retry, kd.replica.migration_retry);
+  EXPECT_EQ(kg.replica.migration_postpone_max, kd.replica.migration_postpone_max);
   EXPECT_EQ(kg.write_timeout, kd.write_timeout);
   EXPECT_EQ(kg.write_retry, kd.write_retry);
   EXPECT_EQ(kg.write_attempt_timeout, kd.write_attempt_timeout);
@@ -999,7 +1001,8 @@ TEST_F(ConfigTest, KgroupKeysMapOntoKgroupConfig) {
                                    "devices_per_cluster = 10\nepoch_length_s = 600\nheartbeat_interval_ms = 50\n"
                                    "lease_ms = 400\nlease_margin_ms = 20\nappend_timeout_ms = 80\n"
                                    "answer_timeout_ms = 200\nvictory_timeout_ms = 900\nprepare_deadline_ms = 700\n"
-                                   "election_backoff_ms = 60\nmigration_retry_ms = 300\nwrite_timeout_ms = 5000\n"
+                                   "election_backoff_ms = 60\nmigration_retry_ms = 300\nmigration_postpone_max_s = 90\n"
+                                   "write_timeout_ms = 5000\n"
                                    "write_retry_ms = 100\nwrite_attempt_timeout_ms = 2000\n"
                                    "genesis_settle_ms = 1500\ngenesis_failed_memory_s = 120\n"
                                    "snapshot_after_entries = 64\n");
@@ -1020,6 +1023,7 @@ TEST_F(ConfigTest, KgroupKeysMapOntoKgroupConfig) {
   EXPECT_EQ(k.replica.prepare_deadline, 700ms);
   EXPECT_EQ(k.replica.election_backoff, 60ms);
   EXPECT_EQ(k.replica.migration_retry, 300ms);
+  EXPECT_EQ(k.replica.migration_postpone_max, 90s);
   EXPECT_EQ(k.write_timeout, 5000ms);
   EXPECT_EQ(k.write_retry, 100ms);
   EXPECT_EQ(k.write_attempt_timeout, 2000ms);

@@ -10,6 +10,7 @@
 // commits, and every older group has been decommissioned everywhere.
 #include <gtest/gtest.h>
 
+#include "kgroup/epoch_schedule.h"
 #include "seed_sweep.h"
 
 namespace mesh::kgroup::testing {
@@ -139,6 +140,49 @@ TEST(MigrationSim, UndersizedGroupHandsOverWhenTheViewGrows) {
     EXPECT_TRUE(KgroupWorld::counter_log(*leader).position_of(value).has_value())
         << "seed " << seed << ": the acknowledged write is gone with n0";
     EXPECT_TRUE(world.checker().failures().empty()) << "seed " << seed;
+  }
+}
+
+// A leader whose state finds a migration unwelcome (a routine group whose
+// invocation holds a Camera grant) puts its epoch's migration off: not at
+// the epoch's end while the state says so, at once when it stops saying so,
+// and never later than migration_postpone_max past the end.
+TEST(MigrationSim, AnUnwelcomeMigrationIsPutOffUpToTheLimit) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    for (const bool stops_asking : {true, false}) {
+      sim::KgroupWorldOptions options = world_options({7, 3, 0.0});
+      options.epoch_length = milliseconds(4000);
+      options.replica.migration_postpone_max = milliseconds(3000);
+      KgroupWorld world(seed, options);
+      GroupConfig config;
+      config.target = GroupTarget{TargetKind::routine, "busy"};
+      for (const auto& m : hash_select(world.smart_nodes(), config.target, 0, 3)) config.members.push_back(m.id);
+      world.add_group(config);
+      const std::string target = config.target.to_string();
+      world.boot_all();
+      world.run_for(milliseconds(1000));
+      GroupReplica* leader = world.serving_leader(target);
+      ASSERT_NE(leader, nullptr) << "seed " << seed;
+      ASSERT_EQ(leader->config().epoch, 0u) << "seed " << seed;
+      const EpochSchedule schedule(*options.epoch_length, core::TimePoint{});
+      const core::TimePoint epoch_end = schedule.epoch_end(config.target, 0);
+      KgroupWorld::counter_log(*leader).set_migration_unwelcome("a test holds it");
+      auto migrated = [&] {
+        const auto latest = world.newest(target);
+        return latest && latest->epoch() > 0;
+      };
+      world.simulator().run_until(epoch_end + milliseconds(1500));
+      EXPECT_FALSE(migrated()) << "seed " << seed << ": migrated while unwelcome, 1.5 s past the epoch's end";
+      if (stops_asking) {
+        KgroupWorld::counter_log(*leader).set_migration_unwelcome(std::nullopt);
+        world.run_for(milliseconds(1000));
+        EXPECT_TRUE(migrated()) << "seed " << seed << ": not migrated within 1 s of becoming welcome";
+      } else {
+        world.simulator().run_until(epoch_end + milliseconds(4000));
+        EXPECT_TRUE(migrated()) << "seed " << seed << ": not migrated 1 s after the postponement's limit";
+      }
+      EXPECT_TRUE(world.checker().failures().empty()) << "seed " << seed;
+    }
   }
 }
 

@@ -22,20 +22,24 @@
 //  - an invocation still acquiring gives the recorded grants up and takes
 //    every resource again in order, then runs after the routine holding
 //    the resource it waited for.
+// A planned leader change is avoided instead: a routine group's epoch
+// migration waits while one of its invocations holds a Camera grant.
 // Each case runs over several seeds (topology, delays); a failing seed is
 // printed and ROUTINE_LOST_LOCK_SEED=<seed> replays it with routine logs.
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <utility>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/log.h"
+#include "kgroup/epoch_schedule.h"
+#include "kgroup/group_target.h"
 #include "routine/device_group_state.h"
 #include "routine/emulated_device.h"
 #include "routine/routine_group_state.h"
@@ -75,7 +79,9 @@ std::pair<size_t, kgroup::GroupReplica*> leader_of(MeshSim& sim, const std::stri
 // mesh), and the given routines.
 class Bench {
  public:
-  Bench(uint64_t seed, std::vector<RoutineSpec> routines, core::Duration renew_interval) {
+  // `epoch_length`: every group's (0: the default hour).
+  Bench(uint64_t seed, std::vector<RoutineSpec> routines, core::Duration renew_interval,
+        core::Duration epoch_length = core::Duration::zero()) {
     const std::string toml = fmt::format(
         "[topology]\nkind = \"grid\"\nwidth = 3\nheight = 3\n[link]\ndelay_ms = {}\njitter_ms = {}\n"
         "[run]\nduration_s = 600\n",
@@ -91,7 +97,8 @@ class Bench {
     }
     MeshSim::Options options;
     options.start_spread = seconds(1);
-    options.configure = [this, routines, renew_interval](agent::NodeConfig& config) {
+    options.configure = [this, routines, renew_interval, epoch_length](agent::NodeConfig& config) {
+      if (epoch_length != core::Duration::zero()) config.kgroup.epoch_length = epoch_length;
       config.kgroup.selection.k = 3;
       config.kgroup.selection.mode = kgroup::SelectionMode::lsh;
       config.kgroup.selection.clusters.devices_per_cluster = 1;
@@ -403,6 +410,67 @@ std::vector<std::string> resources_taken_again_while_acquiring(uint64_t seed) {
   return violations;
 }
 
+// r (uses pump) keeps d0 for 40 s, then d1, under 60 s epochs, started
+// so that routine:r's epoch ends while r holds d0. Its group puts the
+// migration off until r ended: r ends ok under the one pump grant it took,
+// and the group migrates once r is done (without the postponement a new
+// leader would abort r and roll it back, as in the crash cases above).
+std::vector<std::string> migration_waits_for_the_resource_holder(uint64_t seed) {
+  std::vector<std::string> violations;
+  constexpr core::Duration kEpoch = seconds(60);
+  Bench bench(seed, {make_routine("r", {0, 1}, seconds(40), {"pump"})}, seconds(1), kEpoch);
+  const kgroup::EpochSchedule schedule(kEpoch, core::TimePoint{});
+  const kgroup::GroupTarget target = kgroup::GroupTarget::parse("routine:r").value();
+  // Start r 10-25 s before an epoch end, so the end falls inside d0's 40 s.
+  core::TimePoint epoch_end{};
+  bench.run_until(
+      [&] {
+        const core::TimePoint now = bench.sim().simulator().now();
+        epoch_end = schedule.epoch_end(target, schedule.epoch_at(target, now));
+        return epoch_end - now > seconds(10) && epoch_end - now < seconds(25);
+      },
+      kEpoch);
+  bench.start("r");
+  const uint64_t epoch_before = schedule.epoch_at(target, bench.sim().simulator().now());
+  if (!bench.run_until([&] { return !bench.device(0).actuations().empty(); }, seconds(10)) ||
+      bench.device(0).actuations().front().at >= epoch_end) {
+    violations.push_back("r did not actuate d0 before its group's epoch ended");
+    return violations;
+  }
+  // The migration must wait for r: until r is done, r's group is the one
+  // of the epoch it started in.
+  std::optional<core::TimePoint> migrated_at;
+  std::optional<core::TimePoint> ended_at;
+  bench.run_until(
+      [&] {
+        const auto [node, replica] = leader_of(bench.sim(), "routine:r");
+        if (!ended_at && ended(bench, "r")) ended_at = bench.sim().simulator().now();
+        if (!migrated_at && replica != nullptr && replica->config().epoch > epoch_before) {
+          migrated_at = bench.sim().simulator().now();
+        }
+        return migrated_at.has_value() && ended_at.has_value();
+      },
+      seconds(120));
+  const auto* r = bench.invocation("r", 1);
+  if (r == nullptr || !r->done()) {
+    violations.push_back("r did not end");
+    return violations;
+  }
+  if (r->outcome != proto::INVOCATION_OK) {
+    violations.push_back(fmt::format("r ended {} ('{}')", proto::InvocationOutcome_Name(r->outcome), r->detail));
+  }
+  if (!migrated_at) {
+    violations.push_back("routine:r never migrated");
+  } else if (ended_at && *migrated_at < *ended_at) {
+    violations.push_back(fmt::format("routine:r migrated at {} ms, before r ended at {} ms",
+                                     core::to_millis(migrated_at->time_since_epoch()),
+                                     core::to_millis(ended_at->time_since_epoch())));
+  }
+  if (bench.device(1).actuations().empty()) violations.push_back("r never actuated d1");
+  for (const auto& still : bench.locked()) violations.push_back("still locked: " + still);
+  return violations;
+}
+
 void sweep(const Case& c) {
   const test_support::SeedRange range = test_support::seed_range("ROUTINE_LOST_LOCK", 1, 8);
   if (range.replaying) core::set_log_level("info", "routine");
@@ -421,8 +489,7 @@ TEST(RoutineLostLockSim, ALockReportedLostStopsTheInvocationBeforeItsNextCommand
   sweep({"renewal answered lost", 2, true, "taken back", {1, 2}});
 }
 
-
-void sweep_crash(const char* name, std::vector<std::string> (*scenario)(uint64_t)) {
+void sweep_scenario(const char* name, std::vector<std::string> (*scenario)(uint64_t)) {
   const test_support::SeedRange range = test_support::seed_range("ROUTINE_LOST_LOCK", 1, 8);
   if (range.replaying) core::set_log_level("info", "routine");
   for (uint64_t seed = range.first; seed < range.end(); ++seed) {
@@ -432,15 +499,19 @@ void sweep_crash(const char* name, std::vector<std::string> (*scenario)(uint64_t
 }
 
 TEST(RoutineLostLockSim, AResourceLostWithItsLeaderAbortsAndRollsBackTheInvocation) {
-  sweep_crash("resource lost with its leader", resource_lost_with_its_leader);
+  sweep_scenario("resource lost with its leader", resource_lost_with_its_leader);
 }
 
 TEST(RoutineLostLockSim, AResourceHolderWaitingForARollbackMakesWay) {
-  sweep_crash("resource holder makes way", resource_holder_makes_way_for_a_rollback);
+  sweep_scenario("resource holder makes way", resource_holder_makes_way_for_a_rollback);
 }
 
 TEST(RoutineLostLockSim, ANewLeaderTakesTheResourcesAgainWhileAcquiring) {
-  sweep_crash("resources taken again", resources_taken_again_while_acquiring);
+  sweep_scenario("resources taken again", resources_taken_again_while_acquiring);
+}
+
+TEST(RoutineLostLockSim, AnEpochMigrationWaitsForAnInvocationHoldingAResource) {
+  sweep_scenario("migration waits for the resource holder", migration_waits_for_the_resource_holder);
 }
 
 }  // namespace
