@@ -150,6 +150,9 @@ void DeviceGroupState::apply_update(std::string_view update) {
     }
     case proto::DeviceUpdate::kLock: {
       const proto::DeviceLockRequest& request = decoded->lock();
+      // Moved away: its lock lives in the device's next group now (the
+      // requester's catalog is behind; it asks there once it catches up).
+      if (const Device* moved = device(request.device()); moved != nullptr && moved->frozen()) return;
       if (request.serial_key_us() != 0) {
         locks_.place(request.device(), request.holder(),
                      DeviceLocks::Entry{request.serial_key_us(), request.ready(), request.expected_first_use_us(),
@@ -326,6 +329,7 @@ void DeviceGroupState::apply_handoff(const proto::DeviceHandoff& handoff) {
   if (device.frozen() && device.frozen_for_version >= handoff.at_version()) return;
   device.moved_to = handoff.to();
   device.frozen_for_version = handoff.at_version();
+  locks_.forget_users(handoff.device());
   for (const Command* open : pending()) {
     if (open->device != handoff.device()) continue;
     Command& command = commands_.at(open->id);

@@ -128,6 +128,17 @@ void DeviceLocks::carry_over(const proto::DeviceLockMsg& carried) {
   }
 }
 
+void DeviceLocks::forget_users(const std::string& device) {
+  const auto it = locks_.find(device);
+  if (it == locks_.end()) return;
+  Lock& lock = it->second;
+  lock.holder.clear();
+  lock.token = 0;
+  lock.waiting.clear();
+  lock.started_us.clear();
+  lock.lineage.clear();
+}
+
 std::optional<std::string> DeviceLocks::release(const std::string& device, const std::string& holder,
                                                 int64_t serial_key_us) {
   const auto it = locks_.find(device);

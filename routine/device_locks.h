@@ -105,6 +105,14 @@ class DeviceLocks {
   // LOCK_NONE and re-key); a holder granted under such an entry loses the
   // grant, which it cannot have used: the device was not live here yet.
   void carry_over(const proto::DeviceLockMsg& carried);
+  // The device left this group (a handoff froze it here): nobody holds,
+  // waits for or has an entry in its lock here any more. Their commands
+  // here are refused from the freeze on, and the device's next group fences
+  // their tokens and keys with the floor and last token it carries over,
+  // which stay. Kept, the entries would come back to life if the device
+  // ever returned: a finished invocation's entry, never withdrawn, would
+  // hold every later one up (EV sweep with moving devices, seed 2).
+  void forget_users(const std::string& device);
 
   // With `lineage`, the answer carries the lineage's first kMaxLineageAnswer
   // entries (what a timeline placement reads).

@@ -244,7 +244,8 @@ void RoutineLeaders::take_in_key_order(const SessionKey& key, uint64_t seq, cons
                    if (lock.state() != proto::LOCK_PLACED && below_floor(key_us, holder, lock)) {
                      action.stop = fmt::format(
                          "its place in the serial order at device {} is gone (taken back while its leader was "
-                         "silent), and a routine serialized after it used the device since",
+                         "silent, or left behind when the device moved to another group), and a routine "
+                         "serialized after it used the device since",
                          device);
                      return action;
                    }

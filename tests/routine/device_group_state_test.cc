@@ -393,6 +393,51 @@ TEST(DeviceGroupStateHandoff, TheLockGoesOnFromTheOldGroupsFloorAndTokens) {
   EXPECT_EQ(fresh.locks().status("lamp", "late#1").state(), proto::LOCK_NONE);
 }
 
+// A device that leaves a group leaves its lock's users behind: the freeze
+// drops the holder, the waiters and the lineage (keeping the floor and last
+// token the next group carries over), and the frozen group takes no new
+// request. When the device comes back, nothing from before holds it up (EV
+// sweep with moving devices, seed 2: a finished invocation's entry, placed
+// before the device left, came back to life and blocked every later one).
+TEST(DeviceGroupStateHandoff, ADeviceThatLeavesForgetsItsLocksUsersHere) {
+  DeviceGroupState a;
+  uint64_t seq = 0;
+  step(a, seq, observed("lamp", true, {{"power", false}}));
+  step(a, seq, place("lamp", "held#1", 40, true));  // granted: token 1, floor (40, held#1)
+  step(a, seq, place("lamp", "placed#1", 50, false));
+  step(a, seq, handoff("lamp", "cluster:b", 4));
+  const DeviceLocks::Lock* left = a.locks().find("lamp");
+  ASSERT_NE(left, nullptr);
+  EXPECT_TRUE(left->free());
+  EXPECT_TRUE(left->lineage.empty());
+  EXPECT_EQ(left->floor_key_us, 40) << "the floor stays, for the next group to carry over";
+  EXPECT_EQ(left->last_token, 1u);
+  step(a, seq, place("lamp", "stale#1", 60, true));  // a requester whose catalog is behind
+  EXPECT_EQ(a.locks().status("lamp", "stale#1").state(), proto::LOCK_NONE);
+  proto::DeviceUpdate locked;
+  locked.mutable_lock()->set_device("lamp");
+  locked.mutable_lock()->set_holder("sla#1");
+  step(a, seq, locked);
+  EXPECT_TRUE(a.locks().find("lamp")->free()) << "a frozen device's lock is granted nowhere but its next group";
+
+  // It lives in cluster:b for a while (placed#1 runs there), then comes back.
+  DeviceGroupState b;
+  uint64_t b_seq = 0;
+  step(b, b_seq, import_from(handoff_read(a, "lamp"), "lamp", 4, true));
+  step(b, b_seq, place("lamp", "placed#1", 50, true));
+  ASSERT_EQ(b.locks().find("lamp")->holder, "placed#1");
+  step(b, b_seq, release("lamp", "placed#1"));
+  step(b, b_seq, handoff("lamp", "cluster:a", 5));
+  step(a, seq, import_from(handoff_read(b, "lamp"), "lamp", 5, true));
+  const DeviceLocks::Lock* back = a.locks().find("lamp");
+  ASSERT_NE(back, nullptr);
+  EXPECT_TRUE(back->lineage.empty()) << "placed#1's entry from before the move is gone";
+  EXPECT_EQ(back->floor_key_us, 50);
+  step(a, seq, place("lamp", "next#1", 70, true));
+  EXPECT_EQ(a.locks().find("lamp")->holder, "next#1");
+  EXPECT_GT(a.locks().find("lamp")->token, 2u);
+}
+
 TEST(DeviceGroupStateHandoff, ACommandTheOldGroupMayHaveRunDoesNotRunAgain) {
   DeviceGroupState old;
   old.apply(1, write(accept("c1", "lamp", {{"power", true}}), 1));

@@ -67,6 +67,7 @@
 #include "core/rng.h"
 #include "routine/adhoc_combo.h"
 #include "routine/catalog.h"
+#include "routine/device_codec.h"
 #include "routine/device_group_state.h"
 #include "routine/emulated_device.h"
 #include "routine/fault_points.h"
@@ -119,6 +120,11 @@ struct Plan {
   // of a pair's plug on, from random agents, lock strategies in turn), and
   // the crash picks a node that leads a running one (a pivot) if any.
   bool adhoc_combos = false;
+  // Run-time catalog changes move actuators beside a device of another
+  // cluster now and then, so devices change groups while routines hold,
+  // lease and place entries for them (the new group carries the lock's
+  // floor and last token over: routine/device_locks.h).
+  bool moves = false;
 };
 
 struct Outcome {
@@ -147,6 +153,8 @@ struct Outcome {
   uint64_t adhoc_aborted = 0;
   uint64_t adhoc_reported = 0;  // ends the asking agent reported
   uint64_t adhoc_stopped_unrun = 0;  // stopped for a lost lock before any of its commands ran
+  uint64_t moves = 0;                // catalog changes that moved a device, committed
+  uint64_t regrouped = 0;            // devices whose group at the end is not the one they started in
   bool pivot_crashed = false;   // the crash took down the leader of a running ad hoc combo
   bool partitioned = false;
 };
@@ -613,6 +621,35 @@ Outcome run(const Plan& plan, uint64_t seed) {
     sim.simulator().after(milliseconds(stuck_rng.between(3000, 8000)), stick_device);
   };
   if (plan.stuck_actuators) stick_device();
+  // Its own generator too.
+  core::Rng move_rng(seed ^ 0x30e5ull);
+  std::function<void()> move_device = [&] {
+    if (sim.simulator().now() >= stop) return;
+    sim.simulator().after(milliseconds(move_rng.between(2000, 6000)), move_device);
+    agent::Node* node = sim.node(move_rng.below(n));
+    if (node == nullptr) return;
+    const auto& selector = node->kgroups().selector();
+    const std::string id = fmt::format("d{}", move_rng.below(actuators));
+    const routine::DeviceSpec* current = node->catalog().find(id);
+    if (current == nullptr) return;
+    const std::string from = selector.device_group(id).to_string();
+    std::vector<const routine::DeviceSpec*> elsewhere;
+    for (const auto& device : catalog) {
+      const routine::DeviceSpec* other = node->catalog().find(device.id);
+      if (other != nullptr && selector.device_group(device.id).to_string() != from) elsewhere.push_back(other);
+    }
+    if (elsewhere.empty()) return;
+    const routine::DeviceSpec* beside = elsewhere[move_rng.below(elsewhere.size())];
+    DeviceSpec moved = *current;
+    moved.location = {beside->location[0] + 1, beside->location[1] + 1, 0};
+    proto::CatalogChange change;
+    *change.mutable_put() = routine::to_proto(moved);
+    change.set_replace(true);
+    node->devices().change_catalog(change, seconds(20), [&out](const auto& result) {
+      if (result && !result->refused()) ++out.moves;
+    });
+  };
+  if (plan.moves) sim.simulator().after(milliseconds(move_rng.between(1000, 5000)), move_device);
   // The device groups' failure and restart events, sampled: for event k
   // of a device, the last sample whose groups had not applied it and the
   // first whose had, so its group committed it between the two.
@@ -1157,6 +1194,14 @@ Outcome run(const Plan& plan, uint64_t seed) {
       break;
     }
   }
+  for (size_t i = 0; i < sim.size() && plan.moves; ++i) {
+    if (agent::Node* node = sim.node(i)) {
+      for (const auto& device : catalog) {
+        out.regrouped += node->kgroups().selector().device_group(device.id).to_string() != group_of[device.id];
+      }
+      break;
+    }
+  }
   for (const auto& target : clusters) {
     const auto replicas = serving(sim, target);
     if (replicas.empty()) continue;
@@ -1198,6 +1243,8 @@ struct Totals {
   uint64_t adhoc_aborted = 0;
   uint64_t adhoc_reported = 0;
   uint64_t adhoc_stopped_unrun = 0;
+  uint64_t moves = 0;
+  uint64_t regrouped = 0;
   uint64_t pivot_crashes = 0;
   uint64_t partitioned = 0;
   bool replaying = false;  // one seed named by ROUTINE_AGENT_SEED
@@ -1238,6 +1285,8 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.adhoc_aborted += o.adhoc_aborted;
     totals.adhoc_reported += o.adhoc_reported;
     totals.adhoc_stopped_unrun += o.adhoc_stopped_unrun;
+    totals.moves += o.moves;
+    totals.regrouped += o.regrouped;
     totals.pivot_crashes += o.pivot_crashed ? 1 : 0;
     totals.partitioned += o.partitioned ? 1 : 0;
     if (test_support::report_violations("ROUTINE_AGENT", seed, o.violations)) return;
@@ -1256,6 +1305,10 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
       static_cast<unsigned long long>(totals.keyed_before_placed), static_cast<unsigned long long>(totals.rekeys),
       static_cast<unsigned long long>(totals.rollback_resource_retakes),
       static_cast<unsigned long long>(totals.stretch_known), static_cast<unsigned long long>(totals.stretched));
+  if (plan.moves) {
+    std::printf("moves=%llu regrouped=%llu\n", static_cast<unsigned long long>(totals.moves),
+                static_cast<unsigned long long>(totals.regrouped));
+  }
   if (plan.adhoc_combos) {
     std::printf(
         "adhoc_invocations=%llu adhoc_ok=%llu adhoc_aborted=%llu adhoc_stopped_unrun=%llu adhoc_reported=%llu "
@@ -1321,6 +1374,24 @@ TEST(RoutineAgentSim, EvPostLeasesYetStaysSerializableAcrossACrash) {
   // The stretch is recorded (and checked to be at least 1) for invocations
   // that ran every command under one leader.
   EXPECT_GT(t.stretch_known, 0u);
+}
+
+// EV while devices move between groups: a device's new group inherits its
+// lock's floor and last token, not its lineage, so an invocation placed at
+// the old group places itself again at the new one (or re-keys, if the
+// floor came over above its key); the devices' logs must still show an
+// acyclic precedence, and every invocation must end.
+TEST(RoutineAgentSim, EvStaysSerializableWhileDevicesMoveBetweenGroups) {
+  Plan plan;
+  plan.visibility = routine::Visibility::ev;
+  plan.revisits = true;
+  plan.moves = true;
+  Totals t;
+  sweep(plan, 1, 10, t);
+  if (!totals_checked(t)) return;
+  EXPECT_GT(t.ok, 0u);
+  EXPECT_GT(t.moves, 0u);
+  EXPECT_GT(t.regrouped, 0u) << "no device ended in another group: the moves moved nothing";
 }
 
 TEST(RoutineAgentSim, WvRunsAndIsSeenInterleaving) {
