@@ -406,7 +406,8 @@ class RoutineLeaders {
   // poll_interval, so a request that changes nothing (a full queue) is not
   // repeated at every read.
   bool may_ask(const std::string& holder, const std::string& device);
-  // The lock request of an invocation for `device` (wait: queued if held).
+  // The lock request of an invocation for `device` (wait: queued if held);
+  // empty, and not sent by write_device, unless this session runs it.
   std::string lock_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool wait) const;
   // Wound-wait: if the holder `status` names started after this invocation,
   // tells its routine group (at most once per grant and request_timeout).
@@ -434,7 +435,7 @@ class RoutineLeaders {
   void take_in_key_order(const SessionKey& key, uint64_t seq, const std::vector<std::string>& devices);
   // The lineage request of the invocation for `device`: under its serial
   // key, ready or not, with when it expects to use the device if it went on
-  // from command `from` now.
+  // from command `from` now. Empty (not sent) unless this session runs it.
   std::string place_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool ready,
                             bool all_from_start, size_t from) const;
   // When the invocation expects to use each of its devices if it ran its

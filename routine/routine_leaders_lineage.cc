@@ -257,12 +257,13 @@ void RoutineLeaders::take_in_key_order(const SessionKey& key, uint64_t seq, cons
 std::string RoutineLeaders::place_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool ready,
                                           bool all_from_start, size_t from) const {
   const auto [invocation, spec] = running(key, seq);
+  if (invocation == nullptr || invocation->done()) return {};  // write_device sends nothing
   proto::DeviceUpdate request;
   auto& lock = *request.mutable_lock();
   lock.set_device(device);
   lock.set_holder(holder_of(key, seq));
   lock.set_wait(true);
-  lock.set_serial_key_us(invocation == nullptr ? 0 : invocation->serial_key_us);
+  lock.set_serial_key_us(invocation->serial_key_us);
   lock.set_ready(ready);
   if (spec != nullptr) {
     const auto uses = expected_uses(*spec, all_from_start, from);

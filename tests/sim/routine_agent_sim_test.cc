@@ -1388,6 +1388,10 @@ TEST(RoutineAgentSim, EvStaysSerializableWhileDevicesMoveBetweenGroups) {
   plan.moves = true;
   Totals t;
   sweep(plan, 1, 10, t);
+  // Soak seed 13: a lock round that outlived r3's session (its group was
+  // re-selected) asked for d4 under "r3#4.00000000", a holder nobody runs,
+  // and got it: r3#4 waited for d4 for good, and everything behind it.
+  sweep(plan, 13, 1, t);
   if (!totals_checked(t)) return;
   EXPECT_GT(t.ok, 0u);
   EXPECT_GT(t.moves, 0u);
