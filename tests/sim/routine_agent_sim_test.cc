@@ -1378,9 +1378,10 @@ TEST(RoutineAgentSim, EvPostLeasesYetStaysSerializableAcrossACrash) {
 
 // EV while devices move between groups: a device's new group inherits its
 // lock's floor and last token, not its lineage, so an invocation placed at
-// the old group places itself again at the new one (or re-keys, if the
-// floor came over above its key); the devices' logs must still show an
-// acyclic precedence, and every invocation must end.
+// the old group places itself again at the new one (if the floor came over
+// above its key, it re-keys while acquiring, and stops once executing); the
+// devices' logs must still show an acyclic precedence, and every
+// invocation must end.
 TEST(RoutineAgentSim, EvStaysSerializableWhileDevicesMoveBetweenGroups) {
   Plan plan;
   plan.visibility = routine::Visibility::ev;
