@@ -257,7 +257,8 @@ void RoutineLeaders::take_in_key_order(const SessionKey& key, uint64_t seq, cons
 std::string RoutineLeaders::place_payload(const SessionKey& key, uint64_t seq, const std::string& device, bool ready,
                                           bool all_from_start, size_t from) const {
   const auto [invocation, spec] = running(key, seq);
-  if (invocation == nullptr || invocation->done()) return {};  // write_device sends nothing
+  // Without a key it would be a plain lock request, outside key order.
+  if (invocation == nullptr || invocation->done() || invocation->serial_key_us == 0) return {};
   proto::DeviceUpdate request;
   auto& lock = *request.mutable_lock();
   lock.set_device(device);
