@@ -268,7 +268,8 @@ TEST(RoutineWorkload, LoadIsOneOverShrinkAndLongRoutinesHaveALongMiddleCommand) 
 }
 
 TEST(RoutineWorkload, TheShippedWorkloadsParse) {
-  for (const char* name : {"safehome-small.toml", "safehome-fig12.toml", "safehome-morning.toml"}) {
+  for (const char* name : {"safehome-small.toml", "safehome-fig12.toml", "safehome-morning.toml",
+                           "safehome-morning-scale.toml", "safehome-party.toml"}) {
     EXPECT_NO_THROW(load_workload(std::string(MESH_SOURCE_DIR) + "/sim/scenarios/" + name)) << name;
   }
 }
