@@ -215,14 +215,14 @@ struct RoutineLeaderOptions {
 //    (`serial_key`); then it places an entry under that key in every
 //    device's lineage (not yet asking for the lock, unless precondition
 //    rules need every device held for the plan) and commits `placed_key_us`
-//    once every lineage has it under that key. A device group keeps its lineage in key order,
-//    grants the lock to the lowest entry only, once that entry asks
-//    (`ready`), and refuses an entry below the largest key it ever granted
-//    (its floor): the invocation then withdraws every entry and re-keys
-//    above (`serial_key` again; nothing has run yet). In EXECUTING, before
-//    each command it asks for that command's device and waits for the
-//    grant (committed as `locks_held`); a device it is done with it gives
-//    up at once (a post-lease, below). A lower key placed before a higher
+//    once every lineage has it under that key. A device group keeps its
+//    lineage in key order, grants the lock to the lowest entry only, once
+//    that entry asks (`ready`), and refuses an entry below the largest key
+//    it ever granted (its floor): the invocation then withdraws every entry
+//    and re-keys above (`serial_key` again; nothing has run yet). In
+//    EXECUTING, before each command it asks for that command's device and
+//    waits for the grant (committed as `locks_held`); a device it is done
+//    with it gives up at once (a post-lease, below). A lower key placed before a higher
 //    one asks goes first: SafeHome's pre-lease, chosen by `tl` when the
 //    invocation is expected to be done with the device before the higher
 //    one's first use. Why serializable: on every device the lock goes in
@@ -240,12 +240,12 @@ struct RoutineLeaderOptions {
 //    neither applies once the key moved on, as a round begun from an
 //    earlier state (an earlier leader's, still reading) would otherwise
 //    move it twice or call the new key placed where the old one sits (EV
-//    soak seed 655: d1 under the old key, d3 under the new, a deadlock). Why no deadlock: the
-//    lowest key among running invocations waits for nobody (no entry below
-//    it is left on its devices, and none above it can have been granted,
-//    or its placement would have been refused), and keys only grow on a
-//    re-key. A lineage entry blocks those after it, so it is renewed like a
-//    lock, and a device leader that hears nothing takes back the entry
+//    soak seed 655: d1 under the old key, d3 under the new, a deadlock).
+//    Why no deadlock: the lowest key among running invocations waits for
+//    nobody (no entry below it is left on its devices, and none above it
+//    can have been granted, or its placement would have been refused), and
+//    keys only grow on a re-key. A lineage entry blocks those after it, so
+//    it is renewed like a lock, and a device leader that hears nothing takes back the entry
 //    everyone waits for (the holder, or the lowest entry) once the
 //    routine's group says the invocation no longer runs. An invocation
 //    whose entry was taken back and cannot be placed again (someone after
