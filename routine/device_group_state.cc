@@ -158,12 +158,13 @@ void DeviceGroupState::apply_update(std::string_view update) {
                      DeviceLocks::Entry{request.serial_key_us(), request.ready(), request.expected_first_use_us(),
                                         request.expected_done_us()});
       } else {
-        locks_.request(request.device(), request.holder(), request.wait(), request.started_us());
+        locks_.request(request.device(), request.holder(), request.wait(), request.started_us(), request.round());
       }
       return;
     }
     case proto::DeviceUpdate::kUnlock:
-      locks_.release(decoded->unlock().device(), decoded->unlock().holder(), decoded->unlock().serial_key_us());
+      locks_.release(decoded->unlock().device(), decoded->unlock().holder(), decoded->unlock().serial_key_us(),
+                     decoded->unlock().before_round());
       return;
     case proto::DeviceUpdate::kOutcome: {
       const auto& outcome = decoded->outcome();

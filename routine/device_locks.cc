@@ -86,10 +86,15 @@ void DeviceLocks::place(const std::string& device, const std::string& holder, co
   grant_in_key_order(lock);
 }
 
-void DeviceLocks::request(const std::string& device, const std::string& holder, bool wait, int64_t started_us) {
+void DeviceLocks::request(const std::string& device, const std::string& holder, bool wait, int64_t started_us,
+                          uint32_t round) {
   if (device.empty() || holder.empty()) return;
   Lock& lock = locks_[device];
   if (lock.holder == holder || std::find(lock.waiting.begin(), lock.waiting.end(), holder) != lock.waiting.end()) {
+    if (round != 0) {
+      uint32_t& kept = lock.rounds[holder];
+      kept = std::max(kept, round);
+    }
     return;
   }
   if (lock.free() || fault_points().ignore_locks) {
@@ -102,6 +107,7 @@ void DeviceLocks::request(const std::string& device, const std::string& holder, 
     return;
   }
   if (started_us != 0) lock.started_us[holder] = started_us;
+  if (round != 0) lock.rounds[holder] = round;
 }
 
 void DeviceLocks::carry_over(const proto::DeviceLockMsg& carried) {
@@ -136,27 +142,36 @@ void DeviceLocks::forget_users(const std::string& device) {
   lock.token = 0;
   lock.waiting.clear();
   lock.started_us.clear();
+  lock.rounds.clear();
   lock.lineage.clear();
 }
 
 std::optional<std::string> DeviceLocks::release(const std::string& device, const std::string& holder,
-                                                int64_t serial_key_us) {
+                                                int64_t serial_key_us, uint32_t before_round) {
   const auto it = locks_.find(device);
   if (it == locks_.end()) return std::nullopt;
   Lock& lock = it->second;
+  if (const auto round = lock.rounds.find(holder);
+      before_round != 0 && round != lock.rounds.end() && round->second >= before_round) {
+    return std::nullopt;
+  }
   if (const auto entry = lock.lineage.find(holder);
       serial_key_us != 0 && entry != lock.lineage.end() && entry->second.serial_key_us > serial_key_us) {
     return std::nullopt;
   }
   const bool was_placed = lock.lineage.erase(holder) != 0;
   if (lock.holder != holder) {
-    if (std::erase(lock.waiting, holder) != 0) lock.started_us.erase(holder);
+    if (std::erase(lock.waiting, holder) != 0) {
+      lock.started_us.erase(holder);
+      lock.rounds.erase(holder);
+    }
     if (!was_placed) return std::nullopt;
     // A withdrawn entry may have been the one a ready entry waited for.
     grant_in_key_order(lock);
     return lock.free() ? std::nullopt : std::optional(lock.holder);
   }
   lock.started_us.erase(holder);
+  lock.rounds.erase(holder);
   lock.holder.clear();
   lock.token = 0;
   if (lock.waiting.empty()) {
@@ -186,6 +201,7 @@ proto::LockStatusMsg DeviceLocks::status(const std::string& device, const std::s
   if (const auto started = lock->started_us.find(lock->holder); started != lock->started_us.end()) {
     status.set_holder_started_us(started->second);
   }
+  if (const auto round = lock->rounds.find(holder); round != lock->rounds.end()) status.set_round(round->second);
   if (lock->holder == holder) {
     status.set_state(proto::LOCK_HELD);
     status.set_token(lock->token);
@@ -224,6 +240,7 @@ std::vector<proto::DeviceLockMsg> DeviceLocks::to_proto() const {
     for (const auto& waiting : lock.waiting) msg.add_waiting(waiting);
     msg.set_last_token(lock.last_token);
     msg.mutable_started_us()->insert(lock.started_us.begin(), lock.started_us.end());
+    msg.mutable_rounds()->insert(lock.rounds.begin(), lock.rounds.end());
     for (const auto& [holder, entry] : lock.ordered_lineage()) *msg.add_lineage() = entry_to_proto(holder, entry);
     msg.set_floor_key_us(lock.floor_key_us);
     msg.set_floor_holder(lock.floor_holder);
@@ -267,6 +284,10 @@ bool DeviceLocks::restore(const google::protobuf::RepeatedPtrField<proto::Device
     for (const auto& [named, started] : msg.started_us()) {
       if (named.empty() || seen.count(named) == 0) return false;  // an age of nobody here
       lock.started_us.emplace(named, started);
+    }
+    for (const auto& [named, round] : msg.rounds()) {
+      if (named.empty() || seen.count(named) == 0 || round == 0) return false;  // a round of nobody here
+      lock.rounds.emplace(named, round);
     }
     if (msg.device().empty() || !locks.emplace(msg.device(), std::move(lock)).second) return false;
   }

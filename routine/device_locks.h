@@ -34,6 +34,30 @@ namespace mesh::routine {
 // operations are idempotent, as the routine leader repeats them after any
 // unknown outcome and after its own fail-over.
 //
+// Rounds. A write whose outcome is unknown may still be applied much later
+// (a group re-forming, a partition healing), after writes sent after it.
+// So a release by holder alone, sent before its invocation asked for the
+// lock again, could take away the grant of the later request: the
+// invocation then runs commands on its other devices believing it holds
+// this one, while the next waiter uses it (SLA soak seed 22: r2#2 left
+// d3's queue while it waited for d0, asked for d3 in order once it held
+// d0 and d1, and the leave, applied after that grant, handed d3 to r4#10
+// while r2#2 ran its commands on d0 and d1). Hence every place in a lock
+// (the holder, each waiter) keeps the round of the request that made it,
+// a request of a later round raises it, and a release naming a round
+// takes away only a place of an earlier one. An invocation's round grows
+// only through a committed step in its routine group, taken before it
+// gives locks or places back to ask for them again (routine/
+// routine_leaders.h: OLA's retries, a wound, starting over, SLA leaving
+// the queues of devices it needs later); its requests name it, and the
+// releases it sends then name the new round. So whatever order they are
+// applied in, no release sent before a round began frees what that
+// round's requests got, and a status read shows whether a grant is of the
+// current round (LockStatusMsg.round) before the invocation records it. A
+// release naming no round (the invocation's end, a reclaim, EV's own
+// releases) takes whatever the holder has: nothing of that holder asks
+// again after it.
+//
 // Lineages (EV, SafeHome §4-5, routine/routine_leaders.h "Serial keys").
 // Under EV a request carries its invocation's serial key and places an
 // entry in the device's lineage, ordered by (key, holder); the entry asks
@@ -71,6 +95,8 @@ class DeviceLocks {
     std::map<std::string, Entry> lineage;
     int64_t floor_key_us = 0;
     std::string floor_holder;
+    // The holder's and each waiter's round ("Rounds"), where not 0.
+    std::map<std::string, uint32_t> rounds;
     bool free() const { return holder.empty(); }
     // The lineage in grant order.
     std::vector<std::pair<std::string, Entry>> ordered_lineage() const;
@@ -79,10 +105,12 @@ class DeviceLocks {
     std::string blocker() const;
   };
 
-  // Holder already holding or waiting: nothing changes. Free lock: granted.
-  // Held by another: queued if `wait` (SLA, aggressive), else nothing (OLA:
-  // the requester reads LOCK_NONE and backs off).
-  void request(const std::string& device, const std::string& holder, bool wait, int64_t started_us = 0);
+  // Holder already holding or waiting: its place keeps, only raised to
+  // `round` if that is later. Free lock: granted. Held by another: queued
+  // if `wait` (SLA, aggressive), else nothing (OLA: the requester reads
+  // LOCK_NONE and backs off).
+  void request(const std::string& device, const std::string& holder, bool wait, int64_t started_us = 0,
+               uint32_t round = 0);
   // EV: places `holder`'s entry under entry.serial_key_us (> 0), or moves
   // its entry there (a re-key), or marks it ready; refused below the
   // floor. A granted holder: nothing
@@ -94,8 +122,12 @@ class DeviceLocks {
   // one leaves the queue. Unknown holders: nothing changes. Returns the
   // holder granted by this release, if any. With `serial_key_us` (EV), a
   // holder whose entry is under a higher key is not touched: the release
-  // is a late one, from before the entry moved up (a re-key).
-  std::optional<std::string> release(const std::string& device, const std::string& holder, int64_t serial_key_us = 0);
+  // is a late one, from before the entry moved up (a re-key). With
+  // `before_round`, a holder or waiter whose place is of that round or a
+  // later one is not touched: the release is a late one, from before the
+  // invocation asked again ("Rounds").
+  std::optional<std::string> release(const std::string& device, const std::string& holder, int64_t serial_key_us = 0,
+                                     uint32_t before_round = 0);
   // A device handed over from another group (DeviceImport): its lock goes
   // on from where that group's left off (`carried`: its last token and
   // floor, DeviceGroupState::handoff_answer). Tokens stay above every token

@@ -108,6 +108,7 @@ proto::InvocationMsg to_proto(const RoutineGroupState::Invocation& invocation) {
   msg.set_locked_at_us(invocation.locked_at_us);
   msg.set_releasing_at_us(invocation.releasing_at_us);
   msg.set_ended_at_us(invocation.ended_at_us);
+  if (invocation.lock_round > 1) msg.set_lock_round(invocation.lock_round);
   return msg;
 }
 
@@ -130,6 +131,7 @@ RoutineGroupState::Invocation from_proto(const proto::InvocationMsg& msg) {
     invocation.resources[held.resource()] = {held.token(), held.holder(), held.for_rollback(), held.taken_at_us()};
   }
   invocation.stop_reason = msg.stop_reason();
+  invocation.lock_round = std::max<uint32_t>(1, msg.lock_round());
   for (int i = 0; i < msg.commands_size(); ++i) {
     auto& result = invocation.commands[msg.commands(i).index()];
     result.status = msg.commands(i).status();
@@ -298,6 +300,9 @@ void RoutineGroupState::apply_step(const proto::InvocationStep& step) {
         invocation.leased[held->first] = held->second;
         invocation.locks.erase(held);
       }
+      return;
+    case proto::InvocationStep::kLockRound:
+      if (step.lock_round() > invocation.lock_round) invocation.lock_round = step.lock_round();
       return;
     case proto::InvocationStep::kLockDropped:
       if (invocation.phase == proto::PHASE_ACQUIRING_LOCKS || invocation.may_yield()) {

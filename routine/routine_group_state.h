@@ -88,6 +88,11 @@ class RoutineGroupState : public kgroup::ClientStateMachine {
     proto::InvocationOutcome outcome = proto::INVOCATION_RUNNING;
     std::string detail;
     std::map<std::string, uint64_t> locks;  // device -> fencing token
+    // What its lock requests name, from 1 (routine/device_locks.h,
+    // "Rounds"): raised by a committed step each time it gives its locks
+    // back to take them again, so a release sent then and delivered late
+    // cannot take what it is granted afterwards.
+    uint32_t lock_round = 1;
     // EV: locks given up after their device's last command (post-lease),
     // device -> the token it held; moved here from `locks`.
     std::map<std::string, uint64_t> leased;

@@ -711,6 +711,19 @@ std::string RoutineLeaders::holder_of(const SessionKey& key, uint64_t seq) const
   return holder_name(routine_id(key), invocation == nullptr ? unknown : *invocation);
 }
 
+uint32_t RoutineLeaders::lock_round_of(const SessionKey& key, uint64_t seq) const {
+  const RoutineGroupState* st = state(key);
+  const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
+  return invocation == nullptr ? 1 : invocation->lock_round;
+}
+
+bool RoutineLeaders::held_this_round(const SessionKey& key, uint64_t seq, const proto::LockStatusMsg& status) const {
+  // A grant to an earlier round's request may be taken away by a release
+  // sent when that round ended: only a request of this round, applied
+  // (it raises the place's round), makes it this round's.
+  return status.state() == proto::LOCK_HELD && (status.round() == 0 || status.round() >= lock_round_of(key, seq));
+}
+
 void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std::vector<std::string>& missing) {
   const std::string holder = holder_of(key, seq);
   const std::string& device = missing.front();
@@ -720,12 +733,24 @@ void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std:
   // request sent before (by an earlier leader, or before it started over)
   // and queued: holding it while waiting here could close a wait cycle.
   // Every so often, leave those queues (releasing what is neither held nor
-  // waited for changes nothing; none of them is recorded as held).
+  // waited for changes nothing; none of them is recorded as held), in a
+  // new lock round: the leave may land after this invocation, holding
+  // every device before one of them, asked for it in order and was granted
+  // it, and must then leave that grant alone (SLA soak seed 22: a leave of
+  // r2#2's took d3 from it while it ran its commands on d0 and d1).
   if (missing.size() > 1) {
     auto [left, first] = left_ahead_at_.try_emplace(holder, env_.now());
     if (!first && env_.now() - left->second >= options_.request_timeout) {
       left->second = env_.now();
-      leave_devices(holder, std::vector<std::string>(missing.begin() + 1, missing.end()));
+      const uint32_t round = lock_round_of(key, seq) + 1;
+      std::vector<std::string> ahead(missing.begin() + 1, missing.end());
+      step(
+          key, seq, [round](proto::InvocationStep& s) { s.set_lock_round(round); },
+          [this, key, seq, holder, round, ahead](bool committed) {
+            if (committed) leave_devices(holder, round, ahead);
+            after_step(key, seq, committed);
+          });
+      return;
     }
   }
   write_device(device, lock_payload(key, seq, device, true),
@@ -744,7 +769,7 @@ void RoutineLeaders::acquire_sla(const SessionKey& key, uint64_t seq, const std:
                                if (!*alive) return;
                                const auto reply =
                                    read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
-                               if (!reply || reply->lock().state() != proto::LOCK_HELD) {
+                               if (!reply || !held_this_round(key, seq, reply->lock())) {
                                  // Waiting in the queue (or the request was lost
                                  // with a leader: asking again is harmless).
                                  if (!read) {
@@ -849,7 +874,7 @@ void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std:
   };
   for (const std::string& device : missing) {
     write_device(device, lock_payload(key, seq, device, false),
-                 [this, device, holder, round, finish, alive = alive_](const auto& written) {
+                 [this, key, seq, device, holder, round, finish, alive = alive_](const auto& written) {
                    if (!*alive) return;
                    if (!written) {
                      round->refused = true;
@@ -859,16 +884,18 @@ void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std:
                    proto::DeviceQuery query;
                    query.mutable_lock()->set_device(device);
                    query.mutable_lock()->set_holder(holder);
-                   read_device(device, query.SerializeAsString(), [device, round, finish, alive](const auto& read) {
-                     if (!*alive) return;
-                     const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
-                     if (reply && reply->lock().state() == proto::LOCK_HELD) {
-                       round->granted[device] = reply->lock().token();
-                     } else {
-                       round->refused = true;
-                     }
-                     finish();
-                   });
+                   read_device(device, query.SerializeAsString(),
+                               [this, key, seq, device, round, finish, alive](const auto& read) {
+                                 if (!*alive) return;
+                                 const auto reply =
+                                     read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
+                                 if (reply && held_this_round(key, seq, reply->lock())) {
+                                   round->granted[device] = reply->lock().token();
+                                 } else {
+                                   round->refused = true;
+                                 }
+                                 finish();
+                               });
                  });
   }
 }
@@ -882,6 +909,7 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
   devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
   auto remaining = std::make_shared<std::vector<std::string>>(devices);
   auto next = std::make_shared<std::function<void()>>();
+  auto round_ended = std::make_shared<bool>(false);
   const std::string holder = holder_of(key, seq);
   // Wounded: once every lock is given back, the wound is cleared.
   auto done = [this, key, seq, then_wait, then_clear_wound]() {
@@ -893,7 +921,7 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
         key, seq, [](proto::InvocationStep& s) { s.set_wound_yielded(true); },
         [this, key, seq](bool committed) { after_step(key, seq, committed); });
   };
-  *next = [this, key, seq, remaining, next, done, holder]() {
+  *next = [this, key, seq, remaining, next, done, holder, round_ended]() {
     const RoutineGroupState* st = state(key);
     const auto* invocation = st == nullptr ? nullptr : st->invocation(seq);
     if (invocation == nullptr) return;
@@ -910,14 +938,31 @@ void RoutineLeaders::give_back(const SessionKey& key, uint64_t seq, std::vector<
           });
       return;
     }
-    const std::string routine = routine_id(key);
+    // A new round before any release goes out: the releases below, however
+    // late they land, take nothing its requests get from now on (routine/
+    // device_locks.h, "Rounds").
+    if (!*round_ended && !remaining->empty()) {
+      const uint32_t round = invocation->lock_round + 1;
+      step(
+          key, seq, [round](proto::InvocationStep& s) { s.set_lock_round(round); },
+          [this, key, seq, next, round_ended](bool committed) {
+            if (!committed) {
+              after_step(key, seq, false);
+              return;
+            }
+            *round_ended = true;
+            (*next)();
+          });
+      return;
+    }
+    const uint32_t round = invocation->lock_round;
     auto awaiting = std::make_shared<size_t>(remaining->size());
     if (*awaiting == 0) {
       done();
       return;
     }
     for (const std::string& device : *remaining) {
-      write_device(device, unlock_payload(device, holder), [awaiting, done, alive = alive_](const auto&) {
+      write_device(device, unlock_payload(device, holder, 0, round), [awaiting, done, alive = alive_](const auto&) {
         if (!*alive || --*awaiting != 0) return;
         done();
       });
@@ -945,6 +990,7 @@ std::string RoutineLeaders::lock_payload(const SessionKey& key, uint64_t seq, co
   request.mutable_lock()->set_device(device);
   request.mutable_lock()->set_holder(holder_of(key, seq));
   request.mutable_lock()->set_wait(wait);
+  request.mutable_lock()->set_round(invocation->lock_round);
   // Only aggressive invocations can be wounded, so only their requests
   // carry an age (routine/routine_leaders.h, "Wound-wait").
   const bool woundable =
@@ -1015,10 +1061,10 @@ void RoutineLeaders::collect_grants(const SessionKey& key, uint64_t seq, const s
     query.mutable_lock()->set_device(device);
     query.mutable_lock()->set_holder(holder);
     read_device(device, query.SerializeAsString(),
-                [this, device, holder, round, finish, not_held, alive = alive_](const auto& read) {
+                [this, key, seq, device, holder, round, finish, not_held, alive = alive_](const auto& read) {
                   if (!*alive) return;
                   const auto reply = read ? parse_message<proto::DeviceQueryReply>(read->answer) : std::nullopt;
-                  if (reply && reply->lock().state() == proto::LOCK_HELD) {
+                  if (reply && held_this_round(key, seq, reply->lock())) {
                     round->granted[device] = reply->lock().token();
                   } else if (reply) {
                     NotHeld action = not_held(device, reply->lock());
@@ -1745,10 +1791,12 @@ void RoutineLeaders::take_resource(const SessionKey& key, uint64_t seq, const st
     // meanwhile, and holding a device while waiting for a resource could
     // close a wait cycle with the resource's holder: every so often, leave
     // every device queue (releases of a lock not held or waited for change
-    // nothing).
+    // nothing). No new lock round is needed: a round asks for no device
+    // before its resources are held (dropping one begins a new round), so
+    // whatever this invocation has there is of an earlier round.
     if (env_.now() - found->second.devices_left_at >= options_.request_timeout) {
       found->second.devices_left_at = env_.now();
-      leave_devices(holder, devices);
+      leave_devices(holder, lock_round_of(key, seq), devices);
     }
     idle(key, seq, options_.poll_interval);
     return;
@@ -1884,9 +1932,9 @@ std::optional<std::string> RoutineLeaders::blocks_a_rollback(const RoutineGroupS
   return std::nullopt;
 }
 
-void RoutineLeaders::leave_devices(const std::string& holder, const std::vector<std::string>& devices) {
+void RoutineLeaders::leave_devices(const std::string& holder, uint32_t round, const std::vector<std::string>& devices) {
   for (const std::string& device : devices) {
-    write_device(device, unlock_payload(device, holder), [](const auto&) {});
+    write_device(device, unlock_payload(device, holder, 0, round), [](const auto&) {});
   }
 }
 

@@ -101,7 +101,15 @@ struct RoutineLeaderOptions {
 //    after a randomized, growing backoff (its resources kept). Each grant
 //    is committed here (LockHeld, with its fencing token) before the next
 //    step. Under WV no device is locked: the invocation goes on to
-//    EXECUTING once it holds its resources.
+//    EXECUTING once it holds its resources. Whenever it gives its locks
+//    back to take them again (an OLA refusal, a wound, starting over, SLA
+//    leaving the queues of its later devices), it first commits a new
+//    lock round (`lock_round`): its requests name the round, and the
+//    releases it sends then take only what earlier rounds got (routine/
+//    device_locks.h, "Rounds"). A release whose write went unanswered may
+//    land after later writes; naming only the holder, it would free a lock
+//    granted to the invocation since, which then runs its commands on its
+//    other devices while someone else uses this one.
 //  - Aggressive strategy (APEX §7.2, `lock = "aggressive"`): non-
 //    conservative strict 2PL. Once its resources are held the invocation
 //    asks for every device lock at once (each queued at its device group,
@@ -290,13 +298,13 @@ struct RoutineLeaderOptions {
 //    the routine in a new session keeps its grants). In ACQUIRING_LOCKS
 //    nothing has run yet: it drops every committed grant and device lock
 //    (`resource_dropped`, `lock_dropped`), releases every device of the
-//    routine, and acquires again from the first resource. Releasing also
-//    takes it out of device queues a predecessor's SLA request put it in,
-//    and while Camera has not granted a resource it leaves them again every
-//    `request_timeout` (such a request may land late): an invocation
-//    holding a device while it waits for a resource could close a wait
-//    cycle with the resource's holder. In EXECUTING
-//    a gap in holding may have let another invocation use the resource
+//    routine, and acquires again from the first resource (in a new lock
+//    round). Releasing also takes it out of device queues a predecessor's
+//    SLA request put it in, and while Camera has not granted a resource it
+//    leaves them again every `request_timeout` (such a request may land
+//    late): an invocation holding a device while it waits for a resource
+//    could close a wait cycle with the resource's holder. In EXECUTING a
+//    gap in holding may have let another invocation use the resource
 //    between two of this invocation's commands: continuing would break its
 //    isolation, so the invocation is aborted and rolled back (above), unless
 //    every command already ran (nothing is left to do under the resource).
@@ -541,7 +549,10 @@ class RoutineLeaders {
   void withdraw_make_way(const std::string& holder, const std::string& resource);
   // A make-way request or its withdrawal, to every group whose routine uses the resource.
   void send_make_way(const proto::RoutineUpdate& update);
-  void leave_devices(const std::string& holder, const std::vector<std::string>& devices);
+  // Leaves `holder`'s places in the locks of `devices` that requests of
+  // rounds before `round` made (held or queued): a round's own requests
+  // stay, so this may be sent while the round asks for them.
+  void leave_devices(const std::string& holder, uint32_t round, const std::vector<std::string>& devices);
   // Commits `stop` with the reason: the invocation releases and ends.
   void stop(const SessionKey& key, uint64_t seq, const std::string& reason);
   // Why an executing invocation may not send another command, if it may
@@ -601,6 +612,11 @@ class RoutineLeaders {
   Running running(const SessionKey& key, uint64_t seq) const;
   // The invocation's lock holder name (holder_name), from the committed state.
   std::string holder_of(const SessionKey& key, uint64_t seq) const;
+  // Its lock round (RoutineGroupState::Invocation::lock_round), from the
+  // committed state, and whether a lock status read shows a grant to a
+  // request of that round (or of no round: EV, an older device group).
+  uint32_t lock_round_of(const SessionKey& key, uint64_t seq) const;
+  bool held_this_round(const SessionKey& key, uint64_t seq, const proto::LockStatusMsg& status) const;
   LockStrategy strategy_of(const RoutineSpec& spec) const;
   int64_t now_us() const;
 

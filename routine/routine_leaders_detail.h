@@ -15,11 +15,15 @@ namespace mesh::routine::detail {
 // the queue or lineage), as a device group write.
 // `serial_key_us`: EV, withdraw only an entry under this key or below
 // (DeviceLockRelease.serial_key_us); 0 releases whatever it holds.
-inline std::string unlock_payload(const std::string& device, const std::string& holder, int64_t serial_key_us = 0) {
+// `before_round`: take only a place an earlier round's request made
+// (DeviceLockRelease.before_round); 0: whatever round.
+inline std::string unlock_payload(const std::string& device, const std::string& holder, int64_t serial_key_us = 0,
+                                  uint32_t before_round = 0) {
   proto::DeviceUpdate release;
   release.mutable_unlock()->set_device(device);
   release.mutable_unlock()->set_holder(holder);
   release.mutable_unlock()->set_serial_key_us(serial_key_us);
+  release.mutable_unlock()->set_before_round(before_round);
   return release.SerializeAsString();
 }
 

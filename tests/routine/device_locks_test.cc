@@ -106,6 +106,48 @@ TEST(DeviceLocks, RestoreRejectsInconsistentLocks) {
   EXPECT_TRUE(locks.restore(msgs));
 }
 
+// Rounds ("Rounds" in device_locks.h): a release naming a round takes only
+// what requests of earlier rounds got, whenever it lands; a later round's
+// request raises the place it finds; a release naming none takes anything.
+TEST(DeviceLocks, AReleaseNamingARoundTakesOnlyEarlierRoundsPlaces) {
+  DeviceLocks locks;
+  locks.request("lamp", "a#1", true, 0, 1);
+  locks.request("lamp", "b#1", true, 0, 1);
+  EXPECT_EQ(locks.status("lamp", "a#1").round(), 1u);
+  EXPECT_EQ(locks.release("lamp", "a#1", 0, 1), std::nullopt);  // from before round 1 asked: too late
+  EXPECT_EQ(locks.release("lamp", "b#1", 0, 1), std::nullopt);
+  EXPECT_EQ(locks.find("lamp")->holder, "a#1");
+  EXPECT_EQ(locks.find("lamp")->token, 1u);
+  EXPECT_EQ(locks.status("lamp", "b#1").state(), proto::LOCK_WAITING);
+  // b#1 gave everything back (round 2): its round-1 place goes, and a
+  // round-2 request queues it again.
+  EXPECT_EQ(locks.release("lamp", "b#1", 0, 2), std::nullopt);
+  EXPECT_EQ(locks.status("lamp", "b#1").state(), proto::LOCK_NONE);
+  locks.request("lamp", "b#1", true, 0, 2);
+  // a#1's round-1 grant, raised by a round-2 request (it asks for the lamp
+  // again, in order): a round-2 release that lands late leaves it.
+  locks.request("lamp", "a#1", true, 0, 2);
+  EXPECT_EQ(locks.status("lamp", "a#1").round(), 2u);
+  EXPECT_EQ(locks.release("lamp", "a#1", 0, 2), std::nullopt);
+  EXPECT_EQ(locks.find("lamp")->holder, "a#1");
+  // A request of an earlier round lowers nothing.
+  locks.request("lamp", "a#1", true, 0, 1);
+  EXPECT_EQ(locks.status("lamp", "a#1").round(), 2u);
+  // Rounds survive a snapshot, and leave with their holder.
+  google::protobuf::RepeatedPtrField<proto::DeviceLockMsg> msgs;
+  for (auto& msg : locks.to_proto()) *msgs.Add() = msg;
+  DeviceLocks restored;
+  ASSERT_TRUE(restored.restore(msgs));
+  EXPECT_EQ(restored.release("lamp", "a#1", 0, 2), std::nullopt);
+  EXPECT_EQ(restored.find("lamp")->holder, "a#1");
+  EXPECT_EQ(restored.release("lamp", "a#1"), std::optional<std::string>("b#1"));  // its end: no round
+  EXPECT_EQ(restored.status("lamp", "b#1").round(), 2u);
+  EXPECT_EQ(restored.find("lamp")->rounds.count("a#1"), 0u);
+  // A round of someone neither holding nor waiting is inconsistent.
+  msgs.Mutable(0)->mutable_rounds()->insert({"nobody#1", 1});
+  EXPECT_FALSE(restored.restore(msgs));
+}
+
 // The device group enforces the locks where a command is about to be
 // actuated: these are the fencing rules.
 class LockedDeviceGroup : public ::testing::Test {
@@ -114,15 +156,17 @@ class LockedDeviceGroup : public ::testing::Test {
     ++seq_;
     state_.apply(seq_, kgroup::ClientStateMachine::encode_write(seq_, update.SerializeAsString()));
   }
-  void lock(const std::string& holder, bool release = false) {
+  void lock(const std::string& holder, bool release = false, uint32_t round = 0) {
     proto::DeviceUpdate update;
     if (release) {
       update.mutable_unlock()->set_device("lamp");
       update.mutable_unlock()->set_holder(holder);
+      update.mutable_unlock()->set_before_round(round);
     } else {
       update.mutable_lock()->set_device("lamp");
       update.mutable_lock()->set_holder(holder);
       update.mutable_lock()->set_wait(true);
+      update.mutable_lock()->set_round(round);
     }
     apply(update);
   }
@@ -172,6 +216,36 @@ TEST_F(LockedDeviceGroup, LateHolderIsFencedAfterItsLockPassedOn) {
   lock("r#1");
   EXPECT_EQ(command("stale", "r#1", 1).outcome.status(), proto::COMMAND_FENCED);
   EXPECT_TRUE(command("fresh", "r#1", 3).actuating);
+}
+
+// SLA soak seed 22 (a partitioned run): r2#2, waiting for d0, left d3's
+// queue (a leave-ahead, round 1); the write went unanswered while d3's
+// group re-formed. Holding d0 and d1, r2#2 asked for d3 in order, and that
+// request landed first: granted. The leave landed next and, naming only
+// the holder, handed d3 to r4#10 while r2#2 ran its commands on d0 and d1.
+// Naming its round, the leave now changes nothing: r2#2 keeps d3 and its
+// token, and its command there actuates.
+TEST_F(LockedDeviceGroup, ALeaveSentBeforeTheSameRoundsRequestLeavesItsGrant) {
+  lock("r2#2", false, 1);
+  lock("r4#10", false, 1);
+  lock("r2#2", true, 1);  // the leave-ahead, delivered late
+  EXPECT_EQ(state_.locks().find("lamp")->holder, "r2#2");
+  EXPECT_EQ(state_.locks().find("lamp")->token, 1u);
+  EXPECT_TRUE(command("r2#2#2", "r2#2", 1).actuating);
+  EXPECT_EQ(command("r4#10#0", "r4#10", 2).outcome.status(), proto::COMMAND_FENCED);
+  // The same leave from before the grant survived a fail-over too.
+  DeviceGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  proto::DeviceUpdate leave;
+  leave.mutable_unlock()->set_device("lamp");
+  leave.mutable_unlock()->set_holder("r2#2");
+  leave.mutable_unlock()->set_before_round(1);
+  copy.apply(seq_ + 1, kgroup::ClientStateMachine::encode_write(seq_ + 1, leave.SerializeAsString()));
+  EXPECT_EQ(copy.locks().find("lamp")->holder, "r2#2");
+  // Its own end (no round) passes the lock on.
+  lock("r2#2", true);
+  EXPECT_EQ(state_.locks().find("lamp")->holder, "r4#10");
+  EXPECT_EQ(state_.locks().find("lamp")->token, 2u);
 }
 
 TEST_F(LockedDeviceGroup, LocksMoveWithTheSnapshot) {

@@ -359,6 +359,30 @@ TEST_F(RoutineGroup, StepsOnlyMoveForward) {
   EXPECT_EQ(state_.invocation(1)->outcome, proto::INVOCATION_OK);
 }
 
+// An invocation's lock round (routine/device_locks.h, "Rounds") only grows,
+// and a new leader reads it from a snapshot or a read's answer: its
+// requests must name the round its predecessor's releases were sent in.
+TEST_F(RoutineGroup, ALockRoundOnlyGrowsAndTravels) {
+  trigger(100, "", 0, "r");
+  EXPECT_EQ(state_.invocation(1)->lock_round, 1u);
+  const auto round = [this](uint32_t value) {
+    proto::RoutineUpdate update;
+    step(1, update).set_lock_round(value);
+    apply(update);
+  };
+  round(3);
+  round(2);  // a round begun from an older state: changes nothing
+  round(3);
+  EXPECT_EQ(state_.invocation(1)->lock_round, 3u);
+  RoutineGroupState copy;
+  ASSERT_TRUE(copy.restore(state_.snapshot()));
+  EXPECT_EQ(copy.invocation(1)->lock_round, 3u);
+  EXPECT_EQ(from_proto(to_proto(*state_.invocation(1))).lock_round, 3u);
+  proto::InvocationMsg older;  // written before rounds: round 1
+  older.set_seq(1);
+  EXPECT_EQ(from_proto(older).lock_round, 1u);
+}
+
 TEST_F(RoutineGroup, SnapshotCarriesEverythingAndHistoryIsBounded) {
   for (int i = 0; i < 40; ++i) {
     trigger(100 + 11 * i, "hall_motion", static_cast<uint64_t>(i + 1));
