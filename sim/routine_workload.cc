@@ -165,6 +165,65 @@ WorkloadGenerator read_generator(const WorkloadReader& r, const toml::table& t) 
 // A command or initial-state value as the device's schema types it: TOML
 // booleans and numbers as themselves, strings as the schema writes values
 // ("on", "21.5").
+FactoryGenerator read_factory(const WorkloadReader& r, const toml::table& t) {
+  r.check_keys(
+      t, "factory",
+      {"stages", "local_devices", "shared_devices", "global_devices", "local_share", "neighbour_share", "global_share",
+       "routines_per_stage", "commands_min", "commands_max", "command_ms", "shift_ms", "must_share", "seed"});
+  FactoryGenerator f;
+  auto count = [&](std::string_view key, int fallback, int lo, int hi) {
+    return static_cast<int>(r.integer(t, "factory", key, fallback, lo, hi));
+  };
+  f.stages = count("stages", f.stages, 1, kMaxWorkloadRoutines);
+  f.local_devices = count("local_devices", f.local_devices, 0, kMaxWorkloadDevices);
+  f.shared_devices = count("shared_devices", f.shared_devices, 0, kMaxWorkloadDevices);
+  f.global_devices = count("global_devices", f.global_devices, 0, kMaxWorkloadDevices);
+  if (f.devices() < 1 || f.devices() > kMaxWorkloadDevices) {
+    r.fail(t.source(), "factory", fmt::format("makes {} devices", f.devices()),
+           fmt::format("choose stages x local_devices + (stages - 1) x shared_devices + global_devices in [1, {}]",
+                       kMaxWorkloadDevices));
+  }
+  f.local_share = r.number(t, "factory", "local_share", f.local_share, 0.0, 1.0);
+  f.neighbour_share = r.number(t, "factory", "neighbour_share", f.neighbour_share, 0.0, 1.0);
+  f.global_share = r.number(t, "factory", "global_share", f.global_share, 0.0, 1.0);
+  if (std::abs(f.local_share + f.neighbour_share + f.global_share - 1.0) > 1e-9) {
+    r.fail(t.source(), "factory",
+           fmt::format("local_share + neighbour_share + global_share is {}",
+                       f.local_share + f.neighbour_share + f.global_share),
+           "make the three shares sum to 1");
+  }
+  f.routines_per_stage = count("routines_per_stage", f.routines_per_stage, 1, kMaxWorkloadRoutines);
+  if (f.routines() > kMaxWorkloadRoutines) {
+    r.fail(t.source(), "factory", fmt::format("makes {} routines", f.routines()),
+           fmt::format("keep stages x routines_per_stage at most {}", kMaxWorkloadRoutines));
+  }
+  constexpr int max_commands = 32;
+  f.commands_min = count("commands_min", f.commands_min, 1, max_commands);
+  f.commands_max = count("commands_max", std::max(f.commands_min, f.commands_max), 1, max_commands);
+  if (f.commands_max < f.commands_min) {
+    r.fail(t.get("commands_max")->source(), "factory.commands_max",
+           fmt::format("{} is below commands_min ({})", f.commands_max, f.commands_min),
+           "make commands_max at least commands_min");
+  }
+  f.command_duration = std::chrono::milliseconds(
+      r.integer(t, "factory", "command_ms",
+                std::chrono::duration_cast<std::chrono::milliseconds>(f.command_duration).count(), 1, kMaxCommandMs));
+  f.shift = std::chrono::milliseconds(r.integer(t, "factory", "shift_ms",
+                                                std::chrono::duration_cast<std::chrono::milliseconds>(f.shift).count(),
+                                                1, kMaxArrivalMs));
+  const int64_t most = static_cast<int64_t>(kMaxArrivalsPerRoutine) * f.routines_per_stage;
+  if (f.most_arrivals_per_stage() > most) {
+    const toml::node* shift = t.get("shift_ms");
+    r.fail(shift != nullptr ? shift->source() : t.source(), "factory.shift_ms",
+           fmt::format("lets a worker start up to {} routines, more than its {} routines x {} arrivals each",
+                       f.most_arrivals_per_stage(), f.routines_per_stage, kMaxArrivalsPerRoutine),
+           "shorten shift_ms, or raise routines_per_stage, commands_min or command_ms");
+  }
+  f.must_share = r.number(t, "factory", "must_share", f.must_share, 0.0, 1.0);
+  if (t.get("seed") != nullptr) f.seed = static_cast<uint64_t>(r.integer(t, "factory", "seed", 0, 0, INT64_MAX));
+  return f;
+}
+
 routine::Attributes read_attribute_values(const WorkloadReader& r, const toml::node& node, std::string_view name,
                                           const routine::DeviceSpec& device) {
   const toml::table* table = node.as_table();
@@ -215,19 +274,6 @@ routine::DeviceSpec device_spec_of(const WorkloadDevice& device) {
   spec.id = device.id;
   spec.kind = device.kind;
   return spec;
-}
-
-routine::Attributes initial_state_of(routine::DeviceKind kind) {
-  routine::Attributes state;
-  for (const auto& a : routine::schema(kind)) {
-    if (!a.writable) continue;
-    if (a.type == routine::AttributeType::number) {
-      state[std::string(a.name)] = a.min;
-    } else {
-      state[std::string(a.name)] = false;
-    }
-  }
-  return state;
 }
 
 const toml::array& array_of_tables(const WorkloadReader& r, const toml::node& node, std::string_view name) {
@@ -356,7 +402,8 @@ Workload read_fixed_workload(const WorkloadReader& r, const toml::table& root) {
   const toml::node* device_node = root.get("device");
   if (device_node == nullptr) {
     r.fail(root.source(), "device", "missing",
-           "give [[device]] and [[routine]] tables, or a [generator] section (see sim/scenarios/WORKLOADS.md)");
+           "give [[device]] and [[routine]] tables, or a [generator] or [factory] section (see "
+           "sim/scenarios/WORKLOADS.md)");
   }
   const toml::array& devices = array_of_tables(r, *device_node, "device");
   if (devices.size() > static_cast<size_t>(kMaxWorkloadDevices)) {
@@ -440,19 +487,25 @@ WorkloadFile parse_workload(std::string_view text, std::string_view source_name)
     throw WorkloadError(
         fmt::format("{}:{}:{}: {}", file.source, e.source().begin.line, e.source().begin.column, e.description()));
   }
-  r.check_keys(root, "", {"generator", "device", "routine", "failure"});
-  if (const toml::node* generator = root.get("generator")) {
+  r.check_keys(root, "", {"generator", "factory", "device", "routine", "failure"});
+  for (const char* section : {"generator", "factory"}) {
+    const toml::node* generator = root.get(section);
+    if (generator == nullptr) continue;
     if (!generator->is_table()) {
-      r.fail(generator->source(), "generator", "must be a table", "write it as a [generator] section");
+      r.fail(generator->source(), section, "must be a table", fmt::format("write it as a [{}] section", section));
     }
-    for (const char* other : {"device", "routine", "failure"}) {
-      if (const toml::node* n = root.get(other)) {
-        r.fail(n->source(), other, "given together with [generator]",
-               "keep either the [generator] section (device_failure_ratio for failures) or the [[device]], "
-               "[[routine]] and [[failure]] tables");
-      }
+    for (const char* other : {"generator", "factory", "device", "routine", "failure"}) {
+      const toml::node* n = root.get(other);
+      if (n == nullptr || n == generator) continue;
+      r.fail(n->source(), other, fmt::format("given together with [{}]", section),
+             "keep one of: a [generator] section, a [factory] section, or [[device]], [[routine]] and "
+             "[[failure]] tables");
     }
-    file.content = read_generator(r, *generator->as_table());
+    if (std::string_view(section) == "factory") {
+      file.content = read_factory(r, *generator->as_table());
+    } else {
+      file.content = read_generator(r, *generator->as_table());
+    }
     return file;
   }
   file.content = read_fixed_workload(r, root);
@@ -465,6 +518,19 @@ WorkloadFile load_workload(const std::string& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   return parse_workload(buffer.str(), path);
+}
+
+routine::Attributes initial_state_of(routine::DeviceKind kind) {
+  routine::Attributes state;
+  for (const auto& a : routine::schema(kind)) {
+    if (!a.writable) continue;
+    if (a.type == routine::AttributeType::number) {
+      state[std::string(a.name)] = a.min;
+    } else {
+      state[std::string(a.name)] = false;
+    }
+  }
+  return state;
 }
 
 core::Duration back_to_back(const WorkloadRoutine& planned) {
@@ -538,6 +604,9 @@ Workload generate_workload(const WorkloadGenerator& g, uint64_t seed) {
 
 Workload instantiate(const WorkloadFile& file, uint64_t run_seed) {
   if (const auto* fixed = std::get_if<Workload>(&file.content)) return *fixed;
+  if (const auto* factory = std::get_if<FactoryGenerator>(&file.content)) {
+    return generate_factory_workload(*factory, factory->seed.value_or(run_seed));
+  }
   const auto& generator = std::get<WorkloadGenerator>(file.content);
   return generate_workload(generator, generator.seed.value_or(run_seed));
 }

@@ -11,6 +11,7 @@
 
 #include "core/time.h"
 #include "routine/device_model.h"
+#include "sim/factory_workload.h"
 
 namespace mesh::sim {
 
@@ -100,7 +101,7 @@ struct WorkloadGenerator {
 // What a workload file says: a fixed workload or how to generate one.
 struct WorkloadFile {
   std::string source = "<workload>";
-  std::variant<Workload, WorkloadGenerator> content;
+  std::variant<Workload, WorkloadGenerator, FactoryGenerator> content;
 };
 
 // Both throw WorkloadError.
@@ -114,6 +115,10 @@ Workload generate_workload(const WorkloadGenerator& generator, uint64_t seed);
 
 // The sum of a routine's command durations: its run alone, no waits.
 core::Duration back_to_back(const WorkloadRoutine& routine);
+
+// A device of `kind` as a workload starts it unless it says otherwise: every
+// writable attribute at its minimum, or false.
+routine::Attributes initial_state_of(routine::DeviceKind kind);
 
 // Limits a workload may ask for (the agent's own routine limits, and a size
 // a simulation of whole agents finishes in reasonable time).

@@ -1,6 +1,6 @@
 // SafeHome workload files (sim/routine_workload.h): any text is either
 // accepted or refused with a WorkloadError, never a crash and never another
-// exception escaping; an accepted generator section also generates.
+// exception escaping; an accepted generator or factory section also generates.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

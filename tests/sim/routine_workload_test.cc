@@ -269,7 +269,7 @@ TEST(RoutineWorkload, LoadIsOneOverShrinkAndLongRoutinesHaveALongMiddleCommand) 
 
 TEST(RoutineWorkload, TheShippedWorkloadsParse) {
   for (const char* name : {"safehome-small.toml", "safehome-fig12.toml", "safehome-morning.toml",
-                           "safehome-morning-scale.toml", "safehome-party.toml"}) {
+                           "safehome-morning-scale.toml", "safehome-party.toml", "safehome-factory.toml"}) {
     EXPECT_NO_THROW(load_workload(std::string(MESH_SOURCE_DIR) + "/sim/scenarios/" + name)) << name;
   }
 }
