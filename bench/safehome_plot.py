@@ -8,7 +8,10 @@ parallelism level per run, as Fig. 12a's three columns; then prints a
 table: latency percentiles over every invocation of every seed and their
 ratio to WV measured in the same run, the share of routines that suffered a
 temporary incongruence (the paper's metric), parallelism level, final
-incongruence, and how many runs passed each oracle check.
+incongruence, and how many runs passed each oracle check; then the median
+latency by arrival time (the arrival window cut in fifths), which shows a
+queue that grows through the run (a saturated device, or the factory's
+back-to-back arrivals) apart from a steady one.
 
     bench/safehome_plot.py DIR [OUT.svg]     (default OUT: DIR/safehome_fig12.svg)
 """
@@ -91,7 +94,22 @@ def main():
               f"{s['p95']:7.2f} {s['p50'] / wv['p50']:7.2f} {s['p90'] / wv['p90']:7.2f} {s['ti_share']:8.3f} "
               f"{s['parallelism']:8.2f} {s['final']:6.3f} {s['final_runs']:7} {c['serial_order']:6} "
               f"{c['global_strict']:4} {c['partitioned_strict']:4}")
+    by_arrival(data)
     print(f"svg {out}")
+
+
+def by_arrival(data):
+    last = max(float(r["arrival_ms"]) for invocations, _ in data.values() for r in invocations)
+    fifths = 5
+    print(f"median E2E s by arrival time (fifths of the {last / 1000:.0f} s arrival window)")
+    print(f"{'model':5} " + " ".join(f"{f'{k + 1}/5':>8}" for k in range(fifths)))
+    for model, (invocations, _) in data.items():
+        bins = [[] for _ in range(fifths)]
+        for r in invocations:
+            if r["e2e_ms"]:
+                k = min(fifths - 1, int(float(r["arrival_ms"]) / last * fifths)) if last > 0 else 0
+                bins[k].append(float(r["e2e_ms"]) / 1000)
+        print(f"{model:5} " + " ".join(f"{percentile(b, 50):8.1f}" for b in bins))
 
 
 if __name__ == "__main__":

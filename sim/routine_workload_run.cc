@@ -26,9 +26,10 @@ using routine::InvocationId;
 constexpr uint64_t kArrivalNodeSalt = 0xa771'7a15;
 // How often the drain loop looks whether every invocation has ended.
 constexpr core::Duration kDrainPoll = std::chrono::seconds(5);
-// The drain bound: every routine run back to back (GSV's worst case), twice
-// for the locking and commit rounds, plus this per routine and overall.
-constexpr core::Duration kDrainPerRoutine = std::chrono::seconds(10);
+// The drain bound: every arrival's routine run back to back (GSV's worst
+// case), twice for the locking and commit rounds, plus this per arrival and
+// overall.
+constexpr core::Duration kDrainPerArrival = std::chrono::seconds(10);
 constexpr core::Duration kDrainSlack = std::chrono::seconds(120);
 // Link delays of the simulated mesh: a home's Wi-Fi, a few ms per hop.
 constexpr double kWorkloadLinkDelayMs = 2.0;
@@ -225,10 +226,10 @@ WorkloadRunResult run_workload(const Workload& workload, routine::Visibility vis
   }
 
   core::Duration serial{};
-  for (const auto& planned : workload.routines) serial += back_to_back(planned);
+  for (const WorkloadArrival& arrival : workload.arrivals) serial += back_to_back(workload.routines[arrival.routine]);
   const core::Duration last_arrival = arrivals == 0 ? core::Duration{} : workload.arrivals.back().at;
   const core::TimePoint bound = result.origin + last_arrival + options.trigger_timeout + 2 * serial +
-                                kDrainPerRoutine * static_cast<int64_t>(arrivals) + kDrainSlack;
+                                kDrainPerArrival * static_cast<int64_t>(arrivals) + kDrainSlack;
   auto all_ended = [&] {
     if (!std::all_of(answered.begin(), answered.end(), [](bool a) { return a; })) return false;
     for (const auto& planned : workload.routines) {
