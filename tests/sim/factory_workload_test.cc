@@ -11,18 +11,10 @@
 #include <gtest/gtest.h>
 
 #include "sim/routine_workload.h"
+#include "tests/sim/workload_error_of.h"
 
 namespace mesh::sim {
 namespace {
-
-std::string workload_error_of(const std::string& text) {
-  try {
-    parse_workload(text, "w.toml");
-  } catch (const WorkloadError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // "s07.r2" -> 7; the stage a routine or a stage's own device belongs to.
 int stage_of(const std::string& id) { return std::stoi(id.substr(1, id.find('.') - 1)); }

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/sim/workload_error_of.h"
+
 namespace mesh::sim {
 namespace {
 
@@ -42,15 +44,6 @@ at_ms = 1000
 device = "hall"
 set = { power = true, brightness = 80 }
 )";
-
-std::string workload_error_of(const std::string& text) {
-  try {
-    parse_workload(text, "w.toml");
-  } catch (const WorkloadError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(RoutineWorkload, ParsesAFixedWorkload) {
   const WorkloadFile file = parse_workload(kFixed, "w.toml");
