@@ -1,5 +1,6 @@
 #include "routine/invocation_metrics.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "routine/safehome_metrics.h"
@@ -35,14 +36,17 @@ std::optional<Schedule> as_safehome_schedule(const proto::InvocationMsg& invocat
   for (int i = 0; i < invocation.commands_size(); ++i) {
     const proto::CommandStep& command = invocation.commands(i);
     const int64_t done_us = invocation.command_done_at_us(i);
-    if (schedule.recorded_starts) start = env_time_at_us(command.started_at_us());
-    if (command.index() != static_cast<uint32_t>(i) || done_us <= 0 || env_time_at_us(done_us) < start) {
+    const core::TimePoint sent = schedule.recorded_starts ? env_time_at_us(command.started_at_us()) : start;
+    if (command.index() != static_cast<uint32_t>(i) || done_us <= 0 || env_time_at_us(done_us) < sent) {
       return std::nullopt;
     }
     const core::Duration hold =
         command.status() == proto::COMMAND_OK ? holds[static_cast<size_t>(i)] : core::Duration{};
-    const core::TimePoint end = env_time_at_us(done_us) + hold;
-    routine.commands.push_back({{}, start, end});
+    // A command of a run (routine/routine_combo.h) went out before the one
+    // before it was done: the time they overlap counts once.
+    const core::TimePoint begins = std::max(sent, start);
+    const core::TimePoint end = std::max(begins, env_time_at_us(done_us) + hold);
+    routine.commands.push_back({{}, begins, end});
     start = end;
   }
   return schedule;

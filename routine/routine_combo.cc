@@ -1,5 +1,7 @@
 #include "routine/routine_combo.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "routine/device_codec.h"
@@ -53,6 +55,7 @@ std::optional<std::string> plan_stage_into(const RoutineSpec& spec, const Catalo
       return fmt::format("command {} ({}): {}", index + 1, graph->vertices.front().condition.text(), combo.error());
     }
     for (const auto& stage : combo->stages) {
+      std::set<std::string> stage_devices_sent;  // this stage's commands so far
       for (const PlanStep& step : stage) {
         if (step.subject) continue;
         if (step.action == StepAction::check) {
@@ -62,8 +65,13 @@ std::optional<std::string> plan_stage_into(const RoutineSpec& spec, const Catalo
                              step.variable.text(), step.vertex, step.condition);
         }
         if (step.action != StepAction::set) continue;
+        // A stage's steps have no order among them (command_deduction.h);
+        // two on one device stay in turn, as a device runs one command at a time.
+        const bool with_previous = !stage_devices_sent.empty() && stage_devices_sent.count(step.variable.device) == 0;
+        stage_devices_sent.insert(step.variable.device);
         plan.push_back({static_cast<uint32_t>(index), step.variable.device,
-                        Attributes{{step.variable.attribute, step.value}}, graph->vertices[step.vertex].required_by});
+                        Attributes{{step.variable.attribute, step.value}}, graph->vertices[step.vertex].required_by,
+                        with_previous});
         states[step.variable.device][step.variable.attribute] = step.value;
       }
     }
@@ -138,7 +146,7 @@ std::vector<ComboCommand> expand(const RoutineSpec& spec, const std::vector<Prec
       RoutineCommand command;
       command.device = plan[next].device;
       command.values = plan[next].values;
-      out.push_back({std::move(command), plan[next].before, plan[next].rules});
+      out.push_back({std::move(command), plan[next].before, plan[next].rules, plan[next].with_previous});
     }
     out.push_back({spec.commands[i], std::nullopt, {}});
   }
@@ -153,16 +161,40 @@ proto::PreconditionPlanMsg to_proto(const std::vector<PreconditionCommand>& plan
     out.set_device(command.device);
     to_proto(command.values, *out.mutable_values());
     for (const auto& rule : command.rules) out.add_rules(rule);
+    if (command.with_previous && msg.runs_size() > 0) {
+      msg.set_runs(msg.runs_size() - 1, msg.runs(msg.runs_size() - 1) + 1);
+    } else {
+      msg.add_runs(1);
+    }
   }
+  // Every command alone: nothing to say.
+  if (std::all_of(msg.runs().begin(), msg.runs().end(), [](uint32_t run) { return run == 1; })) msg.clear_runs();
   return msg;
 }
 
 std::vector<PreconditionCommand> from_proto(const proto::PreconditionPlanMsg& msg) {
   std::vector<PreconditionCommand> plan;
-  for (const auto& command : msg.commands()) {
+  // Whether each command joins the run of the one before, from the run
+  // lengths; any other count than the commands' means one by one.
+  std::vector<bool> joins(static_cast<size_t>(msg.commands_size()), false);
+  uint64_t counted = 0;
+  for (const uint32_t run : msg.runs()) counted += run;
+  if (counted == joins.size()) {
+    size_t at = 0;
+    for (const uint32_t run : msg.runs()) {
+      for (uint32_t i = 1; i < run; ++i) joins[at + i] = true;
+      at += run;
+    }
+  }
+  for (int i = 0; i < msg.commands_size(); ++i) {
+    const auto& command = msg.commands(i);
     PreconditionCommand decoded{command.before(), command.device(), from_proto(command.values()),
                                 {command.rules().begin(), command.rules().end()}};
     if (decoded.device.empty() || decoded.values.empty()) continue;
+    // Only the same routine command's commands on other devices run beside
+    // each other (executors also check every device of a run differs).
+    decoded.with_previous = joins[static_cast<size_t>(i)] && !plan.empty() && plan.back().before == decoded.before &&
+                            plan.back().device != decoded.device;
     plan.push_back(std::move(decoded));
   }
   return plan;

@@ -72,6 +72,9 @@ struct PreconditionCommand {
   std::string device;
   Attributes values;
   std::vector<std::string> rules;  // the rules that required it (for the history)
+  // Runs alongside the command before it in the plan: the same stage of the
+  // same precondition graph, where no rule orders them, on another device.
+  bool with_previous = false;
 
   friend bool operator==(const PreconditionCommand&, const PreconditionCommand&) = default;
 };
@@ -83,6 +86,9 @@ struct ComboCommand {
   // Set for a precondition command: the routine command (index) it serves.
   std::optional<uint32_t> serves;
   std::vector<std::string> rules;
+  // As PreconditionCommand::with_previous (always false for a routine
+  // command, which runs after every command before it).
+  bool with_previous = false;
 
   friend bool operator==(const ComboCommand&, const ComboCommand&) = default;
 };

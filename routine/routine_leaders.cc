@@ -107,6 +107,9 @@ struct RoutineLeaders::Driving {
   bool busy = false;
   core::ScopedTimer timer;
   uint32_t ola_attempts = 0;
+  // Commands of a run (routine/routine_combo.h) this leader sent ahead of
+  // their turn and their device groups accepted: their turn polls them.
+  std::set<uint32_t> sent_ahead;
 };
 
 struct RoutineLeaders::Session {
@@ -584,13 +587,19 @@ void RoutineLeaders::drive_invocation(const SessionKey& key, const RoutineGroupS
       const auto next = static_cast<uint32_t>(invocation.commands.size());
       // A must command that did not succeed aborts the invocation (SafeHome
       // atomicity); a best-effort one is only reported.
-      if (next > 0) {
-        const auto& [index, result] = *invocation.commands.rbegin();
+      // The commands of a run sent with the failed one may have run: each is
+      // recorded before the abort, so that the rollback undoes it too.
+      for (const auto& [index, result] : invocation.commands) {
         if (!succeeded(result.status) && index < commands.size() && commands[index].command.must &&
             !fault_points().ignore_must) {
-          commit_abort(key, seq,
-                       fmt::format("command {} ({}) failed: {}: {}", index + 1, commands[index].command.device,
-                                   proto::CommandStatus_Name(result.status), result.detail));
+          const std::string reason =
+              fmt::format("command {} ({}) failed: {}: {}", index + 1, commands[index].command.device,
+                          proto::CommandStatus_Name(result.status), result.detail);
+          if (next < commands.size() && commands[next].with_previous) {
+            abort_running(key, invocation, commands, reason);
+          } else {
+            commit_abort(key, seq, reason);
+          }
           return;
         }
       }
@@ -1232,40 +1241,55 @@ void RoutineLeaders::post_lease(const SessionKey& key, uint64_t seq, const std::
       });
 }
 
+proto::DeviceUpdate RoutineLeaders::accept_of(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                                              const ComboCommand& combo_command, uint32_t index, bool undo,
+                                              const Attributes* restore_to) const {
+  const RoutineCommand& command = combo_command.command;
+  const std::string routine = routine_id(key);
+  proto::DeviceUpdate accept;
+  auto& a = *accept.mutable_accept();
+  a.set_command_id(undo ? undo_command_id(routine, invocation, index) : command_id(routine, invocation, index));
+  a.set_device(command.device);
+  const bool restore = undo && !fault_points().undo_repeats_command;
+  to_proto(restore ? rollback_values(command,
+                                     restore_to != nullptr ? *restore_to : invocation.commands.at(index).state_before)
+                   : command.values,
+           *a.mutable_values());
+  a.set_origin(messages_.self().value());
+  // Under WV nothing is locked, and a command without a holder is what the
+  // device group runs while the device is free.
+  if (const auto lock = invocation.locks.find(command.device); lock != invocation.locks.end()) {
+    a.set_lock_holder(holder_name(routine, invocation));
+    a.set_lock_token(lock->second);
+  } else if (const auto leased = invocation.leased.find(command.device); undo && leased != invocation.leased.end()) {
+    a.set_lock_holder(holder_name(routine, invocation));
+    a.set_lock_token(leased->second);
+    a.set_after_lease(true);
+  }
+  return accept;
+}
+
 void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo,
                              const Attributes* restore_to) {
   const auto [invocation, spec] = running(key, seq);
   if (spec == nullptr || invocation == nullptr) return;
   const std::vector<ComboCommand> commands = combo_of(*spec, *invocation);
   if (index >= commands.size()) return;
-  const RoutineCommand& command = commands[index].command;
-  const std::string routine = routine_id(key);
-  proto::DeviceUpdate accept;
-  auto& a = *accept.mutable_accept();
-  a.set_command_id(undo ? undo_command_id(routine, *invocation, index) : command_id(routine, *invocation, index));
-  a.set_device(command.device);
-  const bool restore = undo && !fault_points().undo_repeats_command;
-  to_proto(restore ? rollback_values(command,
-                                     restore_to != nullptr ? *restore_to : invocation->commands.at(index).state_before)
-                   : command.values,
-           *a.mutable_values());
-  a.set_origin(messages_.self().value());
-  // Under WV nothing is locked, and a command without a holder is what the
-  // device group runs while the device is free.
-  if (const auto lock = invocation->locks.find(command.device); lock != invocation->locks.end()) {
-    a.set_lock_holder(holder_name(routine, *invocation));
-    a.set_lock_token(lock->second);
-  } else if (const auto leased = invocation->leased.find(command.device); undo && leased != invocation->leased.end()) {
-    a.set_lock_holder(holder_name(routine, *invocation));
-    a.set_lock_token(leased->second);
-    a.set_after_lease(true);
-  }
   const core::TimePoint deadline = env_.now() + options_.request_timeout * 4;
+  if (Driving* driving = driving_of(key, seq); !undo && driving != nullptr && driving->sent_ahead.erase(index) > 0) {
+    // Accepted already: its outcome may be in (if it is not there any more,
+    // the poll comes back here and it is sent again).
+    poll_command(key, seq, index, undo, deadline);
+    return;
+  }
+  const proto::DeviceUpdate accept = accept_of(key, *invocation, commands[index], index, undo, restore_to);
+  const auto& a = accept.accept();
   command_sent_at_us_.try_emplace(a.command_id(), now_us());  // a resend keeps the first
-  core::log("routine").debug("routine {} invocation {}: sending command {} to {} (token {})", routine, seq,
-                             a.command_id(), command.device, a.lock_token());
-  write_device(command.device, accept.SerializeAsString(),
-               [this, key, seq, index, undo, deadline, alive = alive_](const auto& written) {
+  core::log("routine").debug("routine {} invocation {}: sending command {} to {} (token {})", routine_id(key), seq,
+                             a.command_id(), a.device(), a.lock_token());
+  std::vector<uint32_t> rest = undo ? std::vector<uint32_t>{} : rest_of_run(*invocation, commands, index);
+  write_device(a.device(), accept.SerializeAsString(),
+               [this, key, seq, index, undo, deadline, rest = std::move(rest), alive = alive_](const auto& written) {
                  if (!*alive) return;
                  if (!written) {
                    core::log("routine").debug("routine {} invocation {}: command {} not accepted: {}", routine_id(key),
@@ -1273,8 +1297,65 @@ void RoutineLeaders::execute(const SessionKey& key, uint64_t seq, uint32_t index
                    idle(key, seq, options_.poll_interval);
                    return;
                  }
-                 poll_command(key, seq, index, undo, deadline);
+                 send_ahead(key, seq, rest, 0,
+                            [this, key, seq, index, undo, deadline] { poll_command(key, seq, index, undo, deadline); });
                });
+}
+
+std::vector<uint32_t> RoutineLeaders::rest_of_run(const RoutineGroupState::Invocation& invocation,
+                                                  const std::vector<ComboCommand>& commands, uint32_t index) const {
+  std::vector<uint32_t> rest;
+  std::set<std::string> devices{commands[index].command.device};
+  for (uint32_t k = index + 1; k < commands.size() && commands[k].with_previous; ++k) {
+    const std::string& device = commands[k].command.device;
+    // Only under its own lock (EV takes some devices just in time), and one
+    // command per device at a time.
+    if (invocation.locks.count(device) == 0 || invocation.leased.count(device) != 0) break;
+    if (!devices.insert(device).second) break;
+    rest.push_back(k);
+  }
+  return rest;
+}
+
+void RoutineLeaders::send_ahead(const SessionKey& key, uint64_t seq, std::vector<uint32_t> rest, size_t at,
+                                std::function<void()> then) {
+  const auto [invocation, spec] = running(key, seq);
+  if (at >= rest.size() || invocation == nullptr || spec == nullptr || !invocation->abort_reason.empty()) {
+    then();
+    return;
+  }
+  const std::vector<ComboCommand> commands = combo_of(*spec, *invocation);
+  const uint32_t index = rest[at];
+  if (index >= commands.size() || invocation->commands.count(index) != 0) {
+    then();
+    return;
+  }
+  const proto::DeviceUpdate accept = accept_of(key, *invocation, commands[index], index, false, nullptr);
+  command_sent_at_us_.try_emplace(accept.accept().command_id(), now_us());
+  core::log("routine").debug("routine {} invocation {}: sending command {} to {} with the one before it",
+                             routine_id(key), seq, accept.accept().command_id(), accept.accept().device());
+  write_device(accept.accept().device(), accept.SerializeAsString(),
+               [this, key, seq, index, rest = std::move(rest), at, then = std::move(then),
+                alive = alive_](const auto& written) mutable {
+                 if (!*alive) return;
+                 // A command is sent only once the one before it was accepted:
+                 // what its device groups accepted is always a prefix of the run,
+                 // which is what unless_next_was_sent relies on. So a refusal
+                 // ends the sending; the rest go in their turn.
+                 if (!written) {
+                   then();
+                   return;
+                 }
+                 if (Driving* driving = driving_of(key, seq)) driving->sent_ahead.insert(index);
+                 send_ahead(key, seq, std::move(rest), at + 1, std::move(then));
+               });
+}
+
+RoutineLeaders::Driving* RoutineLeaders::driving_of(const SessionKey& key, uint64_t seq) {
+  Session* s = session(key);
+  if (s == nullptr) return nullptr;
+  const auto it = s->driving.find(seq);
+  return it == s->driving.end() ? nullptr : it->second.get();
 }
 
 std::set<std::string> RoutineLeaders::watched_by(const std::vector<std::string>& locked) const {

@@ -458,7 +458,25 @@ class RoutineLeaders {
   // that restores what it changed (its recorded state_before), and then
   // polls its outcome, which is committed as a command or undo step.
   // `restore_to` replaces the committed state_before of an undo.
+  // A command of a run (independent precondition commands, routine/
+  // routine_combo.h) is sent with the run's first: once the first is
+  // accepted, the rest follow one by one, each after the one before it was
+  // accepted, and only then is the first polled. Outcomes are still
+  // committed in index order, each polled in its turn (one read, as it is
+  // usually done by then), so a run of w commands costs about one poll
+  // interval instead of w.
   void execute(const SessionKey& key, uint64_t seq, uint32_t index, bool undo, const Attributes* restore_to = nullptr);
+  proto::DeviceUpdate accept_of(const SessionKey& key, const RoutineGroupState::Invocation& invocation,
+                                const ComboCommand& command, uint32_t index, bool undo,
+                                const Attributes* restore_to) const;
+  // The commands after `index` that go out with it: the rest of its run,
+  // each on a device the invocation holds and no device twice.
+  std::vector<uint32_t> rest_of_run(const RoutineGroupState::Invocation& invocation,
+                                    const std::vector<ComboCommand>& commands, uint32_t index) const;
+  // Sends rest[at], then the rest after it once accepted; then `then`.
+  void send_ahead(const SessionKey& key, uint64_t seq, std::vector<uint32_t> rest, size_t at,
+                  std::function<void()> then);
+  Driving* driving_of(const SessionKey& key, uint64_t seq);
   // EV: a device whose lock the invocation may give up before command
   // `next` (no command from `next` on uses it), or nothing.
   std::optional<std::string> lease_candidate(const RoutineGroupState::Invocation& invocation,

@@ -72,6 +72,27 @@ TEST(InvocationMetrics, RecordedStartsGiveTheRunWithoutItsGapsAndTheStretch) {
   EXPECT_FALSE(invocation_metrics(finished_ok(), {milliseconds(0), seconds(2)}).stretch);
 }
 
+// A run (routine/routine_combo.h): command 2 went out at 320, before
+// command 1 (sent at 310) was done at 350, and was done at 360. The time
+// they overlap counts once, so the stretch is 1, never below; a command of
+// a run done before the one before it adds nothing.
+TEST(InvocationMetrics, CommandsSentTogetherCountTheirOverlapOnce) {
+  proto::InvocationMsg invocation = finished_ok();
+  invocation.set_command_done_at_us(1, ms(360));
+  invocation.mutable_commands(0)->set_started_at_us(ms(310));
+  invocation.mutable_commands(1)->set_started_at_us(ms(320));
+  const InvocationMetrics m = invocation_metrics(invocation, {milliseconds(0), milliseconds(0)});
+  ASSERT_TRUE(m.back_to_back && m.stretch);
+  EXPECT_EQ(*m.back_to_back, milliseconds(50));
+  EXPECT_DOUBLE_EQ(*m.stretch, 1.0);
+
+  invocation.set_command_done_at_us(1, ms(340));
+  const InvocationMetrics inside = invocation_metrics(invocation, {milliseconds(0), milliseconds(0)});
+  ASSERT_TRUE(inside.back_to_back && inside.stretch);
+  EXPECT_EQ(*inside.back_to_back, milliseconds(40));
+  EXPECT_DOUBLE_EQ(*inside.stretch, 1.0);
+}
+
 TEST(InvocationMetrics, AFailedBestEffortCommandKeepsNoDevice) {
   proto::InvocationMsg invocation = finished_ok();
   invocation.mutable_commands(1)->set_status(proto::COMMAND_DEVICE_DOWN);

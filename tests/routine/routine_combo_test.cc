@@ -112,6 +112,53 @@ TEST(RoutineCombo, UnknownStatesAreSetInPegOrder) {
   EXPECT_EQ((*plan)[1].before, 0u);
 }
 
+// Commands of one stage of one graph have no order among them (apex.md
+// §6.2): they form a run that goes out at once. A deeper precondition stays
+// before them, and the run survives the committed plan's encoding.
+TEST(RoutineCombo, IndependentPreconditionsFormARunThatSurvivesTheCommittedPlan) {
+  auto rules = garden_rules();
+  rules.push_back({"outlet_2_off_needs_lamp_off", "outlet_2.power == off", {"lamp.power == off"}});
+  const Catalog catalog = garden(rules);
+  const RoutineSpec spec = routine({set("sprinkler", true)});
+  const DeviceStates states = {{"outlet_1", {{"power", true}}},
+                               {"outlet_2", {{"power", true}}},
+                               {"lamp", {{"power", true}}},
+                               {"hall_motion", {{"motion", false}}}};
+  const auto plan = plan_preconditions(spec, catalog, states, {});
+  ASSERT_TRUE(plan) << plan.error();
+  ASSERT_EQ(plan->size(), 3u);
+  EXPECT_EQ((*plan)[0].device, "lamp");
+  EXPECT_FALSE((*plan)[0].with_previous);
+  EXPECT_EQ((std::set<std::string>{(*plan)[1].device, (*plan)[2].device}),
+            (std::set<std::string>{"outlet_1", "outlet_2"}));
+  EXPECT_FALSE((*plan)[1].with_previous);
+  EXPECT_TRUE((*plan)[2].with_previous);
+
+  const auto commands = expand(spec, *plan);
+  ASSERT_EQ(commands.size(), 4u);
+  EXPECT_TRUE(commands[2].with_previous);
+  EXPECT_FALSE(commands[3].with_previous);  // the sprinkler waits for both
+
+  const proto::PreconditionPlanMsg msg = to_proto(*plan);
+  EXPECT_THAT(msg.runs(), ElementsAre(1u, 2u));
+  EXPECT_EQ(from_proto(msg), *plan);
+
+  // Run lengths that do not cover the commands say nothing: one by one.
+  proto::PreconditionPlanMsg short_runs = msg;
+  short_runs.set_runs(1, 1);
+  for (const auto& command : from_proto(short_runs)) EXPECT_FALSE(command.with_previous) << command.device;
+  // Nor does a run join two commands on one device, or of two routine
+  // commands.
+  proto::PreconditionPlanMsg same_device = msg;
+  same_device.mutable_commands(2)->set_device(same_device.commands(1).device());
+  EXPECT_FALSE(from_proto(same_device)[2].with_previous);
+  proto::PreconditionPlanMsg two_commands = msg;
+  two_commands.mutable_commands(2)->set_before(1);
+  EXPECT_FALSE(from_proto(two_commands)[2].with_previous);
+  // Every command alone: no run lengths at all (old plans read the same).
+  EXPECT_EQ(to_proto(std::vector<PreconditionCommand>{(*plan)[0]}).runs_size(), 0);
+}
+
 TEST(RoutineCombo, AnEarlierCommandsEffectCountsForALaterPrecondition) {
   const Catalog catalog = garden(garden_rules());
   // The routine turns outlet_1 off itself before the sprinkler: only

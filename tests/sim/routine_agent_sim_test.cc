@@ -127,6 +127,16 @@ struct Plan {
   bool moves = false;
 };
 
+// A precondition rule of the sweep's world: while `device` has power `on`,
+// `needs` must have power `needs_on`.
+struct Implication {
+  std::string name;
+  std::string device;
+  bool on = false;
+  std::string needs;
+  bool needs_on = false;
+};
+
 struct Outcome {
   std::vector<std::string> violations;
   uint64_t invocations = 0;
@@ -139,6 +149,8 @@ struct Outcome {
   uint64_t undone_to_user_value = 0;
   uint64_t actuations = 0;
   uint64_t precondition_commands = 0;  // run by plans
+  uint64_t run_commands = 0;           // planned to go out with the one before (routine/routine_combo.h)
+  uint64_t sent_with_run = 0;          // of those, sent before the one before was recorded
   uint64_t wound_aborts = 0;           // aggressive invocations an older one wounded (APEX wound-wait)
   // EV: keys chosen below an invocation placed before (SafeHome's
   // pre-lease), and keys refused by a device someone later had used.
@@ -468,14 +480,33 @@ Outcome run(const Plan& plan, uint64_t seed) {
   // Exclusive pairs, each plug in at most one (so no rule set conflicts).
   std::vector<std::pair<std::string, std::string>> exclusive;
   std::vector<routine::PreconditionRuleSpec> rules;
+  std::vector<Implication> implications;  // the rules, as the checker reads them
+  const auto add_rule = [&rules, &implications](const std::string& device, bool on, const std::string& needs,
+                                                bool needs_on) {
+    const auto state = [](bool value) { return value ? "on" : "off"; };
+    const std::string name = fmt::format("{}_{}_needs_{}_{}", device, state(on), needs, state(needs_on));
+    rules.push_back({name,
+                     fmt::format("{}.power == {}", device, state(on)),
+                     {fmt::format("{}.power == {}", needs, state(needs_on))}});
+    implications.push_back({name, device, on, needs, needs_on});
+  };
   if (plan.preconditions) {
     for (size_t i = 0; i + 1 < actuators; i += 2) {
       if (i > 0 && rng.below(4) == 0) continue;
       const std::string a = fmt::format("d{}", i);
       const std::string b = fmt::format("d{}", i + 1);
       exclusive.emplace_back(a, b);
-      rules.push_back({a + "_on_needs_" + b + "_off", a + ".power == on", {b + ".power == off"}});
-      rules.push_back({b + "_on_needs_" + a + "_off", b + ".power == on", {a + ".power == off"}});
+      add_rule(a, true, b, false);
+      add_rule(b, true, a, false);
+    }
+    // Every other pair's first plug also needs the next pair's first plug on
+    // (a heater with its fan), which may go off only once the first is off.
+    // Its combo then sets two plugs of one graph stage at once (a run: the
+    // partner off and the fan on, routine/routine_combo.h) under a deeper
+    // precondition (the fan's own partner off).
+    for (size_t j = 0; j + 1 < exclusive.size(); j += 2) {
+      add_rule(exclusive[j].first, true, exclusive[j + 1].first, true);
+      add_rule(exclusive[j + 1].first, false, exclusive[j].first, false);
     }
   }
   // Routines over random, overlapping device sets; one on the sensor.
@@ -937,6 +968,17 @@ Outcome run(const Plan& plan, uint64_t seed) {
       const auto commands =
           routine::expand(spec, invocation.plan.value_or(std::vector<routine::PreconditionCommand>{}));
       if (invocation.plan) out.precondition_commands += invocation.plan->size();
+      for (uint32_t k = 1; k < commands.size(); ++k) {
+        if (!commands[k].with_previous) continue;
+        ++out.run_commands;
+        // Sent with the one before it: before that one's outcome was in.
+        const auto sent = invocation.commands.find(k);
+        const auto before = invocation.commands.find(k - 1);
+        if (sent != invocation.commands.end() && before != invocation.commands.end() &&
+            sent->second.started_at_us > 0 && sent->second.started_at_us < before->second.done_at_us) {
+          ++out.sent_with_run;
+        }
+      }
       const auto failed = std::find_if(invocation.commands.begin(), invocation.commands.end(), [&](const auto& c) {
         return c.second.status != proto::COMMAND_OK && c.first < commands.size() && commands[c.first].command.must;
       });
@@ -955,9 +997,22 @@ Outcome run(const Plan& plan, uint64_t seed) {
         if (!invocation.abort_reason.empty() && !invocation.abort_reason.starts_with("wounded")) ++out.failure_aborts;
         continue;
       }
+      // The commands of the failed one's run went out with it and may have
+      // run, but each must be recorded, or the rollback cannot undo it.
+      uint32_t run_end = failed->first + 1;
+      while (run_end < commands.size() && commands[run_end].with_previous) ++run_end;
       for (uint32_t later = failed->first + 1; later < commands.size(); ++later) {
         const std::string id = routine::command_id(spec.id, invocation, later);
-        if (actuated.count(id) != 0 || invocation.commands.count(later) != 0) {
+        const bool recorded = invocation.commands.count(later) != 0;
+        if (later < run_end) {
+          if (actuated.count(id) != 0 && !recorded) {
+            out.violations.push_back(fmt::format(
+                "command {}, sent with the failed must command {}, ran but was never recorded (so never undone)", id,
+                failed->first + 1));
+          }
+          continue;
+        }
+        if (actuated.count(id) != 0 || recorded) {
           out.violations.push_back(
               fmt::format("command {} ran after must command {} of its invocation failed", id, failed->first + 1));
         }
@@ -1102,10 +1157,11 @@ Outcome run(const Plan& plan, uint64_t seed) {
     }
   }
 
-  // APEX consistency (apex.md §2): no instant at which both plugs of an
-  // exclusive pair are on, replaying every device's own actuation log in
-  // time order (all start off, which breaks no rule).
-  if (!exclusive.empty()) {
+  // APEX consistency (apex.md §2): no instant at which a rule's condition
+  // holds and its precondition does not (both plugs of an exclusive pair
+  // on, a heater on with its fan off), replaying every device's own
+  // actuation log in time order (all start off, which breaks no rule).
+  if (!implications.empty()) {
     struct Actuation {
       core::TimePoint at;
       std::string device;
@@ -1122,17 +1178,21 @@ Outcome run(const Plan& plan, uint64_t seed) {
     }
     std::stable_sort(timeline.begin(), timeline.end(), [](const auto& x, const auto& y) { return x.at < y.at; });
     std::map<std::string, bool> on;
+    std::set<std::string> broken;  // reported once per break
     for (size_t i = 0; i < timeline.size(); ++i) {
       on[timeline[i].device] = timeline[i].power;
       // Several actuations at one instant are one state change.
       if (i + 1 < timeline.size() && timeline[i + 1].at == timeline[i].at) continue;
-      for (const auto& [a, b] : exclusive) {
-        if (!on[a] || !on[b]) continue;
-        const bool a_last = timeline[i].device == a;
-        out.violations.push_back(fmt::format("{} and {} both on at {:.3f} s (after {}): rule {}_on_needs_{}_off broken",
-                                             a, b, core::to_seconds(timeline[i].at.time_since_epoch()),
-                                             timeline[i].command_id, a_last ? a : b, a_last ? b : a));
-        on[timeline[i].device] = false;  // report each break once
+      for (const Implication& rule : implications) {
+        if (on[rule.device] != rule.on || on[rule.needs] == rule.needs_on) {
+          broken.erase(rule.name);
+          continue;
+        }
+        if (!broken.insert(rule.name).second) continue;
+        out.violations.push_back(fmt::format("{} power={} and {} power={} at {:.3f} s (after {}): rule {} broken",
+                                             rule.device, on[rule.device], rule.needs, on[rule.needs],
+                                             core::to_seconds(timeline[i].at.time_since_epoch()),
+                                             timeline[i].command_id, rule.name));
       }
     }
   }
@@ -1231,6 +1291,8 @@ struct Totals {
   uint64_t undone_to_user_value = 0;
   uint64_t actuations = 0;
   uint64_t precondition_commands = 0;
+  uint64_t run_commands = 0;
+  uint64_t sent_with_run = 0;
   uint64_t wound_aborts = 0;
   uint64_t not_effective = 0;
   uint64_t keyed_before_placed = 0;
@@ -1273,6 +1335,8 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
     totals.undone_to_user_value += o.undone_to_user_value;
     totals.actuations += o.actuations;
     totals.precondition_commands += o.precondition_commands;
+    totals.run_commands += o.run_commands;
+    totals.sent_with_run += o.sent_with_run;
     totals.wound_aborts += o.wound_aborts;
     totals.not_effective += o.not_effective;
     totals.keyed_before_placed += o.keyed_before_placed;
@@ -1305,6 +1369,10 @@ void sweep(const Plan& plan, uint64_t first_seed, int seeds, Totals& totals) {
       static_cast<unsigned long long>(totals.keyed_before_placed), static_cast<unsigned long long>(totals.rekeys),
       static_cast<unsigned long long>(totals.rollback_resource_retakes),
       static_cast<unsigned long long>(totals.stretch_known), static_cast<unsigned long long>(totals.stretched));
+  if (plan.preconditions) {
+    std::printf("run_commands=%llu sent_with_run=%llu\n", static_cast<unsigned long long>(totals.run_commands),
+                static_cast<unsigned long long>(totals.sent_with_run));
+  }
   if (plan.moves) {
     std::printf("moves=%llu regrouped=%llu\n", static_cast<unsigned long long>(totals.moves),
                 static_cast<unsigned long long>(totals.regrouped));
@@ -1491,6 +1559,8 @@ TEST(RoutineAgentSim, PreconditionCombosKeepEveryRuleAcrossCrashesAndFailures) {
     // Combos must have run precondition commands, or this checked nothing.
     EXPECT_GT(t.precondition_commands, 0u) << routine::to_string(strategy);
     EXPECT_GT(t.ok, 0u) << routine::to_string(strategy);
+    // Independent precondition commands went out together (a run).
+    EXPECT_GT(t.sent_with_run, 0u) << routine::to_string(strategy);
   }
 }
 
@@ -1526,6 +1596,7 @@ TEST(RoutineAgentSim, AggressiveCombosWoundYoungerHoldersYetKeepEveryRule) {
     if (!totals_checked(t)) continue;
     EXPECT_GT(t.precondition_commands, 0u) << (mixed ? "mixed" : "aggressive");
     EXPECT_GT(t.ok, 0u) << (mixed ? "mixed" : "aggressive");
+    EXPECT_GT(t.sent_with_run, 0u) << (mixed ? "mixed" : "aggressive");
   }
 }
 
@@ -1624,7 +1695,7 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
       {"a failed must command does not abort", &routine::FaultPoints::ignore_must, "of its invocation failed",
        routine::Visibility::psv, true},
       {"combos deduced from states read before their locks", &routine::FaultPoints::stale_precondition_states,
-       "both on at", routine::Visibility::psv, false, true},
+       "_needs_", routine::Visibility::psv, false, true},
       {"GSV completes routines whatever fails while they run", &routine::FaultPoints::ignore_device_events,
        "while it ran (GSV)", routine::Visibility::gsv, true},
       {"PSV completes routines whose device is still down", &routine::FaultPoints::ignore_device_events, "(PSV)",
@@ -1644,8 +1715,7 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
        "was stuck and did not change", routine::Visibility::psv, false, false, false, false, routine::LockStrategy::sla,
        false, true},
       {"ad hoc combos run their command without its preconditions", &routine::FaultPoints::adhoc_ignores_rules,
-       "both on at", routine::Visibility::psv, false, true, false, false, routine::LockStrategy::sla, false, false,
-       true},
+       "_needs_", routine::Visibility::psv, false, true, false, false, routine::LockStrategy::sla, false, false, true},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;
