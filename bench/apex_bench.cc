@@ -290,6 +290,10 @@ struct ApexMesh {
       config.devices.preconditions = rules;
       config.devices.catalog_digest = "apex-bench";
       config.routines.leaders.strategy = setup.strategy;
+      // APEX's strategies are lock strategies, which EV (the default model,
+      // 18ecc77) does not use: its serial keys order the locks. Without this,
+      // both rows measured EV.
+      config.routines.leaders.visibility = mesh::routine::Visibility::psv;
       if (const int poll_ms = env_int("APEX_BENCH_POLL_MS", 0, 0); poll_ms > 0) {
         config.routines.leaders.poll_interval = milliseconds(poll_ms);
       }
