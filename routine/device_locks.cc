@@ -86,21 +86,6 @@ void DeviceLocks::place(const std::string& device, const std::string& holder, co
   grant_in_key_order(lock);
 }
 
-std::deque<std::string>::iterator DeviceLocks::waiting_place(Lock& lock, const std::string& holder,
-                                                             int64_t started_us) {
-  if (started_us == 0) return lock.waiting.end();
-  // Never ahead of a conservative waiter: one that waits for an aggressive
-  // holder wounds it, and the wounded one asking again must not pass it,
-  // or two aggressive invocations can take turns past it forever.
-  auto first = lock.waiting.begin();
-  for (auto it = lock.waiting.begin(); it != lock.waiting.end(); ++it) {
-    if (lock.started_us.count(*it) == 0) first = std::next(it);
-  }
-  return std::find_if(first, lock.waiting.end(), [&](const std::string& waiter) {
-    return std::tie(started_us, holder) < std::tie(lock.started_us.at(waiter), waiter);
-  });
-}
-
 void DeviceLocks::request(const std::string& device, const std::string& holder, bool wait, int64_t started_us,
                           uint32_t round) {
   if (device.empty() || holder.empty()) return;
@@ -117,7 +102,7 @@ void DeviceLocks::request(const std::string& device, const std::string& holder, 
     if (!lock.holder.empty()) lock.started_us.erase(lock.holder);
     grant(lock, holder);
   } else if (wait && lock.waiting.size() < kMaxWaiting) {
-    lock.waiting.insert(waiting_place(lock, holder, started_us), holder);
+    lock.waiting.push_back(holder);
   } else {
     return;
   }

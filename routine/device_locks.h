@@ -108,13 +108,7 @@ class DeviceLocks {
   // Holder already holding or waiting: its place keeps, only raised to
   // `round` if that is later. Free lock: granted. Held by another: queued
   // if `wait` (SLA, aggressive), else nothing (OLA: the requester reads
-  // LOCK_NONE and backs off). An aggressive request (`started_us`, its
-  // age) queues ahead of every younger aggressive waiter, as wound-wait
-  // would have it wound them anyway once they held the lock: FIFO made the
-  // oldest wound each younger waiter ahead of it in turn, each wound a
-  // routine-group write and a give-back, and under contention that thrash
-  // outgrew the arrivals (APEX sweep with heater-and-fan rules). It never
-  // passes a conservative waiter: nothing that asks later does.
+  // LOCK_NONE and backs off).
   void request(const std::string& device, const std::string& holder, bool wait, int64_t started_us = 0,
                uint32_t round = 0);
   // EV: places `holder`'s entry under entry.serial_key_us (> 0), or moves
@@ -172,9 +166,6 @@ class DeviceLocks {
 
  private:
   void grant(Lock& lock, std::string holder);
-  // Where `holder` (triggered at `started_us`, 0: conservative) joins the
-  // wait list (request()).
-  static std::deque<std::string>::iterator waiting_place(Lock& lock, const std::string& holder, int64_t started_us);
   // A free lock with no FIFO waiter goes to the lineage's lowest entry, if
   // that one is ready.
   void grant_in_key_order(Lock& lock);

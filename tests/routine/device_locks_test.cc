@@ -85,31 +85,6 @@ TEST(DeviceLocks, AgesTravelWithRequestsAndNameTheHolder) {
   EXPECT_FALSE(restored.restore(msgs));
 }
 
-// Wound-wait's order: an aggressive request waits ahead of every younger
-// aggressive waiter (it would wound each once it held the lock), but never
-// ahead of a conservative one (which would starve it: two aggressive
-// holders it wounds in turn could each ask again ahead of it); a
-// conservative request queues at the end. Ties of age go by holder name.
-TEST(DeviceLocks, AnAggressiveRequestWaitsAheadOfYoungerAggressiveWaitersOnly) {
-  DeviceLocks locks;
-  locks.request("lamp", "holder#1", true, 50);
-  locks.request("lamp", "young#1", true, 300);
-  locks.request("lamp", "youngest#1", true, 500);
-  locks.request("lamp", "old#1", true, 100);
-  locks.request("lamp", "conservative#1", true);
-  locks.request("lamp", "middle#1", true, 400);
-  locks.request("lamp", "also_middle#1", true, 400);
-  locks.request("lamp", "late_conservative#1", true);
-  locks.request("lamp", "oldest#1", true, 10);
-  EXPECT_EQ(locks.find("lamp")->waiting,
-            (std::deque<std::string>{"old#1", "young#1", "youngest#1", "conservative#1", "also_middle#1", "middle#1",
-                                     "late_conservative#1", "oldest#1"}));
-  // Asking again keeps the place.
-  locks.request("lamp", "youngest#1", true, 500);
-  EXPECT_EQ(locks.status("lamp", "youngest#1").ahead(), 3u);
-  EXPECT_EQ(locks.release("lamp", "holder#1"), std::optional<std::string>("old#1"));
-}
-
 TEST(DeviceLocks, RestoreRejectsInconsistentLocks) {
   google::protobuf::RepeatedPtrField<proto::DeviceLockMsg> msgs;
   auto& msg = *msgs.Add();
