@@ -359,17 +359,12 @@ void RoutineLeaders::drive(const SessionKey& key) {
 }
 
 void RoutineLeaders::idle(const SessionKey& key, uint64_t seq, core::Duration delay) {
-  Session* s = session(key);
-  if (s == nullptr) return;
-  const auto it = s->driving.find(seq);
-  if (it == s->driving.end()) return;
-  Driving& driving = *it->second;
-  driving.timer.start(delay, [this, key, seq] {
-    Session* again = session(key);
+  Driving* driving = driving_of(key, seq);
+  if (driving == nullptr) return;
+  driving->timer.start(delay, [this, key, seq] {
+    Driving* again = driving_of(key, seq);
     if (again == nullptr) return;
-    const auto found = again->driving.find(seq);
-    if (found == again->driving.end()) return;
-    found->second->busy = false;
+    again->busy = false;
     drive(key);
   });
 }
@@ -860,10 +855,9 @@ void RoutineLeaders::acquire_ola(const SessionKey& key, uint64_t seq, const std:
     // from before that may find the invocation executing under locks its
     // successor's round took (the same holder's): giving back what is
     // recorded then would free the devices of a running invocation.
-    Session* s = session(key);
-    const auto found = s == nullptr ? decltype(s->driving)::iterator{} : s->driving.find(seq);
-    if (s == nullptr || found == s->driving.end() || !recorded_locks(key, seq)) return;
-    Driving& driving = *found->second;
+    Driving* found = driving_of(key, seq);
+    if (found == nullptr || !recorded_locks(key, seq)) return;
+    Driving& driving = *found;
     ++driving.ola_attempts;
     lock_retries_.add();
     const auto shift = std::min<uint32_t>(driving.ola_attempts - 1, 10);
@@ -1671,11 +1665,9 @@ void RoutineLeaders::poll_command(const SessionKey& key, uint64_t seq, uint32_t 
                     idle(key, seq, options_.poll_interval);
                     return;
                   }
-                  Session* s = session(key);
-                  if (s == nullptr) return;
-                  const auto it = s->driving.find(seq);
-                  if (it == s->driving.end()) return;
-                  it->second->timer.start(options_.poll_interval, [this, key, seq, index, undo, deadline] {
+                  Driving* driving = driving_of(key, seq);
+                  if (driving == nullptr) return;
+                  driving->timer.start(options_.poll_interval, [this, key, seq, index, undo, deadline] {
                     poll_command(key, seq, index, undo, deadline);
                   });
                   return;

@@ -476,6 +476,7 @@ class RoutineLeaders {
   // Sends rest[at], then the rest after it once accepted; then `then`.
   void send_ahead(const SessionKey& key, uint64_t seq, std::vector<uint32_t> rest, size_t at,
                   std::function<void()> then);
+  // The driving state of invocation `seq` of this session, or null.
   Driving* driving_of(const SessionKey& key, uint64_t seq);
   // EV: a device whose lock the invocation may give up before command
   // `next` (no command from `next` on uses it), or nothing.
