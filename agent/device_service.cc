@@ -46,7 +46,7 @@ void DeviceService::ensure_groups() {
   // live node whether the group exists somewhere already).
   // A node that sees no other member (just booted, or cut off) would create
   // groups of itself alone; a mesh of one node (k = 1) is the exception.
-  if (view_.live_members().size() < std::min<size_t>(kgroups_.config().selection.k, 2)) return;
+  if (view_.live_count() < std::min<size_t>(kgroups_.config().selection.k, 2)) return;
   // Each group is created by an update that changes nothing in its state.
   std::map<std::string, std::string> targets;
   proto::DeviceUpdate device_hello;

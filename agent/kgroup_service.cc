@@ -415,7 +415,7 @@ void KgroupService::on_request(const core::Message& request, core::Responder res
       GroupReplica* replica = host_->latest(key);
       proto::KgroupClientReply reply = make_reply(proto::KGROUP_CLIENT_RETRY);
       reply.set_hosted(replica != nullptr);
-      reply.set_live_members(static_cast<uint32_t>(view_.live_members().size()));
+      reply.set_live_members(static_cast<uint32_t>(view_.live_count()));
       if (replica != nullptr) {
         reply.set_leader(replica->leader().value());
         reply.set_epoch(replica->config().epoch);
@@ -675,8 +675,7 @@ void KgroupService::start_genesis(const GroupTarget& target, const kgroup::Group
             if (g.awaiting == 0) finish_genesis(key);
             return;
           }
-          if (const size_t known = reply->reply().live_members();
-              known > view_.live_members().size() && known > g.view_behind) {
+          if (const size_t known = reply->reply().live_members(); known > view_.live_count() && known > g.view_behind) {
             g.view_behind = known;
             g.knows_more = node;
           }
@@ -720,7 +719,7 @@ void KgroupService::finish_genesis(const std::string& key) {
     // group, or be the one that should create it.
     genesis_postponed_.add();
     core::log("kgroup").debug("genesis postponed target={} reason=view_behind known_here={} known_at={} count={}", key,
-                              view_.live_members().size(), genesis.knows_more.to_string(), genesis.view_behind);
+                              view_.live_count(), genesis.knows_more.to_string(), genesis.view_behind);
     view_.catch_up_from(genesis.knows_more);
     return;
   }

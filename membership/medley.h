@@ -67,6 +67,7 @@ class Medley final : public MemberView {
   // MemberView.
   core::NodeId self() const override { return table_.self(); }
   std::vector<Member> live_members() const override;
+  size_t live_count() const override { return table_.live_count(); }
   std::optional<Member> member(core::NodeId id) const override;
   uint64_t version() const override { return version_; }
   ListenerHandle add_listener(Listener listener) override;

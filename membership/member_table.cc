@@ -76,7 +76,7 @@ void MemberTable::set_self(const Member& self) {
   const DigestEdit edit(*this, entry);
   const bool was_live = is_live(entry.member.state);
   entry.member = self;
-  if (was_live != is_live(self.state)) recount();
+  if (was_live != is_live(self.state)) note_liveness(self_, is_live(self.state));
 }
 
 ApplyResult MemberTable::apply(const MemberRecord& record, core::TimePoint now, bool allow_revival) {
@@ -95,8 +95,7 @@ ApplyResult MemberTable::apply(const MemberRecord& record, core::TimePoint now, 
       entry.suspect_since = now;
     }
     add_to_digest(entries_.emplace(id, std::move(entry)).first->second);
-    if (is_live(record.member.state)) ++live_count_;
-    ++live_set_version_;
+    note_liveness(id, is_live(record.member.state));
     result.changed = true;
     // A member first heard of as failed or gone was never live here: no event.
     if (is_live(record.member.state)) result.event = MemberEventKind::joined;
@@ -147,7 +146,7 @@ ApplyResult MemberTable::apply(const MemberRecord& record, core::TimePoint now, 
     entry.has_info = true;
   }
   if (before != current.state) entry.state_since = now;
-  if (is_live(before) != is_live(current.state)) recount();
+  if (is_live(before) != is_live(current.state)) note_liveness(id, is_live(current.state));
   entry.accusers.clear();
   if (current.state == MemberState::suspect) {
     if (!record.accuser.is_unspecified()) entry.accusers.insert(record.accuser);
@@ -164,18 +163,15 @@ const MemberEntry* MemberTable::find(core::NodeId id) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
-std::vector<core::NodeId> MemberTable::live_others() const {
-  std::vector<core::NodeId> out;
-  for (const auto& [id, e] : entries_) {
-    if (id != self_ && is_live(e.member.state)) out.push_back(id);
-  }
-  return out;
-}
-
-void MemberTable::recount() {
+void MemberTable::note_liveness(core::NodeId id, bool live) {
   ++live_set_version_;
-  live_count_ = 0;
-  for (const auto& [id, e] : entries_) live_count_ += is_live(e.member.state) ? 1 : 0;
+  if (id != self_) {
+    const auto at = std::lower_bound(live_others_.begin(), live_others_.end(), id);
+    const bool listed = at != live_others_.end() && *at == id;
+    if (live && !listed) live_others_.insert(at, id);
+    if (!live && listed) live_others_.erase(at);
+  }
+  live_count_ = live_others_.size() + (is_live(self_member().state) ? 1 : 0);
 }
 
 MemberRecord MemberTable::record_of(core::NodeId id) const {
@@ -193,7 +189,7 @@ void MemberTable::erase(core::NodeId id) {
   if (it == entries_.end()) return;
   remove_from_digest(it->second);
   entries_.erase(it);
-  recount();
+  note_liveness(id, false);
 }
 
 const std::vector<uint32_t>& MemberTable::bucket_hashes(size_t buckets) const {

@@ -73,8 +73,11 @@ class MemberTable {
   // push-pull request and answer, and a walk of the whole table hashing
   // every member each time grew with the mesh.
   const std::vector<uint32_t>& bucket_hashes(size_t buckets) const;
-  // Alive and suspect members other than self, by id.
-  std::vector<core::NodeId> live_others() const;
+  // Alive and suspect members other than self, by id. Kept sorted at every
+  // edit instead of walked out of the table: Medley reads it at every probe,
+  // and a walk of a 1000-member tree per probe was a fifth of a large
+  // mesh's CPU (bench/README.md, "Simulator scaling").
+  const std::vector<core::NodeId>& live_others() const { return live_others_; }
   size_t live_count() const { return live_count_; }  // self included
   // Changes whenever live_others() may have: a member added, erased, or
   // moved between live and not live. Equal values, equal lists.
@@ -86,13 +89,16 @@ class MemberTable {
   class DigestEdit;
 
   core::NodeId self_;
-  void recount();
+  // `id` is now live or not (or is gone: not live): lists it in, or out of,
+  // live_others_ and moves live_set_version_.
+  void note_liveness(core::NodeId id, bool live);
   // Add `entry`'s part of the digest; remove_from_digest() takes it away
   // again, so an edit is bracketed by the two.
   void add_to_digest(const MemberEntry& entry);
   void remove_from_digest(const MemberEntry& entry);
 
   std::map<core::NodeId, MemberEntry> entries_;
+  std::vector<core::NodeId> live_others_;
   size_t live_count_ = 1;
   uint64_t live_set_version_ = 0;
   // What each member with info adds to the digest, sorted by id: a digest

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -55,6 +56,8 @@ class MemberView {
   virtual core::NodeId self() const = 0;
   // Alive and suspect members, this node included, sorted by id.
   virtual std::vector<Member> live_members() const = 0;
+  // live_members().size(), without copying every member.
+  virtual size_t live_count() const { return live_members().size(); }
   // Any state, while the member is still remembered.
   virtual std::optional<Member> member(core::NodeId id) const = 0;
   // Changes whenever the live list or a live member's metadata changes.

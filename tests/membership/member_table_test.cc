@@ -168,6 +168,19 @@ std::vector<uint32_t> walked_digest(const MemberTable& table, size_t buckets) {
   return hashes;
 }
 
+// The live list and count as they were computed before the table kept them.
+std::vector<core::NodeId> walked_live_others(const MemberTable& table) {
+  std::vector<core::NodeId> live;
+  size_t count = 0;
+  for (const auto& [id, entry] : table.entries()) {
+    if (!is_live(entry.member.state)) continue;
+    ++count;
+    if (id != table.self()) live.push_back(id);
+  }
+  EXPECT_EQ(table.live_count(), count);
+  return live;
+}
+
 TEST(MemberTable, KeptSummariesMatchAWalkAfterRandomEdits) {
   constexpr uint32_t kMembers = 24;
   const MemberState states[] = {MemberState::alive, MemberState::suspect, MemberState::failed, MemberState::left};
@@ -199,6 +212,7 @@ TEST(MemberTable, KeptSummariesMatchAWalkAfterRandomEdits) {
       const size_t buckets = draw(10) == 0 ? 1 + draw(7) : 4;
       ASSERT_EQ(table.bucket_hashes(buckets), walked_digest(table, buckets)) << "seed " << seed << " step " << step;
       const std::vector<core::NodeId> live = table.live_others();
+      ASSERT_EQ(live, walked_live_others(table)) << "seed " << seed << " step " << step;
       if (table.live_set_version() == version_before) {
         ASSERT_EQ(live, live_before) << "seed " << seed << " step " << step;
       }
