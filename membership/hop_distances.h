@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "core/node_id.h"
 
@@ -22,6 +23,16 @@ class HopDistances {
   virtual std::optional<uint32_t> hops_between(core::NodeId from, core::NodeId to) const {
     (void)from;
     (void)to;
+    return std::nullopt;
+  }
+  // Every node at most `hops` from this one (itself excluded), sorted, when
+  // the source can list them without asking hops_to() of each node it knows
+  // (OLSR's route table is one sorted scan); nullopt otherwise, and callers
+  // then ask hops_to() of every candidate. Medley's passive feedback looks
+  // for near members at every probe, and asking of each of 1000 members cost
+  // more than the scan.
+  virtual std::optional<std::vector<core::NodeId>> nodes_within(uint32_t hops) const {
+    (void)hops;
     return std::nullopt;
   }
 };

@@ -388,11 +388,16 @@ void Medley::send_ping(core::NodeId target, uint64_t seq) {
 }
 
 std::optional<core::NodeId> Medley::passive_feedback_target() const {
+  if (options_.passive_feedback_after <= core::Duration::zero()) return std::nullopt;
   const core::TimePoint now = env_.now();
   std::optional<core::NodeId> oldest;
   core::TimePoint oldest_at{};
-  for (core::NodeId id : table_.live_others()) {
-    if (!near_for_feedback(id)) continue;
+  // The near nodes, if routing can list them, are a few dozen; the live
+  // members can be a thousand. Either way in id order, so ties go the same.
+  const std::optional<std::vector<core::NodeId>> near = distances_.nodes_within(options_.passive_feedback_radius_hops);
+  const std::vector<core::NodeId>& live = table_.live_others();
+  for (core::NodeId id : near ? *near : live) {
+    if (near ? !std::binary_search(live.begin(), live.end(), id) : !near_for_feedback(id)) continue;
     // Never heard from directly: silent since it became live here.
     core::TimePoint since = table_.find(id)->state_since;
     if (auto heard_it = last_heard_.find(id); heard_it != last_heard_.end()) since = std::max(since, heard_it->second);

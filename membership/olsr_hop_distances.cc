@@ -14,6 +14,14 @@ std::optional<uint32_t> OlsrHopDistances::hops_to(core::NodeId to) const {
   return route->hops;
 }
 
+std::optional<std::vector<core::NodeId>> OlsrHopDistances::nodes_within(uint32_t hops) const {
+  std::vector<core::NodeId> near;
+  for (const routing::olsr::Route& route : olsr_.routes()) {
+    if (route.hops <= hops && route.destination != olsr_.main_address()) near.push_back(route.destination);
+  }
+  return near;
+}
+
 void OlsrHopDistances::rebuild_if_stale() const {
   const core::TimePoint now = env_.now();
   if (built_at_ && now - *built_at_ < refresh_) return;

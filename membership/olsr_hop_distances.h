@@ -31,6 +31,7 @@ class OlsrHopDistances final : public HopDistances {
 
   std::optional<uint32_t> hops_to(core::NodeId to) const override;
   std::optional<uint32_t> hops_between(core::NodeId from, core::NodeId to) const override;
+  std::optional<std::vector<core::NodeId>> nodes_within(uint32_t hops) const override;
 
  private:
   static constexpr uint32_t kUnreached = UINT32_MAX;

@@ -185,7 +185,7 @@ class OlsrProtocol {
   core::NodeId main_address() const { return options_.main_address; }
 
   // Sorted by destination.
-  std::vector<Route> routes() const { return routes_; }
+  const std::vector<Route>& routes() const { return routes_; }
   std::optional<Route> route_to(core::Ipv4Address destination) const;
   // Sorted by main address.
   std::vector<NeighbourInfo> neighbours() const;

@@ -1,12 +1,14 @@
 // OlsrHopDistances against breadth-first search on the true graph, after
 // OLSR has converged on a line and on grids.
-#include <gtest/gtest.h>
+#include "membership/olsr_hop_distances.h"
 
+#include <algorithm>
 #include <deque>
+
+#include <gtest/gtest.h>
 
 #include "core/log.h"
 #include "core/metrics.h"
-#include "membership/olsr_hop_distances.h"
 #include "tests/routing/fake_network.h"
 
 namespace mesh::membership {
@@ -55,6 +57,15 @@ void expect_matches_bfs(OlsrMesh& mesh, const char* what) {
   mesh.env.advance(std::chrono::seconds(40));
   for (size_t i = 0; i < mesh.nodes.size(); ++i) {
     OlsrHopDistances distances(mesh.env, *mesh.nodes[i]);
+    const auto from_here = mesh.bfs(i);
+    for (uint32_t radius = 0; radius <= 3; ++radius) {
+      std::vector<core::NodeId> near;
+      for (size_t b = 0; b < mesh.nodes.size(); ++b) {
+        if (b != i && from_here[b] >= 0 && static_cast<uint32_t>(from_here[b]) <= radius) near.push_back(addr(b));
+      }
+      std::sort(near.begin(), near.end());
+      EXPECT_EQ(distances.nodes_within(radius), near) << what << " at " << i << " within " << radius;
+    }
     for (size_t a = 0; a < mesh.nodes.size(); ++a) {
       const auto truth = mesh.bfs(a);
       for (size_t b = 0; b < mesh.nodes.size(); ++b) {
