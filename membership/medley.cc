@@ -585,10 +585,9 @@ void Medley::merge(const MemberRecord& record, bool from_sync) {
     about_self(record);
     return;
   }
-  const MemberEntry* before = table_.find(record.member.id);
-  const bool known = before != nullptr;
-  const bool was_suspect = known && before->member.state == MemberState::suspect;
   const ApplyResult result = table_.apply(record, env_.now(), !from_sync);
+  const bool known = result.was_known;
+  const bool was_suspect = result.was_suspect;
   if (result.stale_accusation) verify_.insert(record.member.id);
   if (result.revival_refused) reconnect_soon_.insert(record.member.id);
   if (!result.changed) return;

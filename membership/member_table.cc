@@ -84,6 +84,8 @@ ApplyResult MemberTable::apply(const MemberRecord& record, core::TimePoint now, 
   const core::NodeId id = record.member.id;
   if (id == self_ || id.is_unspecified()) return result;
   auto it = entries_.find(id);
+  result.was_known = it != entries_.end();
+  result.was_suspect = result.was_known && it->second.member.state == MemberState::suspect;
   if (it == entries_.end()) {
     if (!record.has_info) return result;
     MemberEntry entry;

@@ -41,6 +41,10 @@ struct ApplyResult {
   // allowed to (it came second hand in a full-list sync). Worth checking.
   bool revival_refused = false;
   std::optional<MemberEventKind> event;
+  // What the table held about another member before: Medley needs it, and a second lookup of
+  // every piggy-backed record cost more than the rest of the merge.
+  bool was_known = false;
+  bool was_suspect = false;
 };
 
 // One node's list: every member it knows, in any state, by id. Knows nothing

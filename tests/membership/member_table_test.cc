@@ -205,7 +205,13 @@ TEST(MemberTable, KeptSummariesMatchAWalkAfterRandomEdits) {
         update.has_info = draw(3) != 0;
         if (update.member.state == MemberState::suspect && draw(4) != 0)
           update.accuser = numbered_id(1 + draw(kMembers));
-        table.apply(update, core::TimePoint(core::Duration(step)), draw(2) != 0);
+        // Records about self are not applied, so they report nothing held.
+        const MemberEntry* before = update.member.id == table.self() ? nullptr : table.find(update.member.id);
+        const bool was_known = before != nullptr;
+        const bool was_suspect = was_known && before->member.state == MemberState::suspect;
+        const ApplyResult result = table.apply(update, core::TimePoint(core::Duration(step)), draw(2) != 0);
+        ASSERT_EQ(result.was_known, was_known) << "seed " << seed << " step " << step;
+        ASSERT_EQ(result.was_suspect, was_suspect) << "seed " << seed << " step " << step;
       }
       // Asked for by another bucket count now and then, as a peer's
       // request may be: the table then walks once and keeps that count.
