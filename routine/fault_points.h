@@ -63,6 +63,10 @@ struct FaultPoints {
   // graph, as `device set --ignore-preconditions` sends it (APEX
   // consistency of ad hoc combos, routine/adhoc_combo.h).
   bool adhoc_ignores_rules = false;
+  // A precondition command joins the run of the commands before it whatever
+  // their graph stage, so it goes out before the deeper precondition it
+  // needs took effect (APEX consistency of runs, routine/routine_combo.h).
+  bool runs_span_stages = false;
 };
 
 FaultPoints& fault_points();

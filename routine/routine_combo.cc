@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "routine/device_codec.h"
+#include "routine/fault_points.h"
 #include "routine/precondition_graph.h"
 
 namespace mesh::routine {
@@ -54,8 +55,9 @@ std::optional<std::string> plan_stage_into(const RoutineSpec& spec, const Catalo
     if (!combo) {
       return fmt::format("command {} ({}): {}", index + 1, graph->vertices.front().condition.text(), combo.error());
     }
+    std::set<std::string> stage_devices_sent;  // this stage's commands so far
     for (const auto& stage : combo->stages) {
-      std::set<std::string> stage_devices_sent;  // this stage's commands so far
+      if (!fault_points().runs_span_stages) stage_devices_sent.clear();
       for (const PlanStep& step : stage) {
         if (step.subject) continue;
         if (step.action == StepAction::check) {

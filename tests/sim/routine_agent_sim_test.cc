@@ -1641,17 +1641,26 @@ TEST(RoutineAgentSim, AdhocCombosContendAndSurviveAPivotCrash) {
 // APEX §7.3 actuation failures: actuators get stuck now and then (they
 // answer but do not change). Their commands must fail as not effective,
 // never be recorded ok, and their routines roll back; the devices' logs
-// say which actuations took effect.
+// say which actuations took effect. With precondition rules too: a stuck
+// precondition command must stop its combo before the commands that need
+// it go out, or the logs show a rule broken.
 TEST(RoutineAgentSim, StuckActuatorsFailTheirCommandsAndRollBack) {
-  Plan plan;
-  plan.stuck_actuators = true;
-  Totals t;
-  sweep(plan, 1, 4, t);
-  if (!totals_checked(t)) return;
-  EXPECT_GT(t.not_effective, 0u);
-  EXPECT_GT(t.aborted, 0u);
-  EXPECT_GT(t.undone, 0u);
-  EXPECT_GT(t.ok, 0u);
+  for (const bool preconditions : {false, true}) {
+    Plan plan;
+    plan.stuck_actuators = true;
+    plan.preconditions = preconditions;
+    Totals t;
+    sweep(plan, 1, 4, t);
+    if (!totals_checked(t)) continue;
+    const char* what = preconditions ? "combos" : "routines";
+    EXPECT_GT(t.not_effective, 0u) << what;
+    EXPECT_GT(t.aborted, 0u) << what;
+    EXPECT_GT(t.undone, 0u) << what;
+    EXPECT_GT(t.ok, 0u) << what;
+    if (preconditions) {
+      EXPECT_GT(t.sent_with_run, 0u) << what;
+    }
+  }
 }
 
 // Soak seed 220 (SEED_SCALE=100): r1's leader lost and regained its
@@ -1721,6 +1730,9 @@ TEST(RoutineAgentSim, EveryCheckerCatchesTheBugItIsFor) {
        false, true},
       {"ad hoc combos run their command without its preconditions", &routine::FaultPoints::adhoc_ignores_rules,
        "_needs_", routine::Visibility::psv, false, true, false, false, routine::LockStrategy::sla, false, false, true},
+      // Caught where a stuck actuator leaves the deeper precondition unset.
+      {"a run spans graph stages, ahead of the deeper precondition it needs", &routine::FaultPoints::runs_span_stages,
+       "_needs_", routine::Visibility::psv, false, true, false, false, routine::LockStrategy::sla, false, true},
   };
   for (const DeliberateBug& bug : bugs) {
     routine::fault_points().*bug.fault = true;
