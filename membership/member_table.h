@@ -41,8 +41,9 @@ struct ApplyResult {
   // allowed to (it came second hand in a full-list sync). Worth checking.
   bool revival_refused = false;
   std::optional<MemberEventKind> event;
-  // What the table held about another member before: Medley needs it, and a second lookup of
-  // every piggy-backed record cost more than the rest of the merge.
+  // What the table held about another member before: Medley needs it, and
+  // looking every piggy-backed record up a second time for it was 2 % of
+  // the 1000-node steady state (bench/README.md, "Simulator scaling").
   bool was_known = false;
   bool was_suspect = false;
 };
@@ -79,8 +80,8 @@ class MemberTable {
   const std::vector<uint32_t>& bucket_hashes(size_t buckets) const;
   // Alive and suspect members other than self, by id. Kept sorted at every
   // edit instead of walked out of the table: Medley reads it at every probe,
-  // and a walk of a 1000-member tree per probe was a fifth of a large
-  // mesh's CPU (bench/README.md, "Simulator scaling").
+  // and walking a 1000-member tree for it was 14.5 % of a large mesh's
+  // steady-state CPU (bench/README.md, "Simulator scaling").
   const std::vector<core::NodeId>& live_others() const { return live_others_; }
   size_t live_count() const { return live_count_; }  // self included
   // Changes whenever live_others() may have: a member added, erased, or

@@ -55,7 +55,7 @@ std::optional<std::string> plan_stage_into(const RoutineSpec& spec, const Catalo
     if (!combo) {
       return fmt::format("command {} ({}): {}", index + 1, graph->vertices.front().condition.text(), combo.error());
     }
-    std::set<std::string> stage_devices_sent;  // this stage's commands so far
+    std::set<std::string> stage_devices_sent;  // this stage's commands so far: emptied at each stage
     for (const auto& stage : combo->stages) {
       if (!fault_points().runs_span_stages) stage_devices_sent.clear();
       for (const PlanStep& step : stage) {
